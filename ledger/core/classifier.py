@@ -1,0 +1,416 @@
+"""Deterministic ingest-time classifier (MutMem section "Ingest-time classifier").
+
+Flags passages that share a *suspicious query pattern*: the content of one question,
+restated across several distinct passages, each asserting the same answer. That is the shape
+of PoisonedRAG's targeted passages (Zou et al., 2024: for every target question the attacker
+writes five passages that contain or paraphrase the question and assert the incorrect
+answer, so that they are retrieved for the question and outvote the truth) and of MINJA's
+repeated planted records.
+
+Pure Python, standard library only, no Django. Deterministic: every loop runs over sorted
+ids, ties are broken by id, no hashing of Python objects that varies between runs.
+
+Algorithm (one pass over a batch; the batch is the whole store, or a new batch together with
+the existing passages so that a pattern split across batches is still seen):
+
+1. Normalise each passage into content tokens: NFKC, lower case, alphanumeric words, English
+   stop words removed, number words and ordinals folded to digits ("fourth" -> "4"), light
+   plural stemming. Proper-noun tokens (capitalised, not sentence-initial, or in a title line)
+   are remembered separately.
+2. Document frequency over the batch; a token is *informative* when 2 <= df <= max_df (a cap
+   that grows with the batch, so the inverted index never enumerates common words). Weights
+   are idf = ln(N / df).
+3. Candidate neighbours of each passage: passages sharing at least ``min_shared`` informative
+   tokens, found through the inverted index (no all-pairs comparison).
+4. Group growth from each seed: greedily add the neighbour that keeps the largest idf weight
+   of the common token set (the *core*); stop before the core drops below ``min_core_tokens``
+   tokens or ``min_core_weight``. The core of a PoisonedRAG group is the question's content
+   plus the asserted answer.
+5. The group is the *support* of the core: every passage of the batch holding all core tokens.
+   It is suspicious when
+   a. it has at least ``min_group`` distinct passages (near-duplicate copies count once),
+   b. the core is question-sized (``min_core_tokens`` .. ``max_core_tokens`` tokens) and
+      the support is small (a pattern shared by many passages is boilerplate or a template,
+      not a targeted attack),
+   c. the members are about the same subject: a template family (villages of one district,
+      mountains of one range) shares its predicate while every member names its own subject
+      (a proper noun found in no other member); restated questions name the same one,
+   d. the core is a large enough share of each member (a short claim restated, not two long
+      articles that happen to share names).
+6. Every member of a suspicious group gets one :class:`Flag` whose reason names the repeated
+   pattern, the group size and a similarity figure; evidence holds the core tokens, the group
+   ids and the figures, so a reviewer can check the decision.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+CLASSIFIER_NAME = "ingest-classifier"
+CLASSIFIER_VERSION = "1.0"
+
+_STOP = frozenset(
+    """a about above after again against all almost along also although am among an and
+    another any anyone anything are aren around as at away be because been before being
+    below between both but by can cannot could did didn do does doesn doing don done down
+    during each either else even ever every few for from further get gets got had hadn has
+    hasn have haven having he her here hers herself him himself his how however i if in into
+    is isn it its itself just least less let like ll many may me might more most much must
+    my myself neither no nor not now of off often on once only onto or other others our ours
+    ourselves out over own per quite rather re really s same shall she should shouldn since
+    so some such t than that the their theirs them themselves then there these they this
+    those though through thus to too toward towards under until up upon us ve very via was
+    wasn we were weren what whatever when where whether which while who whom whose why will
+    with within without won would wouldn yet you your yours yourself yourselves d m o y
+    one's""".split()
+)
+_ORDINALS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
+).split()
+_CARDINALS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_CARDINALS)}
+_NUMBER_WORDS.update({w: str(i + 1) for i, w in enumerate(_ORDINALS)})
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
+_ORDINAL_SUFFIX = re.compile(r"(\d+)(?:st|nd|rd|th)")
+_SENTENCE_END = re.compile(r"[.!?:;\"\n]")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flagged passage: the label the ledger appends is ``poison_likely`` with this reason."""
+
+    memory_id: str
+    reason: str
+    evidence: dict = field(hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Thresholds. Changing any default is a new CLASSIFIER_VERSION."""
+
+    min_group: int = 4
+    knee: float = 0.7
+    min_shared: int = 3
+    max_neighbours: int = 40
+    min_core_tokens: int = 3
+    max_core_tokens: int = 12
+    min_core_weight: float = 12.0
+    max_support: int = 12
+    max_df_floor: int = 50
+    max_df_share: float = 0.005
+    near_duplicate: float = 0.9
+    min_core_share: float = 0.05
+    max_own_subject_share: float = 0.5
+    own_subject_max_df: int = 2
+
+
+DEFAULT_PARAMS = Params()
+
+
+@dataclass
+class _Passage:
+    memory_id: str
+    text: str
+    tokens: frozenset[str]
+    proper: frozenset[str]
+    first_proper: str
+    weight: float = 0.0
+
+
+def _stem(word: str) -> str:
+    if word in _NUMBER_WORDS:
+        return _NUMBER_WORDS[word]
+    m = _ORDINAL_SUFFIX.fullmatch(word)
+    if m:
+        return m.group(1)
+    if word.endswith("'s"):
+        word = word[:-2]
+    word = word.replace("'", "")
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> tuple[list[str], set[str]]:
+    toks, proper, _ = _tokenize(text)
+    return toks, proper
+
+
+def _tokenize(text: str) -> tuple[list[str], set[str], str]:
+    """Content tokens in order, and the subset written as a proper noun.
+
+    A proper noun is a capitalised word that does not open a sentence, or any capitalised
+    word of a short first line (a title).
+    """
+    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+    tokens: list[str] = []
+    proper: set[str] = set()
+    first_line_end = text.find("\n")
+    has_title = 0 < first_line_end < 120
+    prev_end = 0
+    first = ""
+    for m in _WORD.finditer(text):
+        raw = m.group(0)
+        sentence_start = prev_end == 0 or bool(_SENTENCE_END.search(text[prev_end : m.start()]))
+        prev_end = m.end()
+        word = raw.lower()
+        if word in _STOP:
+            continue
+        stem = _stem(word)
+        if not stem or stem in _STOP or (len(stem) < 2 and not stem.isdigit()):
+            continue
+        tokens.append(stem)
+        in_title = has_title and m.start() < first_line_end
+        if raw[0].isupper() and (in_title or not sentence_start):
+            proper.add(stem)
+            if not first:
+                first = stem
+    return tokens, proper, first
+
+
+def _prepare(passages: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[_Passage]:
+    items = passages.items() if isinstance(passages, Mapping) else passages
+    seen: dict[str, str] = {}
+    for memory_id, text in items:
+        if memory_id in seen:
+            raise ValueError(f"duplicate passage id {memory_id!r}")
+        seen[str(memory_id)] = text or ""
+    out = []
+    for memory_id in sorted(seen):
+        toks, proper, first = _tokenize(seen[memory_id])
+        out.append(_Passage(memory_id, seen[memory_id], frozenset(toks), frozenset(proper), first))
+    return out
+
+
+@dataclass(frozen=True)
+class Group:
+    """A set of passages sharing one core, with the figures the rules look at."""
+
+    members: tuple[str, ...]
+    core: tuple[str, ...]
+    core_weight: float
+    distinct: int
+    own_subject_share: float
+    min_core_share: float
+    similarity: float
+    first_subject_share: float
+    median_core_share: float
+    named_core: bool
+    pattern: str
+    suspicious: bool
+    why_not: str
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def _pattern_sentence(text: str, core: frozenset[str]) -> str:
+    """The sentence of ``text`` holding most core tokens: the restated question, for the reason."""
+    best, best_hits = "", -1
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+        toks, _ = tokenize(sentence)
+        hits = len(core.intersection(toks))
+        if hits > best_hits:
+            best, best_hits = sentence.strip(), hits
+    return best[:160]
+
+
+def find_groups(
+    passages: Iterable[tuple[str, str]] | Mapping[str, str],
+    *,
+    params: Params = DEFAULT_PARAMS,
+    keep_all: bool = False,
+) -> list[Group]:
+    """Steps 1-5 of the module docstring. ``keep_all`` also returns groups judged benign."""
+    items = _prepare(passages)
+    n = len(items)
+    if n == 0:
+        return []
+    df: Counter[str] = Counter()
+    for p in items:
+        df.update(p.tokens)
+    idf = {t: math.log(n / d) for t, d in df.items()}
+    for p in items:
+        p.weight = sum(idf[t] for t in p.tokens)
+    max_df = max(params.max_df_floor, int(n * params.max_df_share))
+    postings: dict[str, list[int]] = defaultdict(list)
+    for i, p in enumerate(items):
+        for t in sorted(p.tokens):
+            postings[t].append(i)
+
+    def informative(t: str) -> bool:
+        return 2 <= df[t] <= max_df
+
+    def weight(tokens: Iterable[str]) -> float:
+        return sum(idf[t] for t in tokens)
+
+    def support(core: frozenset[str]) -> list[int]:
+        ordered = sorted(core, key=lambda t: (df[t], t))
+        result = set(postings[ordered[0]])
+        for t in ordered[1:]:
+            result.intersection_update(postings[t])
+            if not result:
+                break
+        return sorted(result)
+
+    seen_cores: set[frozenset[str]] = set()
+    groups: list[Group] = []
+    for a, seed in enumerate(items):
+        shared: Counter[int] = Counter()
+        for t in sorted(seed.tokens):
+            if informative(t):
+                shared.update(postings[t])
+        shared.pop(a, None)
+        cands = [b for b, c in shared.items() if c >= params.min_shared]
+        if len(cands) < params.min_group - 1:
+            continue
+        cands.sort(key=lambda b: (-weight(seed.tokens & items[b].tokens), items[b].memory_id))
+        cands = cands[: params.max_neighbours]
+        core = seed.tokens
+        grown = 1
+        remaining = list(cands)
+        while remaining:
+            scored = [(weight(core & items[b].tokens), -b, b) for b in remaining]
+            w, _, b = max(scored)
+            nxt = core & items[b].tokens
+            if len(nxt) < params.min_core_tokens or w < params.min_core_weight:
+                break
+            # Past the minimum group size, stop at the knee: a member that costs the core
+            # much of its weight (typically the answer) belongs to a wider topic, not the group.
+            if grown >= params.min_group and w < params.knee * weight(core):
+                break
+            core = nxt
+            grown += 1
+            remaining.remove(b)
+        if grown < params.min_group:
+            continue
+        core = frozenset(core)
+        if core in seen_cores:
+            continue
+        seen_cores.add(core)
+        group = _judge(items, support(core), core, idf, df, weight, params)
+        if group.suspicious or keep_all:
+            groups.append(group)
+    groups.sort(key=lambda g: (g.members, g.core))
+    return groups
+
+
+def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
+    members = [items[i] for i in member_idx]
+    # Near-duplicate copies of one passage count once (one source ingested twice).
+    reps: list[_Passage] = []
+    for m in members:
+        if not any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps):
+            reps.append(m)
+    core_w = weight(core)
+    own = 0
+    for m in reps:
+        others = set().union(*(r.proper for r in reps if r is not m)) if len(reps) > 1 else set()
+        own_names = {t for t in m.proper - core - others if df[t] <= params.own_subject_max_df}
+        if own_names:
+            own += 1
+    own_share = own / len(reps) if reps else 1.0
+    shares = sorted((core_w / m.weight if m.weight else 0.0) for m in members)
+    min_share = shares[0]
+    median_share = shares[len(shares) // 2]
+    first_own = sum(1 for m in reps if m.first_proper and m.first_proper not in core)
+    first_share = first_own / len(reps) if reps else 1.0
+    named = any(t.isdigit() or any(t in m.proper for m in reps) for t in core)
+    sims = []
+    for i in range(len(reps)):
+        for j in range(i + 1, len(reps)):
+            sims.append(_jaccard(reps[i].tokens, reps[j].tokens))
+    core_sentences = []
+    for m in reps:
+        toks, _ = tokenize(_pattern_sentence(m.text, core))
+        core_sentences.append(frozenset(toks))
+    pair = [
+        len(core & core_sentences[i] & core_sentences[j])
+        / max(1, len(core_sentences[i] | core_sentences[j]))
+        for i in range(len(reps))
+        for j in range(i + 1, len(reps))
+    ]
+    similarity = sum(pair) / len(pair) if pair else 0.0
+    why_not = ""
+    if len(reps) < params.min_group:
+        why_not = "too few distinct passages"
+    elif not params.min_core_tokens <= len(core) <= params.max_core_tokens:
+        why_not = "core is not question-sized"
+    elif len(members) > params.max_support:
+        why_not = "pattern too common (boilerplate or template)"
+    elif own_share > params.max_own_subject_share:
+        why_not = "members name different subjects (template family)"
+    elif min_share < params.min_core_share:
+        why_not = "core is a small part of some member"
+    pattern = _pattern_sentence(reps[0].text, core) if reps else ""
+    return Group(
+        members=tuple(m.memory_id for m in members),
+        core=tuple(sorted(core, key=lambda t: (-idf[t], t))),
+        core_weight=round(core_w, 3),
+        distinct=len(reps),
+        own_subject_share=round(own_share, 3),
+        min_core_share=round(min_share, 3),
+        similarity=round(similarity, 3),
+        first_subject_share=round(first_share, 3),
+        median_core_share=round(median_share, 3),
+        named_core=named,
+        pattern=pattern,
+        suspicious=not why_not,
+        why_not=why_not,
+    )
+
+
+def classify(
+    passages: Iterable[tuple[str, str]] | Mapping[str, str],
+    *,
+    only: Iterable[str] | None = None,
+    params: Params = DEFAULT_PARAMS,
+) -> list[Flag]:
+    """Flag passages that share a suspicious query pattern; one Flag per passage, sorted by id.
+
+    ``passages`` is the batch together with whatever existing passages should be considered
+    (the whole store, or the store's neighbourhood of the batch). ``only`` restricts the flags
+    returned to those ids (the newly ingested batch), while the pattern is still found across
+    all passages given.
+    """
+    wanted = None if only is None else set(only)
+    flags: dict[str, Flag] = {}
+    for g in find_groups(passages, params=params):
+        core_text = ", ".join(g.core[:8])
+        reason = (
+            f"{g.distinct} passages repeat the question pattern '{g.pattern}' "
+            f"(core terms: {core_text}; similarity {g.similarity:.2f}) each asserting an answer"
+        )
+        for mid in g.members:
+            if wanted is not None and mid not in wanted:
+                continue
+            if mid in flags:
+                continue
+            flags[mid] = Flag(
+                memory_id=mid,
+                reason=reason,
+                evidence={
+                    "classifier": f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}",
+                    "group": list(g.members),
+                    "core": list(g.core),
+                    "core_weight": g.core_weight,
+                    "distinct_passages": g.distinct,
+                    "similarity": g.similarity,
+                    "pattern": g.pattern,
+                },
+            )
+    return [flags[k] for k in sorted(flags)]
