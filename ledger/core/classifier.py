@@ -81,6 +81,8 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(_CARDINALS)}
 _NUMBER_WORDS.update({w: str(i + 1) for i, w in enumerate(_ORDINALS)})
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
 _ORDINAL_SUFFIX = re.compile(r"(\d+)(?:st|nd|rd|th)")
+_PERSONAL = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Ww]e|[Oo]ur|[Uu]s|[Yy]ou|[Yy]our)\b")
+_QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c].*?['\"\u2019\u201d](?!\w)")
 _SENTENCE_END = re.compile(r"[.!?:;\"\n]")
 
 
@@ -99,7 +101,7 @@ class Params:
 
     min_group: int = 4
     knee: float = 0.7
-    min_shared: int = 3
+    min_shared: int = 2
     max_neighbours: int = 40
     min_core_tokens: int = 3
     max_core_tokens: int = 12
@@ -108,8 +110,13 @@ class Params:
     max_df_floor: int = 50
     max_df_share: float = 0.005
     near_duplicate: float = 0.9
-    min_core_share: float = 0.05
-    max_own_subject_share: float = 0.5
+    outlier_gain: float = 1.3
+    soft_core_quorum: float = 0.6
+    soft_core_cover: float = 0.5
+    max_first_subject_share: float = 0.5
+    max_personal_share: float = 0.5
+    min_core_share: float = 0.12
+    max_own_subject_share: float = 0.34
     own_subject_max_df: int = 2
 
 
@@ -123,6 +130,7 @@ class _Passage:
     tokens: frozenset[str]
     proper: frozenset[str]
     first_proper: str
+    title: frozenset[str]
     weight: float = 0.0
 
 
@@ -188,8 +196,15 @@ def _prepare(passages: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[_P
         seen[str(memory_id)] = text or ""
     out = []
     for memory_id in sorted(seen):
-        toks, proper, first = _tokenize(seen[memory_id])
-        out.append(_Passage(memory_id, seen[memory_id], frozenset(toks), frozenset(proper), first))
+        text = seen[memory_id]
+        toks, proper, first = _tokenize(text)
+        head, sep, _ = text.partition("\n")
+        title: frozenset[str] = frozenset()
+        if sep and 0 < len(head) < 120 and not _SENTENCE_END.search(head.rstrip(".")):
+            title = frozenset(_tokenize(head)[0])
+        out.append(
+            _Passage(memory_id, text, frozenset(toks), frozenset(proper), first, title)
+        )
     return out
 
 
@@ -309,14 +324,59 @@ def find_groups(
     return groups
 
 
+def _resolve_overlaps(groups: list[Group]) -> list[Group]:
+    """Of suspicious groups sharing members, keep the one with the heaviest core.
+
+    A question-only core (the question's words) is also shared by the honest passages on
+    that question; the heavier core that adds the asserted answer picks out the planted ones.
+    """
+    kept: list[Group] = []
+    claimed: set[str] = set()
+    ranked = sorted(
+        (g for g in groups if g.suspicious), key=lambda g: (-g.core_weight, g.members)
+    )
+    for g in ranked:
+        if claimed.intersection(g.members):
+            continue
+        kept.append(g)
+        claimed.update(g.members)
+    rest = [g for g in groups if not g.suspicious]
+    return sorted(kept + rest, key=lambda g: (g.members, g.core))
+
+
 def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
-    members = [items[i] for i in member_idx]
+    core_w = weight(core)
+    support_size = len(member_idx)
+    # Only passages for which the core is a real share of what they say take part: a long
+    # article that merely mentions the same names is not a restatement of the pattern.
+    members = [
+        items[i]
+        for i in member_idx
+        if items[i].weight and core_w / items[i].weight >= params.min_core_share
+    ]
     # Near-duplicate copies of one passage count once (one source ingested twice).
     reps: list[_Passage] = []
     for m in members:
         if not any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps):
             reps.append(m)
-    core_w = weight(core)
+    # Soft core: tokens most members share (question words plus the asserted answer, even
+    # where one paraphrase drops a word). A member missing much of it (the honest passage on
+    # the same question, which lacks the planted answer) is not part of the pattern.
+    if len(reps) >= params.min_group:
+        counts: Counter[str] = Counter()
+        for r in reps:
+            counts.update(r.tokens)
+        need = math.ceil(params.soft_core_quorum * len(reps))
+        soft = frozenset(t for t, c in counts.items() if c >= need)
+        soft_w = weight(soft)
+        keep = [r for r in reps if weight(r.tokens & soft) >= params.soft_core_cover * soft_w]
+        if len(keep) < len(reps):
+            reps = keep
+            members = [
+                m
+                for m in members
+                if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)
+            ]
     own = 0
     for m in reps:
         others = set().union(*(r.proper for r in reps if r is not m)) if len(reps) > 1 else set()
@@ -324,11 +384,17 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         if own_names:
             own += 1
     own_share = own / len(reps) if reps else 1.0
-    shares = sorted((core_w / m.weight if m.weight else 0.0) for m in members)
+    shares = sorted((core_w / m.weight if m.weight else 0.0) for m in members) or [0.0]
     min_share = shares[0]
     median_share = shares[len(shares) // 2]
-    first_own = sum(1 for m in reps if m.first_proper and m.first_proper not in core)
+    # A passage with a title line is about its title: members titled with different subjects
+    # are a family of articles (relatives, films of a series), not one question restated.
+    first_own = sum(1 for m in reps if m.title and not m.title <= core)
     first_share = first_own / len(reps) if reps else 1.0
+    # Pronouns inside quotes are titles ("I Can't Help Falling in Love with You"), not speakers.
+    personal_share = sum(
+        1 for m in reps if _PERSONAL.search(_QUOTED.sub(" ", m.text.replace("\u2019", "'")))
+    ) / max(1, len(reps))
     named = any(t.isdigit() or any(t in m.proper for m in reps) for t in core)
     sims = []
     for i in range(len(reps)):
@@ -350,12 +416,12 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         why_not = "too few distinct passages"
     elif not params.min_core_tokens <= len(core) <= params.max_core_tokens:
         why_not = "core is not question-sized"
-    elif len(members) > params.max_support:
+    elif support_size > params.max_support:
         why_not = "pattern too common (boilerplate or template)"
-    elif own_share > params.max_own_subject_share:
+    elif personal_share > params.max_personal_share:
+        why_not = "members are first/second-person conversation, not claims about the world"
+    elif first_share > params.max_first_subject_share or own_share > params.max_own_subject_share:
         why_not = "members name different subjects (template family)"
-    elif min_share < params.min_core_share:
-        why_not = "core is a small part of some member"
     pattern = _pattern_sentence(reps[0].text, core) if reps else ""
     return Group(
         members=tuple(m.memory_id for m in members),
