@@ -49,7 +49,6 @@ MAX_SAFE_INT = 2**53 - 1
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
-_SCALARS = (str, bool, type(None))
 
 
 def _check(value: Any, path: str) -> bool:
@@ -68,7 +67,10 @@ def _check(value: Any, path: str) -> bool:
                 raise CanonicalError(f"{path}: key {k!r} is not a string")
             if not k.isascii():
                 needs_utf16 = True
-            if type(v) in _SCALARS:
+            tv = type(v)
+            if tv is str or tv is bool or v is None:
+                continue
+            if tv is int and -MAX_SAFE_INT <= v <= MAX_SAFE_INT:
                 continue
             if _check(v, f"{path}.{k}"):
                 needs_utf16 = True

@@ -12,6 +12,7 @@ clipped to ``[WEIGHT_MIN_Q, WEIGHT_MAX_Q]``. No age-based decay.
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Context, Decimal
+from functools import lru_cache
 
 WEIGHT_MIN_Q = 100
 WEIGHT_MAX_Q = 3000
@@ -32,6 +33,7 @@ def _require_int(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
+@lru_cache(maxsize=65536)  # pure function of three small ints; verifiers call it per node
 def next_weight_q(weight_q: int, valence_q: int, eta_q: int) -> int:
     """Apply the weight rule once.
 
