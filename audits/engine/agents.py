@@ -1,0 +1,333 @@
+"""Agent connectors for replay: `f(q, R(q, M'))` (DESIGN sections 4 and 5).
+
+Every connector answers `answer(query, retrieved, candidates=None) -> AgentOutput` and has a
+`config_hash()` that keys the replay cache. `builtin-vote` and `builtin-reader` are
+deterministic **simulations** of an agent (labelled `simulation = True`), for tests and offline
+benchmarks; `openai-chat` and `webhook` reach a real agent over HTTP through one narrow
+function, `_post_json`, which is the only thing tests mock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .retriever import RetrievedMemory
+from .scenario import AgentConfig
+
+DONT_KNOW = "I don't know"
+
+DEFAULT_PROMPT = (
+    "Answer the question using the memories below. Reply with the answer only.\n\n"
+    "Memories:\n{memories}\n\nQuestion: {query}\nAnswer:"
+)
+
+
+@dataclass
+class AgentOutput:
+    text: str
+    samples: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.samples:
+            self.samples = [self.text]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "samples": list(self.samples)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgentOutput:
+        return cls(text=str(d["text"]), samples=[str(s) for s in d.get("samples") or [d["text"]]])
+
+
+class AgentError(RuntimeError):
+    """The agent could not be reached or answered something unusable."""
+
+
+def canonical_hash(obj: Any) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class Agent:
+    connector = "abstract"
+    simulation = False
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        raise NotImplementedError
+
+    def config_hash(self) -> str:
+        # Secrets do not change what the agent answers; keep them out of cache keys.
+        public = {k: v for k, v in self.config.items()
+                  if k not in ("api_key", "headers", "timeout", "retries", "backoff")}
+        return canonical_hash({"connector": self.connector, **public})
+
+    @property
+    def label(self) -> str:
+        return f"{self.connector} (simulation)" if self.simulation else self.connector
+
+
+# ----------------------------------------------------------------------------- built-ins
+
+_ANSWER_LINE = re.compile(r"^\s*A:\s*(.*)$")
+
+
+def memory_answer(mem: RetrievedMemory) -> str | None:
+    """A memory's answer: `metadata.answer`, else the text after the last line starting `A:`."""
+    ans = mem.metadata.get("answer") if mem.metadata else None
+    if isinstance(ans, (str, int, float)) and not isinstance(ans, bool) and str(ans).strip():
+        return str(ans).strip()
+    found = None
+    for line in mem.text.splitlines():
+        m = _ANSWER_LINE.match(line)
+        if m:
+            found = m.group(1).strip()
+    return found or None
+
+
+class BuiltinVoteAgent(Agent):
+    """Simulation: the answer with the largest sum of retrieval scores wins.
+
+    Answers are compared case-insensitively; a tie goes to the answer of the higher-ranked
+    memory. No memory with an answer -> "I don't know".
+    """
+
+    connector = "builtin-vote"
+    simulation = True
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        totals: dict[str, float] = {}
+        best_rank: dict[str, int] = {}
+        shown: dict[str, str] = {}
+        for mem in retrieved:
+            ans = memory_answer(mem)
+            if ans is None:
+                continue
+            key = ans.casefold()
+            totals[key] = totals.get(key, 0.0) + mem.score
+            if key not in best_rank or mem.rank < best_rank[key]:
+                best_rank[key] = mem.rank
+                shown[key] = ans
+        if not totals:
+            return AgentOutput(DONT_KNOW)
+        win = min(totals, key=lambda k: (-round(totals[k], 9), best_rank[k]))
+        return AgentOutput(shown[win])
+
+
+class BuiltinReaderAgent(Agent):
+    """Simulation: the candidate with the largest score-weighted count of mentions wins.
+
+    With `candidates` (from the probe): count case-insensitive mentions of each candidate in
+    every retrieved text, weight by that memory's score; none mentioned -> "I don't know"; a
+    tie goes to the candidate mentioned by the higher-ranked memory. Without candidates (our
+    extension, for incidents that carry none) it reads the top-ranked memory's text.
+    """
+
+    connector = "builtin-reader"
+    simulation = True
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        if not candidates:
+            return AgentOutput(retrieved[0].text if retrieved else DONT_KNOW)
+        totals: dict[str, float] = {}
+        first: dict[str, int] = {}
+        for mem in retrieved:
+            low = mem.text.casefold()
+            for cand in candidates:
+                c = cand.casefold().strip()
+                if not c:
+                    continue
+                n = len(re.findall(r"(?<!\w)" + re.escape(c) + r"(?!\w)", low))
+                if n:
+                    totals[cand] = totals.get(cand, 0.0) + n * mem.score
+                    first.setdefault(cand, mem.rank)
+        if not totals:
+            return AgentOutput(DONT_KNOW)
+        return AgentOutput(min(totals, key=lambda c: (-round(totals[c], 9), first[c])))
+
+
+# ----------------------------------------------------------------------------- HTTP
+
+
+class TransientHTTPError(AgentError):
+    """A failure worth retrying: timeout, connection refused, HTTP 429 or 5xx."""
+
+
+def _post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str],
+               timeout: float) -> dict[str, Any]:
+    """POST JSON, return the decoded JSON object. The one network edge of the engine."""
+    body = json.dumps(payload).encode("utf-8")
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:300].decode("utf-8", "replace")
+        if exc.code == 429 or exc.code >= 500:
+            raise TransientHTTPError(f"HTTP {exc.code} from {url}: {detail}") from exc
+        raise AgentError(f"HTTP {exc.code} from {url}: {detail}") from exc
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+        raise TransientHTTPError(f"cannot reach {url}: {exc}") from exc
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise AgentError(f"{url} answered non-JSON: {raw[:200]!r}") from exc
+    if not isinstance(data, dict):
+        raise AgentError(f"{url} answered JSON that is not an object")
+    return data
+
+
+def post_with_retries(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str],
+                      timeout: float, retries: int, backoff: float) -> dict[str, Any]:
+    """`_post_json` with exponential backoff (backoff · 2^attempt, with jitter) on transient errors."""
+    attempt = 0
+    while True:
+        try:
+            return _post_json(url, payload, headers=headers, timeout=timeout)
+        except TransientHTTPError:
+            if attempt >= retries:
+                raise
+            time.sleep(backoff * (2 ** attempt) * (1.0 + 0.1 * random.random()))
+            attempt += 1
+
+
+def format_memories(retrieved: Sequence[RetrievedMemory], max_chars: int | None = None) -> str:
+    lines = []
+    for mem in retrieved:
+        text = mem.text if max_chars is None else mem.text[:max_chars]
+        lines.append(f"[{mem.rank}] {text}")
+    return "\n".join(lines)
+
+
+class OpenAIChatAgent(Agent):
+    """Any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp, hosted APIs).
+
+    Settings: `base_url` (…/v1), `model`, `api_key` or `api_key_env`, `prompt_template`
+    (with {query} and {memories}), `system`, `temperature` (0), `seed` (0), `n_samples` (1),
+    `max_tokens` (64), `timeout` (s, 60), `retries` (3), `backoff` (s, 0.5),
+    `max_memory_chars`. Samples are separate requests with seeds seed, seed+1, …, because many
+    local servers ignore `n`.
+    """
+
+    connector = "openai-chat"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        c = self.config
+        if not c.get("base_url"):
+            raise ValueError("openai-chat needs base_url")
+        self.base_url = str(c["base_url"]).rstrip("/")
+        self.model = str(c.get("model", "default"))
+        self.template = str(c.get("prompt_template", DEFAULT_PROMPT))
+        self.system = c.get("system")
+        self.temperature = float(c.get("temperature", 0.0))
+        self.seed = int(c.get("seed", 0))
+        self.n_samples = max(1, int(c.get("n_samples", 1)))
+        self.max_tokens = int(c.get("max_tokens", 64))
+        self.timeout = float(c.get("timeout", 60.0))
+        self.retries = int(c.get("retries", 3))
+        self.backoff = float(c.get("backoff", 0.5))
+        self.max_memory_chars = c.get("max_memory_chars")
+        key = c.get("api_key") or (os.environ.get(c["api_key_env"]) if c.get("api_key_env") else None)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/chat/completions"
+
+    def chat(self, prompt: str) -> list[str]:
+        """Send one prompt, return `n_samples` completions."""
+        messages = ([{"role": "system", "content": self.system}] if self.system else []) + [
+            {"role": "user", "content": prompt}]
+        outs = []
+        for i in range(self.n_samples):
+            payload = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                       "seed": self.seed + i, "max_tokens": self.max_tokens}
+            data = post_with_retries(self.url, payload, headers=self._headers,
+                                     timeout=self.timeout, retries=self.retries,
+                                     backoff=self.backoff)
+            try:
+                content = data["choices"][0]["message"]["content"]
+            except (KeyError, IndexError, TypeError) as exc:
+                raise AgentError(f"unexpected chat-completions response: {str(data)[:200]}") from exc
+            outs.append((content or "").strip())
+        return outs
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        mems = format_memories(retrieved, self.max_memory_chars)
+        prompt = self.template.replace("{memories}", mems).replace("{query}", query)
+        samples = self.chat(prompt)
+        return AgentOutput(samples[0], samples)
+
+
+class WebhookAgent(Agent):
+    """POST the query and the allowed memories to the customer's own agent.
+
+    Request: {"query", "memories": [{"id", "text", "score", "rank", "metadata"}], "candidates"?}.
+    Response: {"output": str} or {"outputs": [str, ...]} (several samples).
+    """
+
+    connector = "webhook"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        if not self.config.get("url"):
+            raise ValueError("webhook needs url")
+        self.url = str(self.config["url"])
+        self.timeout = float(self.config.get("timeout", 60.0))
+        self.retries = int(self.config.get("retries", 3))
+        self.backoff = float(self.config.get("backoff", 0.5))
+        self._headers = {str(k): str(v) for k, v in (self.config.get("headers") or {}).items()}
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        payload: dict[str, Any] = {
+            "query": query,
+            "memories": [{"id": m.id, "text": m.text, "score": m.score, "rank": m.rank,
+                          "metadata": m.metadata} for m in retrieved],
+        }
+        if candidates:
+            payload["candidates"] = list(candidates)
+        data = post_with_retries(self.url, payload, headers=self._headers, timeout=self.timeout,
+                                 retries=self.retries, backoff=self.backoff)
+        if isinstance(data.get("outputs"), list) and data["outputs"]:
+            samples = [str(s) for s in data["outputs"]]
+            return AgentOutput(samples[0], samples)
+        if "output" not in data:
+            raise AgentError(f"webhook response has no 'output': {str(data)[:200]}")
+        return AgentOutput(str(data["output"]))
+
+
+_CONNECTORS: dict[str, type[Agent]] = {
+    "builtin-vote": BuiltinVoteAgent,
+    "builtin-reader": BuiltinReaderAgent,
+    "openai-chat": OpenAIChatAgent,
+    "webhook": WebhookAgent,
+}
+
+
+def make_agent(config: Mapping[str, Any] | AgentConfig) -> Agent:
+    """Build a connector from an agent.json-style dict (`connector`, `top_k`, settings)."""
+    cfg = config.to_dict() if isinstance(config, AgentConfig) else dict(config)
+    name = cfg.get("connector")
+    if name not in _CONNECTORS:
+        raise ValueError(f"unknown connector {name!r}; one of {', '.join(_CONNECTORS)}")
+    return _CONNECTORS[name](cfg)

