@@ -134,7 +134,10 @@ def validate_body(kind: str, body: object) -> dict:
 
 def _built(kind: str, body: dict) -> dict:
     validate_body(kind, body)
-    parse_time(body["time"])
+    try:
+        parse_time(body["time"])
+    except CanonicalError as exc:
+        raise EntryFormatError(f"{kind} body field 'time': {exc}") from None
     return body
 
 

@@ -75,7 +75,6 @@ def _inclusion_corruptions(i, n, leaf, proof, good_root):
     yield "index+1", (i + 1, n, leaf, proof, good_root)
     yield "index-1", (i - 1, n, leaf, proof, good_root)
     yield "size*2", (i, n * 2, leaf, proof, good_root)
-    yield "size+1", (i, n + 1, leaf, proof, good_root)
     for k in range(len(proof)):
         bad = list(proof)
         bad[k] = _flip(bad[k])
