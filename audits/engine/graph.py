@@ -15,7 +15,8 @@
      its neighbourhood — records that agree with each other and with nothing else;
    - `relative_tightness`: tightness minus the median tightness of the neighbours outside
      its cluster — a cluster abnormally tight for its neighbourhood.
-4. CAS = weighted mean of the min-max normalised signals (weights from bench/cas_auc.py).
+4. CAS = weighted mean of the signals, each min-max normalised over every graph node (the
+   neighbourhood is the reference), weights from bench/cas_auc.py.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def compute_cas(mg: MemoryGraph, backend: ConsistencyBackend | None, items: Mapp
     """Score edges (when a backend is given), then CAS for the scope. Returns (cas, signals)."""
     if backend is not None:
         score_edges(mg, backend, items)
-    signals = structural_signals(mg, beta=beta)
+    signals = structural_signals(mg, list(mg.graph.nodes), beta=beta)
     return combine_signals(signals, weights), signals
 
 

@@ -1,0 +1,201 @@
+"""In-process orchestration of one audit (MemAudit, DESIGN section 4).
+
+1. Events from the incidents (reference harm h(q*, y*)).
+2. CMIS: near-duplicate groups, the replay plan, every replay, combination.
+3. MCG over the scope (candidates and group members, plus neighbours) and CAS.
+4. Fusion into DS, one batch decided after all events, residual-harm verification.
+5. Baselines removing as many memories, each with its own residual harm.
+
+The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fan-out,
+`cmis.combine_cmis`, `graph.compute_cas`, `fusion.*`); this module only wires them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .agents import Agent
+from .baselines import run_baselines
+from .cmis import AuditEvent, CmisScore, Group, combine_cmis, events_from_incidents, \
+    find_groups, plan_replays, run_replay
+from .consistency import ConsistencyBackend, RulesBackend
+from .fusion import Suspect, decide_batch, fuse, residual_harm
+from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
+from .harm import Harm, make_harm
+from .replay import Replayer
+from .retriever import QueryEncoder, Retriever
+from .scenario import Incident, MemoryRecord
+
+ProgressCb = Callable[[str, int, int], None]
+
+
+@dataclass
+class AuditParams:
+    top_k: int = 5
+    alpha: float = 0.6
+    combine: str = "max"
+    group_ablation: bool = True
+    group_thresholds: tuple[float, ...] = (0.9, 0.8)
+    knn_k: int = 10
+    tau: float = 0.3
+    dup_threshold: float = 0.8
+    signal_weights: dict[str, float] | None = None
+    full_store_graph: bool = False
+    batch_threshold: float = 0.7
+    top_n: int | None = None
+    residual_rounds: int = 3
+    baselines: bool = True
+    baseline_residual: bool = True
+    seed: int = 0
+
+
+@dataclass
+class AuditResult:
+    suspects: list[Suspect]
+    batch: list[str]
+    residual: dict[str, Any]
+    residual_rounds: list[dict[str, Any]]
+    baselines: dict[str, dict[str, Any]]
+    graph: dict[str, Any]
+    groups: list[Group]
+    events: list[dict[str, Any]]
+    agent_calls: int
+    cmis_agent_calls: int
+    replays: int
+    timings: dict[str, float] = field(default_factory=dict)
+    cmis: dict[str, CmisScore] = field(default_factory=dict)
+    cas: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suspects": [s.__dict__ for s in self.suspects],
+            "batch": self.batch, "residual": self.residual,
+            "residual_rounds": self.residual_rounds, "baselines": self.baselines,
+            "graph": self.graph, "groups": [g.__dict__ for g in self.groups],
+            "events": self.events, "agent_calls": self.agent_calls,
+            "cmis_agent_calls": self.cmis_agent_calls, "replays": self.replays,
+            "timings": self.timings,
+        }
+
+
+def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
+                   embedder: QueryEncoder | None) -> Callable[[Incident], Harm]:
+    cache: dict[str, Harm] = {}
+
+    def resolve(inc: Incident) -> Harm:
+        if inc.harm is not None:
+            key = repr(sorted(inc.harm.to_dict().items()))
+            if key not in cache:
+                cache[key] = make_harm(inc.harm, embedder=embedder)
+            return cache[key]
+        if isinstance(harm, Harm):
+            return harm
+        if harm is not None:
+            return harm(inc)
+        raise ValueError(f"incident {inc.id!r} has no harm spec and no default harm was given")
+
+    return resolve
+
+
+def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
+              weights: Sequence[float] | np.ndarray | None, incidents: Sequence[Incident],
+              agent: Agent, harm: Harm | Callable[[Incident], Harm] | None,
+              params: AuditParams | None = None,
+              replay_cache: MutableMapping[str, Any] | None = None,
+              progress_cb: ProgressCb | None = None, *, embedder: QueryEncoder,
+              blocked: Collection[str] = (), backend: ConsistencyBackend | None = None,
+              nli_cache: MutableMapping[str, Any] | None = None) -> AuditResult:
+    """Audit one store against its incidents; see the module docstring for the steps."""
+    p = params or AuditParams()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if progress_cb is not None:
+            progress_cb(stage, done, total)
+
+    retriever = Retriever(memories, embeddings, weights, embedder=embedder, blocked=blocked)
+    replayer = Replayer(agent, retriever, p.top_k, replay_cache)
+    events: list[AuditEvent] = events_from_incidents(incidents, _harm_resolver(harm, embedder))
+
+    # 2. CMIS
+    t = time.perf_counter()
+    candidates = list(dict.fromkeys(m for ev in events for m in ev.retrieved
+                                    if m in retriever.index))
+    groups = find_groups(candidates, retriever, thresholds=p.group_thresholds) \
+        if p.group_ablation else []
+    jobs = plan_replays(events, groups, group_ablation=p.group_ablation)
+    evmap = {ev.id: ev for ev in events}
+    results = []
+    for i, job in enumerate(jobs):
+        results.append(run_replay(job, evmap[job.event_id], replayer))
+        progress("replay", i + 1, len(jobs))
+    cmis = combine_cmis(results, events, groups, combine=p.combine)
+    cmis_calls = replayer.calls
+    timings["cmis"] = time.perf_counter() - t
+
+    # 3. MCG / CAS
+    t = time.perf_counter()
+    scope = list(dict.fromkeys([*candidates, *(m for g in groups for m in g.members)]))
+    allowed = np.array([mid not in set(blocked) for mid in retriever.ids]) if blocked else None
+    mg: MemoryGraph = build_graph(retriever.ids, retriever.embeddings, scope, k=p.knn_k,
+                                  tau=p.tau, dup_threshold=p.dup_threshold,
+                                  full_store=p.full_store_graph, allowed=allowed)
+    progress("graph", 1, 2)
+    items = {m.id: m for m in memories}
+    be = backend if backend is not None else RulesBackend()
+    if nli_cache is not None:
+        from .consistency import CachedBackend
+
+        be = CachedBackend(be, nli_cache)
+    cas_all, signals = compute_cas(mg, be, items, weights=p.signal_weights)
+    # Fusion candidates: the scope plus its graph neighbourhood, so that normalisation has
+    # clean reference points even when every retrieved memory is a poison.
+    pool = list(dict.fromkeys([*scope, *mg.graph.nodes]))
+    cas = {m: cas_all.get(m, 0.0) for m in pool}
+    progress("graph", 2, 2)
+    timings["graph"] = time.perf_counter() - t
+
+    # 4. Fusion, batch, residual
+    t = time.perf_counter()
+    ranked = fuse(cmis, cas, alpha=p.alpha, candidates=pool, signals=signals)
+    batch, residual, rounds = decide_batch(ranked, events, replayer, top_n=p.top_n,
+                                           threshold=p.batch_threshold,
+                                           max_rounds=p.residual_rounds)
+    progress("fusion", 1, 1)
+    timings["fusion"] = time.perf_counter() - t
+
+    # 5. Baselines
+    t = time.perf_counter()
+    baselines: dict[str, dict[str, Any]] = {}
+    if p.baselines:
+        sets = run_baselines(n=len(batch), candidates=scope, events=events, cmis=cmis, cas=cas,
+                             mg=mg, seed=p.seed)
+        for name, removed in sets.items():
+            entry: dict[str, Any] = {"removed": removed}
+            if p.baseline_residual:
+                r = residual_harm(events, replayer, removed)
+                entry["residual"] = {k: r[k] for k in ("harmful", "total", "rate", "mean_harm")}
+            baselines[name] = entry
+    timings["baselines"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t0
+
+    ev_rows = [{"id": ev.id, "query": ev.query, "h_observed": ev.h_observed,
+                "retrieved": ev.retrieved} for ev in events]
+    return AuditResult(
+        suspects=ranked, batch=batch, residual=residual, residual_rounds=rounds,
+        baselines=baselines, graph=graph_for_plot(mg, suspects=batch) if len(mg.graph) <= 3000
+        else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
+        groups=groups, events=ev_rows, agent_calls=replayer.calls, cmis_agent_calls=cmis_calls,
+        replays=len(jobs), timings=timings, cmis=cmis, cas=cas)
+
+
+def audit_summary(result: AuditResult, truth: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A short dict for logs: batch size, residual, calls."""
+    return {"batch": len(result.batch), "residual_harmful": result.residual["harmful"],
+            "agent_calls": result.agent_calls, "seconds": round(result.timings["total"], 2)}
