@@ -179,3 +179,17 @@ def big_ledger(keydir: Path, entries: int = 10_000) -> Housekeeper:
     hk.tree_head()
     hk.receipt([f"m{i}" for i in range(5)])
     return hk
+
+
+if __name__ == "__main__":
+    # Throughput check: python -m tests.ledger.core.factories /tmp/big.json 10000
+    #                   python -m ledger.core.verify /tmp/big.json
+    import sys
+    import tempfile
+
+    from ledger.core.bundle import write_bundle
+
+    out, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    with tempfile.TemporaryDirectory() as d:
+        write_bundle(big_ledger(Path(d) / "keys", n).bundle(), out)
+    print(f"wrote {out}")

@@ -197,3 +197,14 @@ def test_cli_exits_2_for_unusable_input(tmp_path, content, message):
 
 def test_cli_exits_2_for_a_missing_path(tmp_path):
     assert run_cli(tmp_path / "nope.json").returncode == 2
+
+
+@pytest.mark.slow
+def test_a_10k_entry_bundle_verifies_clean(tmp_path):
+    from ledger.core.bundle import parse_bundle
+    from ledger.core.verify import verify_parsed
+    from tests.ledger.core.factories import big_ledger
+
+    report = verify_parsed(parse_bundle(big_ledger(tmp_path / "keys").bundle()))
+    assert report.findings == [] and report.entries >= 9_990
+    print(f"verified {report.entries} entries in {report.seconds:.3f}s ({report.entries / report.seconds:,.0f}/s)")
