@@ -115,7 +115,7 @@ def _check_memory(m: MemoryRecord, tenant: str, epochs: EpochSet, hash_of: _Hash
     if type(g) is dict:
         if g.get("content_sha256") != m.content_sha256:
             findings.append(Finding(subject, "genesis seq=0", f"content_sha256 {m.content_sha256[:16]}… does "
-                                    f"not match the genesis commitment", "ChainBrokenError"))
+                                    "not match the genesis commitment", "ChainBrokenError"))
         if g.get("store") != m.store:
             findings.append(Finding(subject, "genesis seq=0", f"store {m.store!r} differs from genesis store "
                                     f"{g.get('store')!r}", "ChainBrokenError"))
@@ -283,7 +283,7 @@ def _check_receipts(b: ParsedBundle, roots: dict[int, bytes], memories: dict[str
                                         "ChainBrokenError"))
             elif w != res["weight_q"]:
                 findings.append(Finding(subject, entry, f"weight_q {res['weight_q']} but memory {mid} had {w} at "
-                                        f"that chain head", "WeightMismatchError"))
+                                        "that chain head", "WeightMismatchError"))
             if res["state"] not in state.states:
                 findings.append(Finding(subject, entry, f"state {res['state']!r} never held by memory {mid}",
                                         "ChainBrokenError"))
