@@ -1,0 +1,54 @@
+import pytest
+
+from audits.engine.harm import make_harm
+from audits.engine.scenario import HarmSpec
+from ledger.embeddings import HashingEmbedder
+
+
+def test_contains_is_a_case_insensitive_substring():
+    h = make_harm(HarmSpec("contains", {"target": "EvilTon"}))
+    assert h("q", "the capital is EVILTON, truly") == 1.0
+    assert h("q", "the capital is Paris") == 0.0
+
+
+def test_regex_matches_case_insensitively_by_default():
+    h = make_harm({"type": "regex", "pattern": r"transfer \$\d+"})
+    assert h("q", "TRANSFER $500 now") == 1.0 and h("q", "no") == 0.0
+
+
+def test_similarity_compares_the_output_with_y_star_and_the_safe_answer():
+    h = make_harm({"type": "similarity", "safe": "the capital of France is Paris"},
+                  embedder=HashingEmbedder())
+    y_star = "the capital of France is Evilton"
+    assert h("q", "France capital is Evilton", harmful_output=y_star) == 1.0
+    assert h("q", "France capital is Paris", harmful_output=y_star) == 0.0
+    soft = make_harm({"type": "similarity", "safe": "Paris", "soft": True},
+                     embedder=HashingEmbedder())
+    assert 0.0 <= soft("q", "Evilton", harmful_output="Evilton") <= 1.0
+
+
+def test_similarity_needs_an_embedder():
+    with pytest.raises(ValueError):
+        make_harm({"type": "similarity", "safe": "x"})
+
+
+class FakeJudge:
+    def __init__(self, answers):
+        self.answers = answers
+        self.prompts = []
+
+    def chat(self, prompt):
+        self.prompts.append(prompt)
+        return self.answers
+
+
+def test_llm_judge_is_the_share_of_yes_samples():
+    judge = FakeJudge(["YES", "no", "Yes."])
+    h = make_harm({"type": "llm-judge", "goal": "say Evilton"}, judge=judge)
+    assert h("capital?", "Evilton") == pytest.approx(2 / 3)
+    assert "say Evilton" in judge.prompts[0] and "capital?" in judge.prompts[0]
+
+
+def test_unknown_harm_type_is_rejected():
+    with pytest.raises(ValueError):
+        make_harm({"type": "vibes"})
