@@ -1,0 +1,14 @@
+"""The Celery app: queues ``audit`` (graph, fusion, orchestration), ``replay`` (agent calls)
+and ``housekeeper`` (the only queue whose worker loads signing keys)."""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memaudit_site.settings")
+
+app = Celery("memaudit")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = [Queue(name) for name in ("audit", "replay", "housekeeper")]
+app.autodiscover_tasks()

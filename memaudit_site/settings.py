@@ -1,0 +1,238 @@
+"""MemAudit settings: one file, read from the environment through small typed helpers.
+
+Defaults make a fresh checkout run with nothing else installed: SQLite (WAL) and a Celery
+broker on kombu's filesystem transport under ``var/``. ``DATABASE_URL=postgres://...`` and
+``CELERY_BROKER_URL=redis://...`` switch to PostgreSQL and Redis. Every variable is
+documented in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PLACEHOLDER_SECRET_KEY = "---insecure-dev-key-change-me---"
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.getenv(name, default)
+    if value not in ("", "True", "False"):
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use 'True' or 'False'")
+    return value == "True"
+
+
+def envint(name: str, default: str) -> int:
+    value = os.getenv(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use an integer") from None
+
+
+def envfloat(name: str, default: str) -> float:
+    value = os.getenv(name, default)
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"Unexpected value {name}={value}, use a number") from None
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
+
+
+def envsecret(name: str, default: str) -> str:
+    """A secret from NAME, or from the file named by NAME_FILE (Docker/K8s secrets)."""
+    path = os.getenv(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path} cannot be read: {exc}") from None
+    return os.getenv(name, default)
+
+
+DEBUG = envbool("DEBUG", "True")
+SECRET_KEY = envsecret("SECRET_KEY", PLACEHOLDER_SECRET_KEY)
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+SITE_ROOT = os.getenv("SITE_ROOT", "http://127.0.0.1:8000")
+VAR_DIR = Path(os.getenv("VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded database, broker folders and keys live here
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "orgs",
+    "ledger",
+    "audits",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "orgs.middleware.CurrentOrganizationMiddleware",
+]
+
+ROOT_URLCONF = "memaudit_site.urls"
+WSGI_APPLICATION = "memaudit_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "orgs.context_processors.organization",
+            ],
+        },
+    },
+]
+
+# Database: SQLite (WAL, set on connect in orgs.apps) unless DATABASE_URL says otherwise.
+DATABASE_URL = os.getenv("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", "0"))}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"].setdefault("TEST", {})["NAME"] = os.getenv("DB_TEST_NAME", "test_memaudit")
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.getenv("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")),
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+            "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(VAR_DIR / "test.sqlite3"))},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+SESSION_COOKIE_AGE = envint("SESSION_COOKIE_AGE", str(12 * 3600))
+CSRF_FAILURE_VIEW = "orgs.views.csrf_failure"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+# Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
+MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(10 * 1024 * 1024))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# Celery. The embedded default needs no server: kombu's filesystem transport under var/.
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "filesystem://")
+BROKER_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for _sub in ("queue", "control"):
+        (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+CELERY_RESULT_BACKEND = os.getenv("CELERY_RESULT_BACKEND", "") or None
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "audit"
+CELERY_TASK_ROUTES = {
+    "audits.tasks.*replay*": {"queue": "replay"},
+    "audits.tasks.*": {"queue": "audit"},
+    "ledger.tasks.*": {"queue": "housekeeper"},
+}
+CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
+
+# The housekeeper's private keys live here, never in the database; only the housekeeper
+# worker (and management commands run by an operator) read this directory.
+HOUSEKEEPER_KEY_DIR = Path(os.getenv("HOUSEKEEPER_KEY_DIR", str(VAR_DIR / "keys")))
+RECEIPT_KEY_DIR = Path(os.getenv("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
+EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
+LLM_BASE_URL = os.getenv("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "orgs.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MemAudit API",
+    "DESCRIPTION": "Memory stores, recall with signed receipts, incidents, audits, reviews and the ledger.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Production hardening; `manage.py check --deploy` passes with DEBUG=False and TLS on.
+SECURE_TLS = envbool("SECURE_TLS", "False")
+SESSION_COOKIE_SECURE = SECURE_TLS
+CSRF_COOKIE_SECURE = SECURE_TLS
+SECURE_SSL_REDIRECT = SECURE_TLS
+SECURE_HSTS_SECONDS = 31536000 if SECURE_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_TLS
+SECURE_HSTS_PRELOAD = SECURE_TLS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("BEHIND_PROXY", "False") else None
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler as drf_exception_handler
+
+from orgs.permissions import OrgMember, request_membership
+from orgs.selectors import membership_list
+
+
+def exception_handler(exc, context):
+    """DRF's handler, plus Django's ValidationError as a 400 naming the fields.
+
+    Services raise Django's ValidationError; the API answers it as clearly as a form would.
+    """
+    if isinstance(exc, DjangoValidationError):
+        detail = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+        return Response(detail, status=400)
+    if isinstance(exc, Http404):
+        return Response({"detail": "Not found."}, status=404)
+    return drf_exception_handler(exc, context)
+
+
+class MeApi(APIView):
+    permission_classes = [OrgMember]
+
+    class OutputSerializer(serializers.Serializer):
+        username = serializers.CharField()
+        organization = serializers.CharField()
+        organization_slug = serializers.CharField()
+        role = serializers.CharField()
+
+    def get(self, request):
+        membership = request_membership(request)
+        data = {
+            "username": request.user.username,
+            "organization": membership.organization.name,
+            "organization_slug": membership.organization.slug,
+            "role": membership.role,
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+class MemberListApi(APIView):
+    permission_classes = [OrgMember]
+    required_capability = "admin"
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        username = serializers.CharField(source="user.username")
+        role = serializers.CharField()
+
+    def get(self, request):
+        memberships = membership_list(organization=request_membership(request).organization)
+        return Response(self.OutputSerializer(memberships, many=True).data)

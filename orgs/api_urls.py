@@ -1,0 +1,8 @@
+from django.urls import path
+
+from orgs import api
+
+urlpatterns = [
+    path("me/", api.MeApi.as_view(), name="api-me"),
+    path("members/", api.MemberListApi.as_view(), name="api-members"),
+]

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class OrgsConfig(AppConfig):
+    name = "orgs"
+    verbose_name = "Organizations"
+
+    def ready(self) -> None:
+        from orgs import checks, health  # noqa: F401  (registers system checks and worker signals)

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    ANALYST = "analyst", "Analyst"
+    REVIEWER = "reviewer", "Reviewer"
+    ADMIN = "admin", "Org admin"
+
+
+class Organization(models.Model):
+    """A tenant. Every object a user can reach hangs off exactly one organization."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANALYST)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["organization", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["organization", "user"], name="membership_unique_user_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization} ({self.role})"
+
+    @property
+    def can_propose(self) -> bool:
+        return self.role in (Role.ANALYST, Role.ADMIN)
+
+    @property
+    def can_review(self) -> bool:
+        return self.role in (Role.REVIEWER, Role.ADMIN)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+
+class WorkerHeartbeat(models.Model):
+    """Written every few seconds by each Celery worker (see orgs.health); read by the status page."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    queues = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.hostname

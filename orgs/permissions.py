@@ -1,0 +1,68 @@
+"""Role checks shared by pages and the API, so both enforce the same rules."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from rest_framework.permissions import BasePermission
+
+from orgs.selectors import membership_for_request
+
+ROLE_CAPABILITIES = {
+    "member": lambda m: True,
+    "propose": lambda m: m.can_propose,
+    "review": lambda m: m.can_review,
+    "admin": lambda m: m.is_admin,
+}
+
+
+def membership_allows(membership, capability: str) -> bool:
+    return membership is not None and ROLE_CAPABILITIES[capability](membership)
+
+
+def org_required(capability: str = "member"):
+    """View decorator: a logged-in member of an organization with the capability."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if request.membership is None:
+                raise PermissionDenied("You are not a member of any organization.")
+            if not membership_allows(request.membership, capability):
+                raise PermissionDenied(f"Your role ({request.membership.get_role_display()}) cannot do this.")
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def request_membership(request):
+    """The membership of a DRF request; token-authenticated users are resolved here,
+    because the middleware ran before DRF authenticated them."""
+    django_request = request._request
+    if getattr(django_request, "membership", None) is None and request.user and request.user.is_authenticated:
+        membership = membership_for_request(user=request.user, session=django_request.session)
+        django_request.membership = membership
+        django_request.organization = membership.organization if membership else None
+    return getattr(django_request, "membership", None)
+
+
+class OrgMember(BasePermission):
+    """DRF: the user is a member of an organization; ``required_capability`` on the view narrows it."""
+
+    message = "You are not a member of any organization."
+
+    def has_permission(self, request, view) -> bool:
+        membership = request_membership(request)
+        capability = getattr(view, "required_capability", "member")
+        if membership is None:
+            return False
+        if not membership_allows(membership, capability):
+            self.message = f"Your role ({membership.get_role_display()}) cannot do this."
+            return False
+        return True

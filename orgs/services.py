@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.text import slugify
+
+from orgs.models import Membership, Organization, Role
+
+User = get_user_model()
+
+
+def organization_create(*, name: str, slug: str | None = None) -> Organization:
+    organization = Organization(name=name, slug=slug or slugify(name))
+    organization.full_clean()
+    organization.save()
+    return organization
+
+
+@transaction.atomic
+def member_invite(*, organization: Organization, username: str, email: str, role: str) -> tuple[Membership, str | None]:
+    """Add a user to the organization. A new user gets a one-time password, returned once
+    so the admin can hand it over; an existing user keeps theirs (``None``)."""
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}; use one of {', '.join(Role.values)}."})
+    username = username.strip()
+    if not username:
+        raise ValidationError({"username": "A username is required."})
+    password = None
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        password = secrets.token_urlsafe(12)
+        user = User(username=username, email=email.strip())
+        user.set_password(password)
+        user.full_clean()
+        user.save()
+    if Membership.objects.filter(organization=organization, user=user).exists():
+        raise ValidationError({"username": f"{username} is already a member of {organization.name}."})
+    membership = Membership.objects.create(organization=organization, user=user, role=role)
+    return membership, password
+
+
+@transaction.atomic
+def member_set_role(*, organization: Organization, membership_id: int, role: str) -> Membership:
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}; use one of {', '.join(Role.values)}."})
+    membership = Membership.objects.select_for_update().get(organization=organization, pk=membership_id)
+    if membership.role == Role.ADMIN and role != Role.ADMIN:
+        admins = Membership.objects.filter(organization=organization, role=Role.ADMIN).count()
+        if admins <= 1:
+            raise ValidationError({"role": "An organization keeps at least one org admin."})
+    membership.role = role
+    membership.save(update_fields=["role"])
+    return membership
