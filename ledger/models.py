@@ -1,0 +1,251 @@
+"""MutMem ledger tables.
+
+Each signed entry is stored as typed columns from which ``ledger.core.entries`` rebuilds the
+exact signed body (the row *is* the body): editing any column changes the body's hash and
+breaks its signature, which ``ledger_verify`` and the portable verifier report. Hashes,
+keys and signatures are raw bytes (32/32/64) to keep rows small. Database triggers
+(migration ``0002_triggers``) forbid UPDATE/DELETE on the entry tables, keep memory content
+immutable, and allow the live weight to change only together with a matching transition.
+Writes go through ``ledger.services`` only.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from orgs.models import Organization
+
+
+class Store(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="stores")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=64)
+    description = models.TextField(blank=True)
+    # Recall policy: poison_likely is always excluded; poison_suspect too when this is on.
+    exclude_suspect = models.BooleanField(default=True)
+    # Four-eyes: the reviewer who approves a label must not be the one who proposed it.
+    four_eyes = models.BooleanField(default=True)
+    embedding_model = models.CharField(max_length=300, blank=True, help_text="empty = all-MiniLM-L6-v2")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="store_unique_slug_per_org")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ImportJob(models.Model):
+    """An upload of memories being validated, stored and signed; shows progress for big files."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    store = models.ForeignKey(Store, on_delete=models.PROTECT, related_name="imports")
+    filename = models.CharField(max_length=255)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    total = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)  # [{file, line, field, message}]
+    created_by = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+
+class Memory(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="memories")
+    store = models.ForeignKey(Store, on_delete=models.PROTECT, related_name="memories")
+    external_id = models.CharField(max_length=255)
+    text = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    content_sha256 = models.BinaryField(max_length=32)
+    created_at = models.DateTimeField()
+    # Live state, derived from the chains; changes only with a matching transition/label.
+    live_weight_q = models.IntegerField(default=1000)
+    live_seq = models.IntegerField(default=0)  # seq of the last provenance node (0 = genesis)
+    chain_head = models.BinaryField(max_length=32, null=True)  # null until the genesis is signed
+    epistemic_state = models.CharField(max_length=16, blank=True, default="")
+    label_seq = models.IntegerField(default=-1)  # seq of the last label (-1 = none)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["store", "external_id"], name="memory_unique_id_per_store")]
+        indexes = [models.Index(fields=["store", "epistemic_state"]), models.Index(fields=["organization", "chain_head"])]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def weight(self) -> float:
+        return self.live_weight_q / 1000
+
+    @property
+    def is_signed(self) -> bool:
+        return self.chain_head is not None
+
+
+class KeyEpoch(models.Model):
+    """Public half of a housekeeper key epoch. The private key never enters the database."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="key_epochs")
+    number = models.IntegerField()
+    public_key = models.BinaryField(max_length=32)
+    not_before = models.CharField(max_length=32)
+    not_after = models.CharField(max_length=32)
+    revoked_at = models.CharField(max_length=32, blank=True, default="")
+    endorsement = models.BinaryField(max_length=64, null=True)
+
+    class Meta:
+        ordering = ["organization", "number"]
+        constraints = [models.UniqueConstraint(fields=["organization", "number"], name="epoch_unique_number")]
+
+
+class GenesisEntry(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    memory = models.OneToOneField(Memory, on_delete=models.PROTECT, related_name="genesis")
+    weight_q = models.IntegerField()
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
+    entry_hash = models.BinaryField(max_length=32)
+
+
+class ProvenanceNode(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="provenance")
+    seq = models.IntegerField()
+    prev_weight_q = models.IntegerField()
+    new_weight_q = models.IntegerField()
+    valence_q = models.IntegerField()
+    eta_q = models.IntegerField()
+    evidence = models.JSONField(default=list)  # outcome ids / hashes that justified the move
+    prev = models.BinaryField(max_length=32)
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
+    entry_hash = models.BinaryField(max_length=32)
+
+    class Meta:
+        ordering = ["memory", "seq"]
+        constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="provenance_unique_seq")]
+
+
+class TransitionCommitment(models.Model):
+    """The dual commitment: binds the new weight to the hash of its provenance node."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="transitions")
+    seq = models.IntegerField()
+    new_weight_q = models.IntegerField()
+    provenance_hash = models.BinaryField(max_length=32)
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
+
+    class Meta:
+        ordering = ["memory", "seq"]
+        constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="transition_unique_seq")]
+
+
+class EpistemicLabel(models.Model):
+    class Label(models.TextChoices):
+        SUSPECT = "poison_suspect", "Poison suspect"
+        LIKELY = "poison_likely", "Poison likely"
+        REFUTED = "poison_refuted", "Poison refuted"
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="labels")
+    seq = models.IntegerField()
+    label = models.CharField(max_length=16, choices=Label.choices)
+    reason = models.TextField()
+    evidence = models.JSONField(default=dict)
+    actor = models.CharField(max_length=200)  # "user:<username>" or "<classifier>@<version>"
+    prev = models.BinaryField(max_length=32)
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
+    entry_hash = models.BinaryField(max_length=32)
+
+    class Meta:
+        ordering = ["memory", "seq"]
+        constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="label_unique_seq")]
+
+
+class LogLeaf(models.Model):
+    """The organization's RFC 6962 log: one leaf per ledger entry, in append order."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    index = models.BigIntegerField()
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT)
+    kind = models.CharField(max_length=16)
+    seq = models.IntegerField()
+    leaf_hash = models.BinaryField(max_length=32)
+
+    class Meta:
+        ordering = ["organization", "index"]
+        constraints = [models.UniqueConstraint(fields=["organization", "index"], name="logleaf_unique_index")]
+
+
+class TreeHead(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    size = models.BigIntegerField()
+    root = models.BinaryField(max_length=32)
+    time = models.CharField(max_length=32)
+    epoch = models.IntegerField()
+    signature = models.BinaryField(max_length=64)
+
+    class Meta:
+        ordering = ["organization", "size"]
+        constraints = [models.UniqueConstraint(fields=["organization", "size"], name="treehead_unique_size")]
+
+
+class ReceiptKey(models.Model):
+    """Public half of the lower-privilege key that signs recall receipts."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    key_id = models.CharField(max_length=32)
+    public_key = models.BinaryField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AgentToken(models.Model):
+    """Per-store bearer token for an agent that recalls and reports outcomes. Only a hash is kept."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    store = models.ForeignKey(Store, on_delete=models.PROTECT, related_name="agent_tokens")
+    name = models.CharField(max_length=100)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class Receipt(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    store = models.ForeignKey(Store, on_delete=models.PROTECT, related_name="receipts")
+    body = models.JSONField()  # the full signed receipt as returned to the agent
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Outcome(models.Model):
+    """An agent's reward for a recalled memory; append-only. ``transition`` is set once, when
+    the housekeeper folds it into a signed weight transition."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+    receipt = models.ForeignKey(Receipt, on_delete=models.PROTECT, related_name="outcomes")
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="outcomes")
+    reward_q = models.IntegerField()  # [-1000, 1000]
+    created_at = models.DateTimeField(auto_now_add=True)
+    transition = models.ForeignKey(ProvenanceNode, null=True, blank=True, on_delete=models.PROTECT)
+
+
+class EmbeddingCache(models.Model):
+    model = models.CharField(max_length=300)
+    content_sha256 = models.BinaryField(max_length=32)
+    vector = models.BinaryField()  # float32 little-endian, L2-normalised
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "content_sha256"], name="embedding_unique")]
