@@ -13,6 +13,11 @@ PASSWORD = "correct-horse-battery-staple"
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _celery_eager(settings):
     """Tasks run inline in tests unless a test starts a real worker (browser, fault tiers)."""
     from memaudit_site.celery import app

@@ -1,0 +1,86 @@
+import pytest
+
+from orgs.models import Membership, Role
+
+
+@pytest.mark.django_db
+def test_an_org_admin_invites_a_member_and_sees_a_one_time_password(client, dana):
+    client.force_login(dana)
+    r = client.post("/members/", {"username": "erin", "email": "erin@example.com", "role": "reviewer"})
+    assert r.status_code == 200
+    assert b"One-time password" in r.content
+    m = Membership.objects.get(user__username="erin")
+    assert m.role == Role.REVIEWER and m.organization == dana.memberships.get().organization
+
+
+@pytest.mark.django_db
+def test_inviting_an_existing_member_is_a_clear_error(client, dana, alice):
+    client.force_login(dana)
+    r = client.post("/members/", {"username": "alice", "email": "", "role": "analyst"})
+    assert b"already a member" in r.content
+
+
+@pytest.mark.django_db
+def test_an_org_admin_changes_a_role(client, dana, alice):
+    client.force_login(dana)
+    m = alice.memberships.get()
+    client.post(f"/members/{m.pk}/role/", {"role": "reviewer"})
+    m.refresh_from_db()
+    assert m.role == Role.REVIEWER
+
+
+@pytest.mark.django_db
+def test_the_last_org_admin_cannot_be_demoted(client, dana):
+    client.force_login(dana)
+    m = dana.memberships.get()
+    r = client.post(f"/members/{m.pk}/role/", {"role": "analyst"}, follow=True)
+    m.refresh_from_db()
+    assert m.role == Role.ADMIN
+    assert b"at least one org admin" in r.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("persona", ["alice", "bob"])
+def test_a_non_admin_cannot_manage_members(client, persona, request, alice, dana):
+    user = request.getfixturevalue(persona)
+    client.force_login(user)
+    assert client.get("/members/").status_code == 403
+    m = alice.memberships.get()
+    assert client.post(f"/members/{m.pk}/role/", {"role": "admin"}).status_code == 403
+    m.refresh_from_db()
+    assert m.role == Role.ANALYST
+
+
+@pytest.mark.django_db
+def test_an_admin_of_another_org_cannot_touch_our_members(client, charlie, alice):
+    client.force_login(charlie)
+    m = alice.memberships.get()
+    assert client.post(f"/members/{m.pk}/role/", {"role": "admin"}).status_code == 404
+    m.refresh_from_db()
+    assert m.role == Role.ANALYST
+    assert b"alice" not in client.get("/members/").content
+
+
+@pytest.mark.django_db
+def test_the_members_api_lists_only_our_org(client, dana, alice, charlie):
+    client.force_login(dana)
+    names = {m["username"] for m in client.get("/api/v1/members/").json()}
+    assert names == {"dana", "alice"}
+
+
+@pytest.mark.django_db
+def test_the_members_api_refuses_analysts(client, alice):
+    client.force_login(alice)
+    r = client.get("/api/v1/members/")
+    assert r.status_code == 403
+    assert "cannot do this" in r.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_the_api_accepts_a_user_token(client, alice):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=alice)
+    r = client.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert r.status_code == 200
+    assert r.json()["organization_slug"] == "alice-corp" and r.json()["role"] == "analyst"

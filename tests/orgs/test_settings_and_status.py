@@ -1,0 +1,65 @@
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from memaudit_site import settings as site_settings
+
+
+def test_envbool_fails_loudly_on_a_bad_value(monkeypatch):
+    monkeypatch.setenv("DEBUG", "yes")
+    with pytest.raises(ImproperlyConfigured, match="DEBUG=yes"):
+        site_settings.envbool("DEBUG", "True")
+
+
+def test_envint_fails_loudly_on_a_bad_value(monkeypatch):
+    monkeypatch.setenv("MAX_UPLOAD_BYTES", "lots")
+    with pytest.raises(ImproperlyConfigured, match="MAX_UPLOAD_BYTES=lots"):
+        site_settings.envint("MAX_UPLOAD_BYTES", "1")
+
+
+def test_envsecret_reads_a_secret_file(monkeypatch, tmp_path):
+    path = tmp_path / "secret"
+    path.write_text("s3cr3t\n")
+    monkeypatch.setenv("SECRET_KEY_FILE", str(path))
+    assert site_settings.envsecret("SECRET_KEY", "x") == "s3cr3t"
+
+
+def test_the_system_check_refuses_the_placeholder_key_without_debug(settings):
+    settings.DEBUG = False
+    settings.SECRET_KEY = site_settings.PLACEHOLDER_SECRET_KEY
+    with pytest.raises(SystemCheckError, match="memaudit.E001"):
+        call_command("check")
+
+
+@pytest.mark.django_db
+def test_the_status_page_reports_database_and_broker(client, alice):
+    r = client.get("/status/", HTTP_ACCEPT="application/json")
+    body = r.json()
+    assert body["database"]["ok"] is True
+    assert body["broker"]["ok"] is True
+    assert "workers" in body
+
+
+@pytest.mark.django_db
+def test_the_status_page_shows_a_live_worker_heartbeat(client, alice):
+    from django.utils import timezone
+
+    from orgs.models import WorkerHeartbeat
+
+    now = timezone.now()
+    WorkerHeartbeat.objects.create(hostname="w1@host", queues="audit,housekeeper,replay", pid=1, started_at=now, last_seen=now)
+    body = client.get("/status/", HTTP_ACCEPT="application/json").json()
+    assert body["workers"]["ok"] is True
+    assert "housekeeper" in body["workers"]["detail"]
+
+
+@pytest.mark.django_db
+def test_seed_demo_is_idempotent(settings, tmp_path, capsys):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo")
+    first = capsys.readouterr().out
+    call_command("seed_demo")
+    second = capsys.readouterr().out
+    assert "password:" in first and "already exist" in second
+    assert len((tmp_path / "demo-credentials.txt").read_text().splitlines()) == 3
