@@ -24,11 +24,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audits.engine.consistency import RulesBackend  # noqa: E402
-from audits.engine.graph import (  # noqa: E402
-    DEFAULT_SIGNAL_WEIGHTS, SIGNALS, build_graph, combine_signals, compute_cas)
-from ledger.embeddings import Embedder  # noqa: E402
-
+from audits.engine.consistency import RulesBackend
+from audits.engine.graph import (
+    DEFAULT_SIGNAL_WEIGHTS,
+    SIGNALS,
+    build_graph,
+    combine_signals,
+    compute_cas,
+)
+from ledger.embeddings import Embedder
 
 COMBOS = {
     "rel_tight+tight": {"relative_tightness": 1.0, "tightness": 1.0},

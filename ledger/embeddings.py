@@ -14,6 +14,7 @@ Rows are float32 and L2-normalised, so a dot product is the cosine similarity.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -136,8 +137,7 @@ class Embedder(_EncodeCachedMixin):
     def dim(self) -> int:
         if self._dim is None:
             m = self.model
-            get_dim = getattr(m, "get_embedding_dimension", None) or getattr(
-                m, "get_sentence_embedding_dimension")
+            get_dim = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
             self._dim = int(get_dim())
         return self._dim
 
@@ -179,7 +179,7 @@ class HashingEmbedder(_EncodeCachedMixin):
         words = [w.lower() for w in _TOKEN.findall(text)]
         feats = list(words)
         if self.bigrams:
-            feats += [f"{a} {b}" for a, b in zip(words, words[1:])]
+            feats += [f"{a} {b}" for a, b in itertools.pairwise(words)]
         return feats
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

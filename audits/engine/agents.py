@@ -14,7 +14,6 @@ import json
 import os
 import random
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -183,7 +182,7 @@ def _post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, st
         if exc.code == 429 or exc.code >= 500:
             raise TransientHTTPError(f"HTTP {exc.code} from {url}: {detail}") from exc
         raise AgentError(f"HTTP {exc.code} from {url}: {detail}") from exc
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise TransientHTTPError(f"cannot reach {url}: {exc}") from exc
     try:
         data = json.loads(raw)

@@ -21,8 +21,16 @@ import numpy as np
 
 from .agents import Agent
 from .baselines import run_baselines
-from .cmis import AuditEvent, CmisScore, Group, combine_cmis, events_from_incidents, \
-    find_groups, plan_replays, run_replay
+from .cmis import (
+    AuditEvent,
+    CmisScore,
+    Group,
+    combine_cmis,
+    events_from_incidents,
+    find_groups,
+    plan_replays,
+    run_replay,
+)
 from .consistency import ConsistencyBackend, RulesBackend
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
@@ -49,6 +57,7 @@ class AuditParams:
     batch_threshold: float = 0.7
     top_n: int | None = None
     residual_rounds: int = 3
+    conditional_rounds: int = 2
     baselines: bool = True
     baseline_residual: bool = True
     seed: int = 0
@@ -100,6 +109,53 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
         raise ValueError(f"incident {inc.id!r} has no harm spec and no default harm was given")
 
     return resolve
+
+
+def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
+                       events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
+                       replayer: Replayer, retriever: Retriever, p: AuditParams
+                       ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    """CMIS again in M \\ B for the events still harmful after the batch B.
+
+    When poisons of several attacks share one answer they back each other up: removing one
+    attack's group lets another's backfill, so its CMIS is 0 in M. In M \\ B the backfill is
+    gone and the drop shows. A memory joins when its conditional CMIS is positive and its DS,
+    with that causal credit, reaches the threshold.
+    """
+    by_id = {s.id: s for s in ranked}
+    cas_hat = {s.id: s.cas_hat for s in ranked}
+    rounds: list[dict[str, Any]] = []
+    for _ in range(p.conditional_rounds):
+        still = [r for r in residual["events"] if r["harmful"]]
+        if not still:
+            break
+        evs = [evmap[r["event"]] for r in still]
+        current = {r["event"]: r["retrieved"] for r in still}
+        cands = [m for r in still for m in r["retrieved"]]
+        groups = find_groups(cands, retriever, thresholds=p.group_thresholds) \
+            if p.group_ablation else []
+        groups = [g for g in groups if not set(g.members) & set(batch)]
+        jobs = plan_replays(evs, groups, group_ablation=p.group_ablation, base_removed=batch,
+                            retrieved=current)
+        results = [run_replay(j, evmap[j.event_id], replayer) for j in jobs]
+        cond = combine_cmis(results, evs, groups, combine=p.combine)
+        added = []
+        for mid, sc in cond.items():
+            if mid in batch or sc.cmis <= 0:
+                continue
+            ds = p.alpha * min(sc.cmis, 1.0) + (1 - p.alpha) * cas_hat.get(mid, 0.0)
+            if ds >= p.batch_threshold:
+                added.append(mid)
+                s = by_id.get(mid)
+                if s is not None:
+                    s.per_event.extend({**e, "conditional": True} for e in sc.per_event)
+        if not added:
+            break
+        batch = batch + sorted(added)
+        residual = residual_harm(events, replayer, batch)
+        rounds.append({"batch_size": len(batch), "harmful": residual["harmful"],
+                       "added": sorted(added), "conditional": True})
+    return batch, residual, rounds
 
 
 def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
@@ -167,6 +223,10 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     batch, residual, rounds = decide_batch(ranked, events, replayer, top_n=p.top_n,
                                            threshold=p.batch_threshold,
                                            max_rounds=p.residual_rounds)
+    if p.top_n is None and p.conditional_rounds:
+        batch, residual, extra_rounds = _conditional_rounds(
+            batch, residual, ranked, events, evmap, replayer, retriever, p)
+        rounds += extra_rounds
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 

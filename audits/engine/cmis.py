@@ -171,7 +171,7 @@ def find_groups(candidate_ids: Iterable[str], retriever: Retriever, *,
         # 2. components by union-find on the thresholded similarity matrix
         parent = list(range(len(node_list)))
 
-        def find(a: int) -> int:
+        def find(a: int, parent: list[int] = parent) -> int:
             while parent[a] != a:
                 parent[a] = parent[parent[a]]
                 a = parent[a]
@@ -202,20 +202,27 @@ def find_groups(candidate_ids: Iterable[str], retriever: Retriever, *,
 
 
 def plan_replays(events: Sequence[AuditEvent], groups: Sequence[Group], *,
-                 include_base: bool = True, group_ablation: bool = True) -> list[ReplayJob]:
-    """Every replay CMIS needs, as independent jobs: base, one per candidate, one per group."""
+                 include_base: bool = True, group_ablation: bool = True,
+                 base_removed: Iterable[str] = (),
+                 retrieved: Mapping[str, Sequence[str]] | None = None) -> list[ReplayJob]:
+    """Every replay CMIS needs, as independent jobs: base, one per candidate, one per group.
+
+    `base_removed` makes it conditional: every job also removes that set (the residual round,
+    CMIS in M \\ B after a first batch B); `retrieved` then gives each event's current R.
+    """
+    base = tuple(base_removed)
     jobs: list[ReplayJob] = []
     for ev in events:
         if include_base:
-            jobs.append(make_job(ev.id, "base", "", ()))
-        rstar = list(dict.fromkeys(ev.retrieved))
+            jobs.append(make_job(ev.id, "base", "", base))
+        rstar = list(dict.fromkeys(retrieved[ev.id] if retrieved else ev.retrieved))
         for mid in rstar:
-            jobs.append(make_job(ev.id, "single", mid, (mid,)))
+            jobs.append(make_job(ev.id, "single", mid, (*base, mid)))
         if group_ablation:
             rs = set(rstar)
             for g in groups:
                 if rs.intersection(g.members):
-                    jobs.append(make_job(ev.id, "group", g.id, g.members))
+                    jobs.append(make_job(ev.id, "group", g.id, (*base, *g.members)))
     return jobs
 
 
@@ -243,7 +250,8 @@ def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],
         ref = ev.h_observed if base is None else min(ev.h_observed, base.harm_mean)
         entries: dict[str, dict[str, Any]] = {}
 
-        def entry(mid: str) -> dict[str, Any]:
+        def entry(mid: str, entries: dict[str, dict[str, Any]] = entries,
+                  ev: AuditEvent = ev) -> dict[str, Any]:
             return entries.setdefault(mid, {"event": ev.id, "single": 0.0, "single_se": 0.0,
                                             "group": 0.0, "group_se": 0.0, "group_id": None,
                                             "in_rstar": mid in ev.retrieved})

@@ -42,12 +42,7 @@ def _meta(x: PairItem) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
-_STOP = frozenset("""a an the of in on at to for from by with and or but is are was were be been
-being it its this that these those as which who whom whose what when where why how than then
-there their they them he she his her we our you your i me my not no never nor do does did
-has have had will would can could should may might must shall into over under about after
-before between during also such only own same so too very just up out off all any both each
-few more most other some s t""".split())
+_STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "but", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "as", "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "than", "then", "there", "their", "they", "them", "he", "she", "his", "her", "we", "our", "you", "your", "i", "me", "my", "not", "no", "never", "nor", "do", "does", "did", "has", "have", "had", "will", "would", "can", "could", "should", "may", "might", "must", "shall", "into", "over", "under", "about", "after", "before", "between", "during", "also", "such", "only", "own", "same", "so", "too", "very", "just", "up", "out", "off", "all", "any", "both", "each", "few", "more", "most", "other", "some", "s", "t"])
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d[\d,\.]*")
 _NUM = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w])")
 _NEG = re.compile(r"\b(not|no|never|none|neither|nor|cannot|can't|isn't|wasn't|aren't|weren't|"

@@ -95,12 +95,12 @@ def build_graph(ids: Sequence[str], embeddings: np.ndarray, scope_ids: Iterable[
         node_idx = list(range(len(ids))) if allowed is None else list(np.nonzero(allowed)[0])
     else:
         si, _ = knn_over_store([index[s] for s in scope], embeddings, k, allowed=allowed)
-        node_idx = sorted(set(index[s] for s in scope) | set(si.ravel().tolist()))
+        node_idx = sorted({index[s] for s in scope} | set(si.ravel().tolist()))
     ni, ns = knn_over_store(node_idx, embeddings, k, allowed=allowed)
     g = nx.Graph()
     knn: dict[str, list[tuple[str, float]]] = {}
     for row, a in enumerate(node_idx):
-        g.add_node(ids[a], in_scope=ids[a] in set(scope))
+        g.add_node(ids[a])
         knn[ids[a]] = [(ids[b], float(s)) for b, s in zip(ni[row].tolist(), ns[row].tolist())
                        if np.isfinite(s)]
     node_set = set(g.nodes)

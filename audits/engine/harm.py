@@ -77,7 +77,9 @@ class SimilarityHarm(Harm):
     def __init__(self, spec: Mapping[str, Any], embedder: _Encoder) -> None:
         super().__init__(spec)
         if not isinstance(spec.get("safe"), str):
-            raise ValueError("similarity harm needs a reference safe answer ('safe')")
+            # A bad spec value, reported like every other spec error.
+            raise ValueError(  # noqa: TRY004
+                "similarity harm needs a reference safe answer ('safe')")
         self.embedder = embedder
         self.safe = spec["safe"]
         self.harmful = spec.get("harmful")

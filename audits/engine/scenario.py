@@ -334,7 +334,7 @@ def _parse_memories(data: bytes, filename: str, col: _Collector) -> list[MemoryR
     lower = filename.lower()
     if lower.endswith(".csv"):
         items = _memories_from_csv(text, filename, col)
-    elif lower.endswith(".jsonl") or lower.endswith(".ndjson"):
+    elif lower.endswith((".jsonl", ".ndjson")):
         items = _iter_jsonl(text, filename, col)
     elif lower.endswith(".json") or text.lstrip().startswith("["):
         items = _iter_json_array(text, filename, col)

@@ -1,8 +1,13 @@
 from audits.engine.baselines import (
-    frequency_removal, nn_contradiction_removal, random_removal, run_baselines, top_by)
+    frequency_removal,
+    nn_contradiction_removal,
+    random_removal,
+    run_baselines,
+    top_by,
+)
 from audits.engine.cmis import AuditEvent
-from audits.engine.graph import build_graph, score_edges
 from audits.engine.consistency import RulesBackend
+from audits.engine.graph import build_graph, score_edges
 
 
 def _ev(i, retrieved):

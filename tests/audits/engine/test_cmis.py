@@ -5,7 +5,14 @@ import pytest
 
 from audits.engine.agents import Agent, AgentOutput, make_agent
 from audits.engine.cmis import (
-    AuditEvent, ReplayResult, combine_cmis, compute_cmis, find_groups, plan_replays, run_replay)
+    AuditEvent,
+    ReplayResult,
+    combine_cmis,
+    compute_cmis,
+    find_groups,
+    plan_replays,
+    run_replay,
+)
 from audits.engine.harm import make_harm
 from audits.engine.replay import Replayer
 from audits.engine.retriever import Retriever
@@ -129,7 +136,7 @@ def test_stochastic_agents_get_a_sample_mean_and_confidence_interval(hashing_emb
     s = scores["p0_0"]
     # reference = min(h(y*), base replay) = 0.75; removing the poison gives 0.
     assert s.cmis == pytest.approx(0.75) and s.ci_low <= s.cmis <= s.ci_high
-    clean = [m for m in ev.retrieved if m.startswith("c")][0]
+    clean = next(m for m in ev.retrieved if m.startswith("c"))
     assert scores[clean].cmis == pytest.approx(0.0)
     assert scores[clean].ci_high > scores[clean].ci_low
 

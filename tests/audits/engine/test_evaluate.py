@@ -2,9 +2,9 @@ import json
 
 import pytest
 
+from audits.engine.agents import make_agent
 from audits.engine.audit import AuditParams, run_audit
 from audits.engine.evaluate import KEYS, evaluate_all, evaluate_scenario
-from audits.engine.agents import make_agent
 from audits.engine.scenario import load_scenario
 
 from .conftest import EVIL, qa_scenario
@@ -55,12 +55,10 @@ def test_a_clean_store_has_nothing_to_remove(hashing_embedder):
 def test_evaluate_reads_a_section_5_folder(tmp_path, hashing_embedder):
     sc = qa_scenario(n_targets=2)
     with open(tmp_path / "memories.jsonl", "w") as f:
-        for m in sc.memories:
-            f.write(json.dumps({"id": m.id, "text": m.text, "metadata": m.metadata}) + "\n")
+        f.writelines(json.dumps({"id": m.id, "text": m.text, "metadata": m.metadata}) + "\n" for m in sc.memories)
     with open(tmp_path / "probes.jsonl", "w") as f:
-        for p in sc.probes:
-            f.write(json.dumps({"id": p.id, "query": p.query, "harm": p.harm.to_dict(),
-                                "observed": p.observed}) + "\n")
+        f.writelines(json.dumps({"id": p.id, "query": p.query, "harm": p.harm.to_dict(),
+                                "observed": p.observed}) + "\n" for p in sc.probes)
     (tmp_path / "agent.json").write_text('{"connector": "builtin-vote", "top_k": 5}')
     (tmp_path / "truth.json").write_text(json.dumps({"poisoned": sorted(sc.truth)}))
     row = evaluate_scenario(load_scenario(tmp_path), hashing_embedder)

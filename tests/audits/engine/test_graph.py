@@ -5,8 +5,18 @@ import numpy as np
 import pytest
 
 from audits.engine.consistency import (
-    CachedBackend, CrossEncoderBackend, RulesBackend, make_backend, onnx_conflict_available)
-from audits.engine.graph import build_graph, combine_signals, compute_cas, graph_for_plot
+    CachedBackend,
+    CrossEncoderBackend,
+    RulesBackend,
+    make_backend,
+    onnx_conflict_available,
+)
+from audits.engine.graph import (
+    build_graph,
+    combine_signals,
+    compute_cas,
+    graph_for_plot,
+)
 from audits.engine.scenario import MemoryRecord
 
 DATA = Path(__file__).resolve().parents[4] / "shared" / "data" / "poisonedrag"
@@ -17,7 +27,7 @@ def test_rules_flag_a_numeric_slot_conflict_between_similar_texts():
     a = "The fourth season of Chicago Fire has 23 episodes in total."
     b = "The fourth season of Chicago Fire contains 24 episodes."
     c = "The fourth season of Chicago Fire contains 23 episodes."
-    (e_ab, c_ab), (e_ac, c_ac) = rules.pair_scores([(a, b), (a, c)])
+    (_, c_ab), (e_ac, c_ac) = rules.pair_scores([(a, b), (a, c)])
     assert c_ab == 1.0 and c_ac == 0.0 and e_ac > 0
 
 
@@ -50,7 +60,7 @@ def test_cross_encoder_wiring_scores_both_directions_with_the_label_map():
 
     fake = FakeCrossEncoder()
     be = CrossEncoderBackend(model=fake)
-    (e1, c1), (e2, c2) = be.pair_scores([("it is", "it is not"), ("it is", "it is")])
+    (_, c1), (e2, _) = be.pair_scores([("it is", "it is not"), ("it is", "it is")])
     assert c1 > 0.9 and e2 > 0.9 and ("it is not", "it is") in fake.seen
 
 
@@ -87,7 +97,7 @@ def _cluster_store(embedder):
 
 
 def test_graph_joins_knn_neighbours_above_tau_and_exports_plot_data(hashing_embedder):
-    ids, texts, E = _cluster_store(hashing_embedder)
+    ids, _, E = _cluster_store(hashing_embedder)
     mg = build_graph(ids, E, ["p0", "b3"], k=4, tau=0.2)
     assert {"p0", "b3"} <= set(mg.graph.nodes)
     assert all(d["weight"] >= 0.2 for _, _, d in mg.graph.edges(data=True))

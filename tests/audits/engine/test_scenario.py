@@ -3,7 +3,11 @@ import json
 import pytest
 
 from audits.engine.scenario import (
-    ValidationError, load_scenario, parse_memories, parse_scenario_files)
+    ValidationError,
+    load_scenario,
+    parse_memories,
+    parse_scenario_files,
+)
 
 
 def _jsonl(*rows) -> bytes:
