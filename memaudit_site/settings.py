@@ -184,8 +184,10 @@ CELERY_TASK_DEFAULT_QUEUE = "audit"
 CELERY_TASK_ROUTES = {
     "audits.tasks.*replay*": {"queue": "replay"},
     "audits.tasks.*": {"queue": "audit"},
+    "ledger.recall_tasks.*": {"queue": "audit"},  # embeddings and the classifier: no signing key
     "ledger.tasks.*": {"queue": "housekeeper"},
 }
+CELERY_IMPORTS = ("ledger.recall_tasks",)  # autodiscovery finds only <app>.tasks
 CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 
 # The housekeeper's private keys live here, never in the database; only the housekeeper

@@ -1,0 +1,62 @@
+"""The ingest-time classifier wired into the ledger (DESIGN section 3, "Ingest-time classifier").
+
+``ledger.core.classifier`` decides (pure, deterministic, versioned); this module feeds it the
+store's passages and turns each flag into a signed ``poison_likely`` label whose actor is
+``ingest-classifier@<version>`` and whose reason/evidence are the classifier's own. Labels
+are written by the housekeeper (``label_append``), never here directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION, Flag, classify
+from ledger.models import EpistemicLabel, Memory, Store
+
+logger = logging.getLogger(__name__)
+
+ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
+
+
+def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None) -> list[tuple[int, Flag]]:
+    """Run the classifier over the whole store; return (memory pk, flag) for the given memories.
+
+    The whole store is passed so that a pattern split across two imports is still seen; only
+    the new batch (``memory_ids``; all when None) gets flags.
+    """
+    rows = list(Memory.objects.filter(store=store).order_by("external_id").values_list("pk", "external_id", "text"))
+    pk_of = {ext: pk for pk, ext, _ in rows}
+    only = None
+    if memory_ids is not None:
+        wanted = set(memory_ids)
+        only = [ext for pk, ext, _ in rows if pk in wanted]
+    flags = classify([(ext, text) for _, ext, text in rows], only=only)
+    return [(pk_of[f.memory_id], f) for f in flags]
+
+
+def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, inline: bool = False) -> int:
+    """Flag the batch and append (or queue) one signed ``poison_likely`` label per flag.
+
+    Memories already labelled ``poison_likely`` keep their label; the idempotency key makes a
+    retried task harmless. Returns the number of flags.
+    """
+    flagged = ingest_flags(store=store, memory_ids=memory_ids)
+    already = set(Memory.objects.filter(pk__in=[pk for pk, _ in flagged],
+                                        epistemic_state=EpistemicLabel.Label.LIKELY).values_list("pk", flat=True))
+    for pk, flag in flagged:
+        if pk in already:
+            continue
+        kwargs = {"memory_id": pk, "label": EpistemicLabel.Label.LIKELY.value, "reason": flag.reason,
+                  "evidence": flag.evidence, "actor": ACTOR, "idempotency_key": f"{ACTOR}:{pk}"}
+        if inline:
+            from ledger.services import label_append
+
+            label_append(**kwargs)
+        else:
+            from ledger.tasks import label_append_task
+
+            label_append_task.delay(**kwargs)
+    if flagged:
+        logger.warning("ingest classifier %s flagged %d memories in store %s", ACTOR, len(flagged), store.pk)
+    return len(flagged)

@@ -1,0 +1,189 @@
+"""Embeddings for recall: a database cache by content hash and an in-process index per store.
+
+- ``embedder_for_store(store)`` picks the model: ``settings.EMBEDDING_BACKEND`` (a dotted
+  path to a class, e.g. ``ledger.embeddings.HashingEmbedder`` in fast tests) wins; otherwise
+  the store's ``embedding_model`` path, then ``settings.EMBEDDING_MODEL_PATH``, then the
+  packaged all-MiniLM-L6-v2. One instance per process and model.
+- ``embeddings_compute(memories=...)`` fills ``EmbeddingCache`` for whatever is missing, in
+  batches; the same text in two stores (or two tenants) is embedded once. Workers run it
+  (``ledger.recall_tasks.embeddings_compute_task``); recall computes stragglers inline.
+- ``store_index(store)`` returns a float32 matrix of the store's signed memories with their
+  live weights, states and chain heads, cached per process. It is rebuilt when the tenant log
+  grows (every genesis, transition and label appends a leaf in the same transaction as the
+  live-state change, so the last leaf index is a cheap, exact change counter) or when
+  memories that lacked an embedding may have received one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from ledger.embeddings import Embedder, TextEmbedder
+from ledger.models import EmbeddingCache, LogLeaf, Memory, Store
+
+BATCH = 256
+INLINE_LIMIT = 256  # recall embeds at most this many stragglers itself
+_EMBEDDERS: dict[str, TextEmbedder] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def embedder_for_store(store: Store | None = None) -> TextEmbedder:
+    backend = getattr(settings, "EMBEDDING_BACKEND", "")
+    path = (store.embedding_model if store is not None else "") or getattr(settings, "EMBEDDING_MODEL_PATH", "")
+    key = backend or f"st:{path}"
+    embedder = _EMBEDDERS.get(key)
+    if embedder is None:
+        with _EMBEDDERS_LOCK:
+            embedder = _EMBEDDERS.get(key)
+            if embedder is None:
+                embedder = import_string(backend)() if backend else Embedder(path or None)
+                _EMBEDDERS[key] = embedder
+    return embedder
+
+
+def _vector(raw: bytes | memoryview) -> np.ndarray:
+    return np.frombuffer(bytes(raw), dtype="<f4")
+
+
+def cached_vectors(*, model: str, hashes: Iterable[bytes]) -> dict[bytes, np.ndarray]:
+    """Stored vectors for these content hashes (absent ones are simply missing)."""
+    wanted = list({bytes(h) for h in hashes})
+    found: dict[bytes, np.ndarray] = {}
+    for i in range(0, len(wanted), 500):  # stay under SQLite's bound-parameter limit
+        rows = EmbeddingCache.objects.filter(model=model, content_sha256__in=wanted[i:i + 500])
+        for h, v in rows.values_list("content_sha256", "vector"):
+            found[bytes(h)] = _vector(v)
+    return found
+
+
+def embeddings_compute(*, memories: Iterable[Memory], embedder: TextEmbedder | None = None) -> int:
+    """Embed the memories whose content hash has no cached vector; return how many were encoded."""
+    memories = list(memories)
+    if not memories:
+        return 0
+    embedder = embedder or embedder_for_store(memories[0].store)
+    have = cached_vectors(model=embedder.model_name, hashes=(m.content_sha256 for m in memories))
+    todo: dict[bytes, str] = {}
+    for m in memories:
+        h = bytes(m.content_sha256)
+        if h not in have and h not in todo:
+            todo[h] = m.text
+    items = list(todo.items())
+    for i in range(0, len(items), BATCH):
+        batch = items[i:i + BATCH]
+        vectors = embedder.encode([text for _, text in batch]).astype("<f4", copy=False)
+        EmbeddingCache.objects.bulk_create(
+            [EmbeddingCache(model=embedder.model_name, content_sha256=h, vector=vectors[j].tobytes())
+             for j, (h, _) in enumerate(batch)],
+            ignore_conflicts=True,  # another worker embedding the same text got there first
+        )
+    return len(items)
+
+
+# --------------------------------------------------------------------------- per-store index
+
+
+@dataclass
+class StoreIndex:
+    """The recall view of a store at one log position. Rows are signed memories only."""
+
+    store_id: int
+    model: str
+    log_position: int
+    matrix: np.ndarray  # (n, dim) float32, L2-normalised
+    weights: np.ndarray  # (n,) float32 live weights
+    pks: np.ndarray  # (n,) int64 Memory primary keys
+    external_ids: list[str]
+    ledger_ids: list[str]  # "<store slug>/<external id>", the id in signed bodies and receipts
+    states: list[str]
+    weight_q: np.ndarray  # (n,) int64
+    chain_heads: list[bytes]
+    content_sha256: list[bytes]
+    label_seq: np.ndarray  # (n,) int64
+    missing: int = 0  # signed memories still without a vector (not recallable yet)
+    embedding_position: int = 0
+    excluded_cache: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.pks)
+
+    def state_mask(self, excluded: frozenset[str]) -> np.ndarray:
+        """True where the memory may be recalled under this projection (cached per projection)."""
+        mask = self.excluded_cache.get(excluded)
+        if mask is None:
+            mask = np.array([s not in excluded for s in self.states], dtype=bool)
+            self.excluded_cache[excluded] = mask
+        return mask
+
+
+_INDEXES: dict[int, StoreIndex] = {}
+_INDEX_LOCK = threading.Lock()
+
+
+def log_position(organization_id: int) -> int:
+    """Index of the tenant log's last leaf (-1 when empty): changes with every ledger entry."""
+    last = LogLeaf.objects.filter(organization_id=organization_id).order_by("-index").values_list(
+        "index", flat=True).first()
+    return -1 if last is None else int(last)
+
+
+def _embedding_position() -> int:
+    return EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def index_invalidate(store_id: int | None = None) -> None:
+    """Drop the cached index of one store (or all); the next recall rebuilds it."""
+    with _INDEX_LOCK:
+        if store_id is None:
+            _INDEXES.clear()
+        else:
+            _INDEXES.pop(store_id, None)
+
+
+def _build_index(store: Store, embedder: TextEmbedder, position: int) -> StoreIndex:
+    emb_position = _embedding_position()
+    rows = list(
+        Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(
+            "pk", "external_id", "content_sha256", "live_weight_q", "epistemic_state", "chain_head", "label_seq")
+    )
+    vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows))
+    absent = [r[0] for r in rows if bytes(r[2]) not in vectors]
+    if absent and len(absent) <= INLINE_LIMIT:
+        # A few stragglers (a worker not yet done, or none running): embed them here.
+        embeddings_compute(memories=Memory.objects.filter(pk__in=absent).select_related("store"), embedder=embedder)
+        vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows))
+        emb_position = _embedding_position()
+    kept = [r for r in rows if bytes(r[2]) in vectors]
+    dim = embedder.dim
+    matrix = np.empty((len(kept), dim), dtype=np.float32)
+    for i, r in enumerate(kept):
+        matrix[i] = vectors[bytes(r[2])]
+    weight_q = np.array([r[3] for r in kept], dtype=np.int64)
+    return StoreIndex(
+        store_id=store.pk, model=embedder.model_name, log_position=position, matrix=matrix,
+        weights=(weight_q / 1000.0).astype(np.float32), pks=np.array([r[0] for r in kept], dtype=np.int64),
+        external_ids=[r[1] for r in kept], ledger_ids=[f"{store.slug}/{r[1]}" for r in kept], states=[r[4] or "" for r in kept], weight_q=weight_q,
+        chain_heads=[bytes(r[5]) for r in kept], content_sha256=[bytes(r[2]) for r in kept],
+        label_seq=np.array([r[6] for r in kept], dtype=np.int64), missing=len(rows) - len(kept),
+        embedding_position=emb_position,
+    )
+
+
+def store_index(store: Store, *, embedder: TextEmbedder | None = None) -> StoreIndex:
+    """The current index of a store: cached, and rebuilt only when the ledger or cache moved."""
+    embedder = embedder or embedder_for_store(store)
+    position = log_position(store.organization_id)
+    index = _INDEXES.get(store.pk)
+    fresh = index is not None and index.log_position == position and index.model == embedder.model_name
+    if fresh and (not index.missing or _embedding_position() == index.embedding_position):
+        return index
+    index = _build_index(store, embedder, position)
+    with _INDEX_LOCK:
+        _INDEXES[store.pk] = index
+    return index

@@ -1,0 +1,220 @@
+"""Recall with receipts, and the outcomes agents report against them (DESIGN section 3).
+
+``recall(store, query, k)``:
+
+1. Embed the query; take the store's cached index (signed memories, live weights, states,
+   chain heads; see ``ledger.embedding_store``).
+2. Score = cosine x live weight, over the memories the epistemic projection allows:
+   ``poison_likely`` never, ``poison_suspect`` not when ``store.exclude_suspect``.
+3. Walk the candidates best first; adopt one only after ``memory_verify`` passes on its
+   chains (the result is cached by memory, chain head and label seq, so a memory is verified
+   once per state). A memory that fails is skipped, logged as an alert, counted, and listed
+   in the response's ``excluded``.
+4. Sign a receipt (``ledger.core.receipts.build_receipt``) over the ordered results, bound to
+   the query hash, k, the latest signed tree head and the projection version; store it.
+
+Brute force over a float32 matrix is measured in ``bench/recall_bench.py``; it keeps the p50
+inside budget at 100k memories, so no ANN index is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from datetime import datetime
+
+import numpy as np
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from ledger.core.canonical import format_time, now_utc
+from ledger.core.merkle import EMPTY_ROOT
+from ledger.core.receipts import build_receipt
+from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
+from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
+
+logger = logging.getLogger(__name__)
+alert_logger = logging.getLogger("ledger.alerts")
+
+MAX_K = 100
+PROJECTION = "memaudit-projection/1"
+_VERIFIED_MAX = 200_000
+_verified: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
+_verified_lock = threading.Lock()
+# Process-wide count of candidates excluded because their chains did not verify (an alert each).
+verification_alerts = 0
+
+
+def excluded_states(store: Store) -> frozenset[str]:
+    states = {EpistemicLabel.Label.LIKELY.value}
+    if store.exclude_suspect:
+        states.add(EpistemicLabel.Label.SUSPECT.value)
+    return frozenset(states)
+
+
+def projection_version(store: Store) -> str:
+    """Names the projection a receipt was served under (which states were excluded)."""
+    return f"{PROJECTION};exclude={'+'.join(sorted(excluded_states(store)))}"
+
+
+def query_sha256(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()
+
+
+def _verify_candidate(index: StoreIndex, row: int) -> tuple[bool, str]:
+    """memory_verify once per (memory, chain head, label seq, live state); cached."""
+    key = (int(index.pks[row]), index.chain_heads[row], int(index.label_seq[row]), int(index.weight_q[row]),
+           index.states[row])
+    hit = _verified.get(key)
+    if hit is not None:
+        return hit
+    from ledger.verification import memory_verify
+
+    memory = Memory.objects.select_related("store", "organization").get(pk=key[0])
+    if (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q, memory.epistemic_state or "") != key[1:]:
+        # The row moved since the index was built: not what we would be vouching for.
+        return False, "live state changed during recall"
+    findings = memory_verify(memory)
+    result = (not findings, "; ".join(str(f) for f in findings[:3]))
+    with _verified_lock:
+        _verified[key] = result
+        while len(_verified) > _VERIFIED_MAX:
+            _verified.popitem(last=False)
+    return result
+
+
+def verification_cache_clear() -> None:
+    with _verified_lock:
+        _verified.clear()
+
+
+def _latest_tree_head(organization_id: int) -> tuple[int, str]:
+    sth = TreeHead.objects.filter(organization_id=organization_id).order_by("-size").values_list(
+        "size", "root").first()
+    if sth is None:
+        return 0, EMPTY_ROOT.hex()
+    return int(sth[0]), bytes(sth[1]).hex()
+
+
+def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> dict:
+    """Top-k memories for ``query`` with a signed receipt; see the module docstring."""
+    global verification_alerts
+    from ledger.signing import receipt_signer
+
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError({"query": ["must be a non-empty string"]})
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValidationError({"k": [f"must be an integer from 1 to {MAX_K}"]})
+    started = time.perf_counter()
+    now = now or now_utc()
+    embedder = embedder_for_store(store)
+    index = store_index(store, embedder=embedder)
+    excluded_set = excluded_states(store)
+    adopted: list[int] = []
+    excluded: list[dict] = []
+    scores = np.empty(0, dtype=np.float32)
+    if len(index):
+        q = embedder.encode([query])[0]
+        cosine = index.matrix @ q
+        scores = cosine * index.weights
+        allowed = index.state_mask(excluded_set)
+        masked = np.where(allowed, scores, -np.inf)
+        n_allowed = int(allowed.sum())
+        want = min(k, n_allowed)
+        take = min(n_allowed, max(2 * k, k + 8))
+        while len(adopted) < want:
+            top = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
+            order = top[np.argsort(-masked[top], kind="stable")]
+            for row in order:
+                if len(adopted) >= want or not np.isfinite(masked[row]):
+                    break
+                ok, why = _verify_candidate(index, int(row))
+                masked[row] = -np.inf  # never look at this row again in this recall
+                if ok:
+                    adopted.append(int(row))
+                else:
+                    verification_alerts += 1
+                    excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
+                    alert_logger.error("recall alert: memory %s of store %s excluded, chain verification failed: %s",
+                                       index.external_ids[row], store.pk, why)
+            remaining = int(np.isfinite(masked).sum())
+            want = min(want, len(adopted) + remaining)
+            take = min(remaining, take * 2) if remaining else 0
+            if not take:
+                break
+        cosine_of = {row: float(cosine[row]) for row in adopted}
+    else:
+        cosine_of = {}
+    results = [{
+        "memory": index.ledger_ids[row],
+        "content_sha256": index.content_sha256[row].hex(),
+        "weight_q": int(index.weight_q[row]),
+        "state": index.states[row] or None,
+        "chain_head": index.chain_heads[row].hex(),
+    } for row in adopted]
+    sth_size, sth_root = _latest_tree_head(store.organization_id)
+    organization = store.organization
+    receipt_body = build_receipt(
+        results, tenant=organization.slug, store=store.slug, query_sha256=query_sha256(query), k=k,
+        sth_size=sth_size, sth_root_hex=sth_root, projection_version=projection_version(store),
+        time=format_time(now), signer=receipt_signer(organization),
+    )
+    receipt = Receipt.objects.create(organization=organization, store=store, body=receipt_body)
+    texts = dict(Memory.objects.filter(pk__in=[int(index.pks[r]) for r in adopted]).values_list("pk", "text"))
+    return {
+        "receipt_id": receipt.pk,
+        "store": store.pk,
+        "k": k,
+        "results": [{
+            "rank": i + 1,
+            "id": int(index.pks[row]),
+            "memory": index.ledger_ids[row],
+            "external_id": index.external_ids[row],
+            "text": texts.get(int(index.pks[row]), ""),
+            "score": float(scores[row]),
+            "cosine": cosine_of[row],
+            "weight": int(index.weight_q[row]) / 1000,
+            "state": index.states[row] or None,
+        } for i, row in enumerate(adopted)],
+        "excluded": excluded,
+        "receipt": receipt_body,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def outcome_record(*, receipt: Receipt, memory: str, reward: float) -> Outcome:
+    """Append an agent's reward for one memory it was given under ``receipt``.
+
+    The memory must be among the receipt's results; a memory gets at most one outcome per
+    receipt (a second report would let an agent push a weight by repetition). The housekeeper
+    folds outcomes into signed weight transitions (``outcomes_apply_task``).
+    """
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not -1.0 <= float(reward) <= 1.0:
+        raise ValidationError({"reward": ["must be a number from -1 to 1"]})
+    given = [r["memory"] for r in receipt.body.get("results", [])]
+    if not isinstance(memory, str):
+        raise ValidationError({"memory": ["must be a string"]})
+    prefix = f"{receipt.body['body']['store']}/"
+    ledger_id = memory if memory in given else prefix + memory  # the receipt's id, or the external id
+    if ledger_id not in given:
+        raise ValidationError({"memory": [f"memory {memory!r} is not among this receipt's results"]})
+    target = Memory.objects.get(store_id=receipt.store_id, external_id=ledger_id.removeprefix(prefix))
+    with transaction.atomic():
+        if Outcome.objects.filter(receipt=receipt, memory=target).exists():
+            raise ValidationError({"memory": [f"an outcome for memory {memory!r} was already reported on this receipt"]})
+        outcome = Outcome.objects.create(organization_id=receipt.organization_id, receipt=receipt, memory=target,
+                                         reward_q=round(float(reward) * 1000))
+
+    def enqueue() -> None:
+        from ledger.tasks import outcomes_apply_task
+
+        outcomes_apply_task.delay(receipt.organization_id)
+
+    transaction.on_commit(enqueue)
+    return outcome
