@@ -87,6 +87,12 @@ class Memory(models.Model):
     def is_signed(self) -> bool:
         return self.chain_head is not None
 
+    @property
+    def ledger_id(self) -> str:
+        """The memory's id inside signed bodies, bundles and receipts: unique per tenant
+        (``external_id`` is unique per store only), and it commits the store and external id."""
+        return f"{self.store.slug}/{self.external_id}"
+
 
 class KeyEpoch(models.Model):
     """Public half of a housekeeper key epoch. The private key never enters the database."""

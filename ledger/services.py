@@ -1,0 +1,629 @@
+"""The ledger's one write path (DESIGN section 3, "Integrity enforcement").
+
+Every signed entry goes through :func:`entry_insert_verified` (directly or via the services
+below), which, inside one transaction holding the memory's row lock:
+
+1. requires the housekeeper role (``ledger.signing``);
+2. maps the signed entry to the row that will be stored, rebuilds the body *from that row*
+   (``ledger.selectors``) and requires it to equal the signed body (the row is the body);
+3. verifies the rebuilt entry with ``ledger.core``: tenant and memory, signature under the
+   epoch it names as recorded in the database (``KeyEpoch``), at its time (expired or revoked
+   epochs refuse);
+4. checks it extends the memory's chains as stored: seq = last + 1, ``prev`` = the stored chain
+   head, ``prev_weight_q`` = the live weight, ``new_weight_q`` = the weight rule, and each
+   provenance node is followed by its transition commitment binding the node's hash and weight;
+5. inserts the rows, appends one log leaf per entry (log index serialized by a lock on the
+   organization row) and moves the memory's live state.
+
+A rejection raises :class:`EntryRejected` (a ``ValidationError``; ``.cause`` is the typed
+``ledger.core.errors`` error) and nothing is written. Lock order is always memory rows (by id),
+then the organization row, so appenders never deadlock; on SQLite the IMMEDIATE transaction
+mode serializes writers instead of row locks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, models, transaction
+from django.db.models import Max
+from django.utils.dateparse import parse_datetime
+from django.utils.text import slugify
+
+from ledger import selectors
+from ledger.core.canonical import format_time, now_utc
+from ledger.core.entries import (
+    GENESIS,
+    LABEL,
+    LABELS,
+    PROVENANCE,
+    TRANSITION,
+    ZERO_HASH_HEX,
+    SignedEntry,
+    genesis_body,
+    label_body,
+    provenance_body,
+    sign_entry,
+    transition_body,
+    verify_entry,
+)
+from ledger.core.errors import (
+    ChainBrokenError,
+    LedgerError,
+    TenantMismatchError,
+    WeightMismatchError,
+)
+from ledger.core.keys import Epoch, EpochSet
+from ledger.core.merkle import leaf_hash, root
+from ledger.core.tree_heads import sign_tree_head, verify_tree_head
+from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
+from ledger.models import (
+    EpistemicLabel,
+    GenesisEntry,
+    KeyEpoch,
+    LogLeaf,
+    Memory,
+    Outcome,
+    ProvenanceNode,
+    Store,
+    TransitionCommitment,
+    TreeHead,
+)
+from ledger.signing import (
+    epoch_from_row,
+    epochs_for,
+    housekeeper_signer,
+    key_directory,
+    require_housekeeper,
+)
+from orgs.models import Organization
+
+DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e^0.5 ~ 1.65
+GENESIS_BATCH = 500
+
+
+class EntryRejected(ValidationError):
+    """A ledger write refused by the write path; nothing was written. ``cause`` is the core error."""
+
+    def __init__(self, message: str, *, cause: LedgerError | None = None) -> None:
+        super().__init__(message, code=type(cause).__name__ if cause is not None else "rejected")
+        self.cause = cause
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _sync_epochs(organization: Organization) -> list[Epoch]:
+    """Record the key directory's epochs (public halves) in KeyEpoch; revocations set once."""
+    kd_epochs = key_directory().epochs(organization.slug)
+    rows = {r.number: r for r in KeyEpoch.objects.filter(organization=organization)}
+    for ep in kd_epochs:
+        row = rows.get(ep.number)
+        if row is None:
+            KeyEpoch.objects.create(
+                organization=organization, number=ep.number, public_key=ep.public_key, not_before=ep.not_before,
+                not_after=ep.not_after, revoked_at=ep.revoked_at or "", endorsement=ep.endorsement,
+            )
+        elif bytes(row.public_key) != ep.public_key:
+            raise ValidationError(f"epoch {ep.number} of {organization.slug} in the database has another key "
+                                  "than the key directory; refusing to continue")
+        elif ep.revoked_at and not row.revoked_at:
+            KeyEpoch.objects.filter(pk=row.pk, revoked_at="").update(revoked_at=ep.revoked_at)
+    return epochs_for(organization)
+
+
+def housekeeper_init(*, organization: Organization, now: datetime | None = None) -> Epoch:
+    """Create epoch 1 (the trust anchor) in the key directory and record its public half."""
+    require_housekeeper("housekeeper init")
+    kd = key_directory()
+    with transaction.atomic():
+        if KeyEpoch.objects.filter(organization=organization).exists():
+            raise ValidationError(f"organization {organization.slug} already has key epochs; use rotate")
+        if not kd.epochs(organization.slug):
+            kd.init(organization.slug, now)
+        return _sync_epochs(organization)[0]
+
+
+def housekeeper_rotate(*, organization: Organization, now: datetime | None = None) -> Epoch:
+    """Start a new epoch endorsed by the current one."""
+    require_housekeeper("housekeeper rotate")
+    with transaction.atomic():
+        key_directory().rotate(organization.slug, now)
+        return _sync_epochs(organization)[-1]
+
+
+def housekeeper_revoke(*, organization: Organization, epoch: int, now: datetime | None = None) -> Epoch:
+    """Revoke an epoch from ``now`` on: entries it signs at or after that time are refused."""
+    require_housekeeper("housekeeper revoke")
+    with transaction.atomic():
+        key_directory().revoke(organization.slug, epoch, now)
+        return next(e for e in _sync_epochs(organization) if e.number == epoch)
+
+
+def _epoch_set(organization_id: int, tenant: str) -> EpochSet:
+    return EpochSet(epoch_from_row(r, tenant) for r in KeyEpoch.objects.filter(organization_id=organization_id))
+
+
+# --------------------------------------------------------------------------- stores and memories
+
+
+def store_create(*, organization: Organization, name: str, slug: str | None = None, **policy: Any) -> Store:
+    store = Store(organization=organization, name=name, slug=slug or slugify(name)[:64], **policy)
+    store.full_clean()
+    store.save()
+    return store
+
+
+def _as_datetime(value: object, external_id: str) -> datetime:
+    if value is None:
+        return now_utc()
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        dt = parse_datetime(value.replace("Z", "+00:00"))
+        if dt is None:
+            raise ValidationError(f"memory {external_id!r}: created_at {value!r} is not an ISO 8601 time")
+    else:
+        raise ValidationError(f"memory {external_id!r}: created_at must be a time")
+    if dt.tzinfo is None:
+        raise ValidationError(f"memory {external_id!r}: created_at {value!r} has no time zone")
+    return dt
+
+
+def memories_create(*, store: Store, records: list[dict]) -> list[Memory]:
+    """Insert unsigned memories (content hash computed here); all or none.
+
+    Raises ValidationError naming the id of a duplicate (in the batch or already stored) or
+    of a malformed record. The housekeeper signs their genesis later (:func:`memory_genesis_sign`).
+    """
+    seen: set[str] = set()
+    objs = []
+    for i, rec in enumerate(records):
+        ext = rec.get("id")
+        if not isinstance(ext, str) or not ext or len(ext) > 255:
+            raise ValidationError(f"record {i}: id must be a non-empty string of at most 255 characters")
+        if ext in seen:
+            raise ValidationError(f"duplicate memory id {ext!r} in this batch")
+        seen.add(ext)
+        text = rec.get("text")
+        if not isinstance(text, str) or not text:
+            raise ValidationError(f"memory {ext!r}: text must be a non-empty string")
+        metadata = rec.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ValidationError(f"memory {ext!r}: metadata must be an object")
+        objs.append(Memory(
+            organization_id=store.organization_id, store=store, external_id=ext, text=text, metadata=metadata,
+            content_sha256=hashlib.sha256(text.encode("utf-8")).digest(),
+            created_at=_as_datetime(rec.get("created_at"), ext),
+        ))
+    ids = list(seen)
+    for start in range(0, len(ids), 900):
+        clash = Memory.objects.filter(store=store, external_id__in=ids[start:start + 900]).values_list(
+            "external_id", flat=True).first()
+        if clash is not None:
+            raise ValidationError(f"memory id {clash!r} already exists in store {store.slug}")
+    try:
+        with transaction.atomic():
+            created = Memory.objects.bulk_create(objs, batch_size=500)
+    except IntegrityError as exc:
+        raise ValidationError(f"a memory id in this batch was stored concurrently: {exc}") from None
+    if created and created[0].pk is None:  # backends without RETURNING
+        by_ext = dict(Memory.objects.filter(store=store, external_id__in=ids).values_list("external_id", "pk"))
+        for m in created:
+            m.pk = by_ext[m.external_id]
+    return created
+
+
+# --------------------------------------------------------------------------- the verified write path
+
+
+@dataclass
+class _Chain:
+    """A memory's chain tips while a batch is being verified (starts from the locked row)."""
+
+    memory: Memory
+    tenant: str
+    name: str
+    seq: int
+    head: str | None
+    weight_q: int
+    label_seq: int
+    label_head: str | None  # fetched lazily
+    state: str
+    pending: tuple[int, str, int] | None = None  # (seq, hash hex, new weight) of a node awaiting its transition
+    rows: list[models.Model] = field(default_factory=list)
+    leaves: list[tuple[str, int, bytes]] = field(default_factory=list)  # (kind, seq, entry hash)
+    changed: bool = False
+
+    @classmethod
+    def of(cls, memory: Memory) -> _Chain:
+        return cls(memory, memory.organization.slug, memory.ledger_id, memory.live_seq,
+                   bytes(memory.chain_head).hex() if memory.chain_head is not None else None,
+                   memory.live_weight_q, memory.label_seq, None, memory.epistemic_state)
+
+    def label_tip(self) -> str:
+        if self.label_seq < 0:
+            return ZERO_HASH_HEX
+        if self.label_head is None:
+            h = EpistemicLabel.objects.filter(memory_id=self.memory.pk, seq=self.label_seq).values_list(
+                "entry_hash", flat=True).first()
+            if h is None:
+                raise ChainBrokenError(f"label seq {self.label_seq} is recorded as the tip but is missing",
+                                       kind=LABEL, seq=self.label_seq)
+            self.label_head = bytes(h).hex()
+        return self.label_head
+
+
+def _row_for(chain: _Chain, entry: SignedEntry) -> models.Model:
+    """The row that would store ``entry`` (field values straight from the body)."""
+    m = chain.memory
+    b = entry.body
+    common = {"organization_id": m.organization_id, "memory_id": m.pk, "epoch": b.get("epoch"),
+              "time": b.get("time"), "signature": entry.signature}
+    try:
+        if entry.kind == GENESIS:
+            return GenesisEntry(weight_q=b["weight_q"], **common)
+        if entry.kind == PROVENANCE:
+            return ProvenanceNode(seq=b["seq"], prev_weight_q=b["prev_weight_q"], new_weight_q=b["new_weight_q"],
+                                  valence_q=b["valence_q"], eta_q=b["eta_q"], evidence=b["evidence"],
+                                  prev=bytes.fromhex(b["prev"]), **common)
+        if entry.kind == TRANSITION:
+            return TransitionCommitment(seq=b["seq"], new_weight_q=b["new_weight_q"],
+                                        provenance_hash=bytes.fromhex(b["provenance"]), **common)
+        if entry.kind == LABEL:
+            return EpistemicLabel(seq=b["seq"], label=b["label"], reason=b["reason"], evidence=b["evidence"],
+                                  actor=b["actor"], prev=bytes.fromhex(b["prev"]), **common)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ChainBrokenError(f"{entry.kind} body cannot be stored: {exc!r}", kind=entry.kind,
+                               seq=b.get("seq") if isinstance(b.get("seq"), int) else None) from None
+    raise ChainBrokenError(f"unknown entry kind {entry.kind!r}")
+
+
+def _rebuilt(chain: _Chain, entry: SignedEntry, row: models.Model) -> SignedEntry:
+    m = chain.memory
+    if entry.kind == GENESIS:
+        return selectors.genesis_entry(row, tenant=chain.tenant, store=m.store.slug, memory=chain.name,
+                                       content_sha256=m.content_sha256)
+    build = {PROVENANCE: selectors.provenance_entry, TRANSITION: selectors.transition_entry,
+             LABEL: selectors.label_entry}[entry.kind]
+    return build(row, tenant=chain.tenant, memory=chain.name)
+
+
+def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
+    """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``."""
+    kind = entry.kind
+    body = entry.body if isinstance(entry.body, dict) else {}
+    if body.get("tenant") != chain.tenant and isinstance(body.get("tenant"), str):
+        raise TenantMismatchError(f"entry belongs to tenant {body['tenant']!r}, not {chain.tenant!r}",
+                                  kind=kind, seq=body.get("seq"))
+    row = _row_for(chain, entry)
+    rebuilt = _rebuilt(chain, entry, row)
+    if rebuilt.body != body:
+        raise ChainBrokenError("the body rebuilt from the row to be stored differs from the signed body "
+                               f"(fields {sorted(k for k in set(body) | set(rebuilt.body) if body.get(k) != rebuilt.body.get(k))})",
+                               kind=kind, seq=body.get("seq") if isinstance(body.get("seq"), int) else None)
+    digest = verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs)
+    seq = body["seq"]
+
+    def fail(error: type[LedgerError], message: str) -> LedgerError:
+        return error(message, kind=kind, seq=seq)
+
+    if chain.pending is not None and kind != TRANSITION:
+        raise WeightMismatchError(f"provenance seq={chain.pending[0]} has no transition commitment",
+                                  kind=PROVENANCE, seq=chain.pending[0])
+    if kind == GENESIS:
+        if chain.head is not None:
+            raise fail(ChainBrokenError, "memory already has a signed genesis")
+        if body["content_sha256"] != bytes(chain.memory.content_sha256).hex():
+            raise fail(ChainBrokenError, "genesis commits another content hash than the stored memory")
+        if body["weight_q"] != chain.weight_q:
+            raise fail(WeightMismatchError, f"genesis weight_q {body['weight_q']} but the live weight is "
+                       f"{chain.weight_q}")
+        row.entry_hash = digest
+        chain.head, chain.seq = digest.hex(), 0
+    elif kind == PROVENANCE:
+        if chain.head is None:
+            raise fail(ChainBrokenError, "memory has no signed genesis yet")
+        if seq != chain.seq + 1:
+            raise fail(ChainBrokenError, f"seq {seq} does not follow the stored seq {chain.seq}")
+        if body["prev"] != chain.head:
+            raise fail(ChainBrokenError, f"prev {body['prev'][:16]}… is not the stored chain head {chain.head[:16]}…")
+        if body["prev_weight_q"] != chain.weight_q:
+            raise fail(WeightMismatchError, f"prev_weight_q {body['prev_weight_q']} but the live weight is "
+                       f"{chain.weight_q}")
+        want = next_weight_q(chain.weight_q, body["valence_q"], body["eta_q"])
+        if body["new_weight_q"] != want:
+            raise fail(WeightMismatchError, f"new_weight_q {body['new_weight_q']} but the weight rule gives {want}")
+        row.entry_hash = digest
+        chain.pending = (seq, digest.hex(), body["new_weight_q"])
+    elif kind == TRANSITION:
+        if chain.pending is None or chain.pending[0] != seq:
+            raise fail(ChainBrokenError, "transition commitment without its provenance node")
+        _, node_hash, node_weight = chain.pending
+        if body["provenance"] != node_hash:
+            raise fail(ChainBrokenError, f"binds provenance {body['provenance'][:16]}…, not the hash of node {seq}")
+        if body["new_weight_q"] != node_weight:
+            raise fail(WeightMismatchError, f"new_weight_q {body['new_weight_q']} but node {seq} says {node_weight}")
+        chain.pending = None
+        chain.seq, chain.head, chain.weight_q = seq, node_hash, node_weight
+    else:  # LABEL
+        if chain.head is None:
+            raise fail(ChainBrokenError, "memory has no signed genesis yet")
+        if seq != chain.label_seq + 1:
+            raise fail(ChainBrokenError, f"seq {seq} does not follow the stored label seq {chain.label_seq}")
+        if body["prev"] != chain.label_tip():
+            raise fail(ChainBrokenError, f"prev {body['prev'][:16]}… is not the hash of label seq {chain.label_seq}")
+        row.entry_hash = digest
+        chain.label_seq, chain.label_head, chain.state = seq, digest.hex(), body["label"]
+    chain.rows.append(row)
+    chain.leaves.append((kind, seq, digest))
+    chain.changed = True
+
+
+def _verify_into(chain: _Chain, entries: Iterable[SignedEntry], epochs: EpochSet) -> None:
+    for entry in entries:
+        try:
+            _check_entry(chain, entry, epochs)
+        except LedgerError as exc:
+            where = f"{exc.kind or entry.kind} seq={exc.seq}" if exc.seq is not None else (exc.kind or entry.kind)
+            raise EntryRejected(f"rejected {where} for memory {chain.name}: {exc.message} ({type(exc).__name__}); "
+                                "nothing written", cause=exc) from None
+    if chain.pending is not None:
+        exc = WeightMismatchError(f"provenance seq={chain.pending[0]} has no transition commitment",
+                                  kind=PROVENANCE, seq=chain.pending[0])
+        raise EntryRejected(f"rejected provenance seq={chain.pending[0]} for memory {chain.name}: {exc.message}; "
+                            "nothing written", cause=exc)
+
+
+def _lock_memories(ids: list[int]) -> dict[int, Memory]:
+    qs = (Memory.objects.select_for_update(of=("self",)).select_related("organization", "store")
+          .filter(pk__in=sorted(set(ids))).order_by("pk"))
+    return {m.pk: m for m in qs}
+
+
+def _lock_log(organization_id: int) -> int:
+    """Lock the organization row (serializes the log) and return the next log index."""
+    list(Organization.objects.select_for_update().filter(pk=organization_id).values_list("pk"))
+    last = LogLeaf.objects.filter(organization_id=organization_id).aggregate(m=Max("index"))["m"]
+    return 0 if last is None else last + 1
+
+
+def _write(chains: list[_Chain]) -> None:
+    """Insert the verified rows, their log leaves, and move the live state (triggers re-check it)."""
+    chains = [c for c in chains if c.changed]
+    if not chains:
+        return
+    by_model: dict[type, list[models.Model]] = {}
+    for c in chains:
+        for row in c.rows:
+            by_model.setdefault(type(row), []).append(row)
+    for model in (GenesisEntry, ProvenanceNode, TransitionCommitment, EpistemicLabel):
+        if model in by_model:
+            model.objects.bulk_create(by_model[model], batch_size=500)
+    leaves = []
+    for org_id in sorted({c.memory.organization_id for c in chains}):
+        index = _lock_log(org_id)
+        for c in chains:
+            if c.memory.organization_id != org_id:
+                continue
+            for kind, seq, digest in c.leaves:
+                leaves.append(LogLeaf(organization_id=org_id, index=index, memory_id=c.memory.pk, kind=kind, seq=seq,
+                                      leaf_hash=leaf_hash(digest)))
+                index += 1
+    LogLeaf.objects.bulk_create(leaves, batch_size=500)
+    for c in chains:
+        m = c.memory
+        updates = {}
+        if c.seq != m.live_seq or c.weight_q != m.live_weight_q:
+            updates.update(live_seq=c.seq, live_weight_q=c.weight_q)
+        head = bytes.fromhex(c.head) if c.head is not None else None
+        if head != (bytes(m.chain_head) if m.chain_head is not None else None):
+            updates["chain_head"] = head
+        if c.label_seq != m.label_seq:
+            updates.update(label_seq=c.label_seq, epistemic_state=c.state)
+        if updates:
+            Memory.objects.filter(pk=m.pk).update(**updates)
+            for k, v in updates.items():
+                setattr(m, k, v)
+
+
+def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list[models.Model]:
+    """Verify ``entries`` (in order) against the stored chains of one memory and insert them.
+
+    The single gate every signed entry passes; see the module docstring. Returns the rows.
+    """
+    require_housekeeper("a ledger write")
+    with transaction.atomic():
+        memory = _lock_memories([memory_id]).get(memory_id)
+        if memory is None:
+            raise ValidationError(f"memory {memory_id} does not exist")
+        chain = _Chain.of(memory)
+        _verify_into(chain, entries, _epoch_set(memory.organization_id, chain.tenant))
+        _write([chain])
+        return chain.rows
+
+
+# --------------------------------------------------------------------------- signing services
+
+
+def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -> int:
+    """Sign the genesis of each unsigned memory (batches of GENESIS_BATCH); return how many.
+
+    Idempotent: memories already signed are skipped.
+    """
+    require_housekeeper("signing genesis entries")
+    now = now or now_utc()
+    t = format_time(now)
+    signed = 0
+    ids = sorted(set(memory_ids))
+    for start in range(0, len(ids), GENESIS_BATCH):
+        with transaction.atomic():
+            memories = [m for m in _lock_memories(ids[start:start + GENESIS_BATCH]).values() if m.chain_head is None]
+            chains = []
+            by_org: dict[int, tuple[Any, EpochSet]] = {}
+            for m in memories:
+                if m.organization_id not in by_org:
+                    by_org[m.organization_id] = (housekeeper_signer(m.organization, now=now),
+                                                 _epoch_set(m.organization_id, m.organization.slug))
+                signer, epochs = by_org[m.organization_id]
+                chain = _Chain.of(m)
+                body = genesis_body(chain.tenant, m.store.slug, chain.name, bytes(m.content_sha256).hex(),
+                                    WEIGHT_INITIAL_Q, signer.epoch, t)
+                _verify_into(chain, [sign_entry(GENESIS, body, signer)], epochs)
+                chains.append(chain)
+            _write(chains)
+            signed += len(chains)
+    return signed
+
+
+def _transition_entries(chain: _Chain, *, valence_q: int, evidence: list[str], eta_q: int, signer, time: str
+                        ) -> list[SignedEntry]:
+    if chain.head is None:
+        raise EntryRejected(f"memory {chain.name} has no signed genesis yet; nothing written",
+                            cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=chain.seq + 1))
+    try:
+        new_q = next_weight_q(chain.weight_q, valence_q, eta_q)
+        node = sign_entry(PROVENANCE, provenance_body(
+            chain.tenant, chain.name, chain.seq + 1, chain.weight_q, new_q, valence_q, [str(e) for e in evidence],
+            chain.head, signer.epoch, time, eta_q=eta_q), signer)
+        commitment = sign_entry(TRANSITION, transition_body(
+            chain.tenant, chain.name, chain.seq + 1, new_q, node.hash_hex(), signer.epoch, time), signer)
+    except (LedgerError, ValueError) as exc:
+        raise EntryRejected(f"cannot build a transition for memory {chain.name}: {exc}; nothing written",
+                            cause=exc if isinstance(exc, LedgerError) else None) from None
+    return [node, commitment]
+
+
+def transitions_append(*, items: list[dict], now: datetime | None = None) -> list[ProvenanceNode]:
+    """Append many weight transitions in one transaction (items: memory_id, valence_q, evidence,
+    optional eta_q); several items may name the same memory. Returns the provenance rows."""
+    require_housekeeper("appending transitions")
+    now = now or now_utc()
+    t = format_time(now)
+    with transaction.atomic():
+        memories = _lock_memories([it["memory_id"] for it in items])
+        chains: dict[int, _Chain] = {}
+        keys: dict[int, tuple[Any, EpochSet]] = {}
+        nodes: list[ProvenanceNode] = []
+        for it in items:
+            m = memories.get(it["memory_id"])
+            if m is None:
+                raise ValidationError(f"memory {it['memory_id']} does not exist")
+            if m.organization_id not in keys:
+                keys[m.organization_id] = (housekeeper_signer(m.organization, now=now),
+                                           _epoch_set(m.organization_id, m.organization.slug))
+            signer, epochs = keys[m.organization_id]
+            chain = chains.setdefault(m.pk, _Chain.of(m))
+            entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
+                                          eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
+            _verify_into(chain, entries, epochs)
+            nodes.append(chain.rows[-2])
+        _write(list(chains.values()))
+        return nodes
+
+
+def transition_append(*, memory_id: int, valence_q: int, evidence: list[str], eta_q: int = DEFAULT_ETA_Q,
+                      now: datetime | None = None) -> ProvenanceNode:
+    """Append one signed weight transition: provenance node + transition commitment + live weight."""
+    return transitions_append(items=[{"memory_id": memory_id, "valence_q": valence_q, "evidence": evidence,
+                                      "eta_q": eta_q}], now=now)[0]
+
+
+def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, actor: str,
+                 idempotency_key: str | None = None, now: datetime | None = None) -> EpistemicLabel:
+    """Append a signed epistemic label (the second chain) and move the memory's epistemic state.
+
+    With ``idempotency_key`` (kept in the signed evidence as ``idempotency_key``), a repeat
+    returns the label already appended for that key instead of appending a duplicate.
+    """
+    require_housekeeper("appending labels")
+    if label not in LABELS:
+        raise ValidationError(f"label must be one of {sorted(LABELS)}, not {label!r}")
+    now = now or now_utc()
+    evidence = dict(evidence)
+    if idempotency_key is not None:
+        evidence["idempotency_key"] = idempotency_key
+    with transaction.atomic():
+        memory = _lock_memories([memory_id]).get(memory_id)
+        if memory is None:
+            raise ValidationError(f"memory {memory_id} does not exist")
+        if idempotency_key is not None:
+            existing = EpistemicLabel.objects.filter(memory_id=memory_id,
+                                                     evidence__idempotency_key=idempotency_key).first()
+            if existing is not None:
+                return existing
+        chain = _Chain.of(memory)
+        signer = housekeeper_signer(memory.organization, now=now)
+        try:
+            entry = sign_entry(LABEL, label_body(chain.tenant, chain.name, chain.label_seq + 1, label, reason,
+                                                 evidence, actor, chain.label_tip(), signer.epoch,
+                                                 format_time(now)), signer)
+        except LedgerError as exc:
+            raise EntryRejected(f"cannot build a label for memory {chain.name}: {exc}; nothing written",
+                                cause=exc) from None
+        _verify_into(chain, [entry], _epoch_set(memory.organization_id, chain.tenant))
+        _write([chain])
+        return chain.rows[0]
+
+
+def tree_head_issue(*, organization: Organization, now: datetime | None = None) -> TreeHead:
+    """Sign a tree head over the organization's log; returns the latest one if the size is unchanged."""
+    require_housekeeper("issuing tree heads")
+    now = now or now_utc()
+    with transaction.atomic():
+        _lock_log(organization.pk)
+        rows = list(LogLeaf.objects.filter(organization=organization).order_by("index")
+                    .values_list("index", "leaf_hash"))
+        for i, (index, _) in enumerate(rows):
+            if index != i:
+                raise EntryRejected(f"log of {organization.slug} has a gap at index {i}; refusing to sign",
+                                    cause=ChainBrokenError(f"gap at {i}"))
+        last = selectors.tree_head_latest(organization)
+        if last is not None and last.size == len(rows):
+            return last
+        if last is not None and last.size > len(rows):
+            raise EntryRejected(f"log of {organization.slug} shrank below the last tree head ({last.size})",
+                                cause=ChainBrokenError("log shrank"))
+        r = root([bytes(h) for _, h in rows])
+        signer = housekeeper_signer(organization, now=now)
+        sth = sign_tree_head(organization.slug, len(rows), r, format_time(now), signer)
+        try:
+            verify_tree_head(sth, tenant=organization.slug, epochs=epochs_for(organization), root=r)
+        except LedgerError as exc:
+            raise EntryRejected(f"tree head for {organization.slug} does not verify: {exc}", cause=exc) from None
+        return TreeHead.objects.create(organization=organization, size=sth.size, root=r, time=sth.body["time"],
+                                       epoch=sth.body["epoch"], signature=sth.signature)
+
+
+def outcomes_apply(*, organization: Organization, now: datetime | None = None) -> int:
+    """Fold each memory's unconsumed outcomes into one transition (valence = mean reward).
+
+    The node's evidence lists ``outcome:<id>``; each Outcome's ``transition`` is set once,
+    claimed with a conditional update so a concurrent run cannot fold it twice.
+    """
+    require_housekeeper("applying outcomes")
+    with transaction.atomic():
+        memory_ids = list(Outcome.objects.filter(organization=organization, transition__isnull=True,
+                                                 memory__chain_head__isnull=False)
+                          .values_list("memory_id", flat=True).distinct())
+        if not memory_ids:
+            return 0
+        _lock_memories(memory_ids)  # re-read the outcomes only once their memories are locked
+        pending: dict[int, list[tuple[int, int]]] = {}
+        for oid, mid, reward in (Outcome.objects.filter(memory_id__in=memory_ids, transition__isnull=True)
+                                 .order_by("memory_id", "id").values_list("id", "memory_id", "reward_q")):
+            pending.setdefault(mid, []).append((oid, reward))
+        mids = sorted(pending)
+        items = [{"memory_id": mid, "valence_q": valence_from_rewards([r for _, r in pending[mid]]),
+                  "evidence": [f"outcome:{oid}" for oid, _ in pending[mid]]} for mid in mids]
+        nodes = transitions_append(items=items, now=now)
+        for mid, node in zip(mids, nodes):
+            ids = [oid for oid, _ in pending[mid]]
+            if Outcome.objects.filter(pk__in=ids, transition__isnull=True).update(transition=node) != len(ids):
+                raise ValidationError("outcomes were folded concurrently; rolled back")
+        return len(nodes)
