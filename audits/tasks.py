@@ -1,0 +1,49 @@
+"""Celery tasks: thin wrappers that take ids and call a service.
+
+Routing (settings.CELERY_TASK_ROUTES): names containing ``replay`` go to the ``replay`` queue,
+the rest of ``audits.tasks`` to ``audit``. Tasks are acknowledged late, so a task whose worker
+is killed is delivered again; every service here is idempotent for that reason.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from audits import services
+from audits.engine.agents import AgentError
+
+
+@shared_task(name="audits.tasks.audit_run_task")
+def audit_run_task(audit_run_id: int) -> None:
+    try:
+        services.audit_run_execute(audit_run_id=audit_run_id)
+    except Exception as exc:
+        services.audit_run_fail(audit_run_id=audit_run_id, error=f"planning failed: {exc}")
+        raise
+
+
+@shared_task(name="audits.tasks.audit_replay_task")
+def audit_replay_task(audit_run_id: int, job_ids: list[str]) -> int:
+    try:
+        return services.audit_run_replay(audit_run_id=audit_run_id, job_ids=job_ids)
+    except AgentError as exc:
+        # The agent is unreachable after the connector's own retries: stop the run with the
+        # reason. Recorded replays are kept; audit_run_resume goes on from there.
+        services.audit_run_fail(audit_run_id=audit_run_id, error=f"agent error: {exc}")
+        return 0
+
+
+@shared_task(name="audits.tasks.audit_analysis_task")
+def audit_analysis_task(audit_run_id: int) -> None:
+    try:
+        services.audit_run_analyse(audit_run_id=audit_run_id)
+    except AgentError as exc:
+        services.audit_run_fail(audit_run_id=audit_run_id, error=f"agent error: {exc}")
+    except Exception as exc:
+        services.audit_run_fail(audit_run_id=audit_run_id, error=f"analysis failed: {exc}")
+        raise
+
+
+@shared_task(name="audits.tasks.proposals_sync_task")
+def proposals_sync_task() -> int:
+    return services.proposals_sync()
