@@ -19,6 +19,20 @@ logger = logging.getLogger(__name__)
 ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
 
 
+def signable_evidence(evidence: dict) -> dict:
+    """Signed bodies hold no floats (DESIGN section 3): a float figure ``x`` becomes the integer
+    ``x_milli`` = round(x * 1000); everything else is kept as it is."""
+    out: dict = {}
+    for key, value in evidence.items():
+        if isinstance(value, float):
+            out[f"{key}_milli"] = round(value * 1000)
+        elif isinstance(value, dict):
+            out[key] = signable_evidence(value)
+        else:
+            out[key] = value
+    return out
+
+
 def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None) -> list[tuple[int, Flag]]:
     """Run the classifier over the whole store; return (memory pk, flag) for the given memories.
 
@@ -48,7 +62,7 @@ def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, in
         if pk in already:
             continue
         kwargs = {"memory_id": pk, "label": EpistemicLabel.Label.LIKELY.value, "reason": flag.reason,
-                  "evidence": flag.evidence, "actor": ACTOR, "idempotency_key": f"{ACTOR}:{pk}"}
+                  "evidence": signable_evidence(flag.evidence), "actor": ACTOR, "idempotency_key": f"{ACTOR}:{pk}"}
         if inline:
             from ledger.services import label_append
 

@@ -65,13 +65,15 @@ def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[i:i + size]
 
 
-def memories_import(*, store: Store, data: bytes, filename: str, user=None, inline: bool = False) -> ImportJob:
+def memories_import(*, store: Store, data: bytes, filename: str, user=None, inline: bool = False,
+                    progress=None) -> ImportJob:
     """Validate and import a memories file; return its ``ImportJob``.
 
     A rejected file gives a job with status ``failed`` and ``errors`` = [{file, line, field,
     message}], and nothing else written. An accepted one is ``running`` until the pipeline
     (signing, embeddings, classifier) has finished — at once when ``inline`` (tests,
-    benchmarks, ``import_memories --inline``), else on the Celery workers.
+    benchmarks, ``import_memories --inline``; the caller holds the housekeeper role), else on
+    the Celery workers. ``progress(done, total)`` is called after each inline chunk.
     """
     job = ImportJob.objects.create(organization_id=store.organization_id, store=store, filename=filename[:255],
                                    status=ImportJob.Status.RUNNING, created_by=user)
@@ -83,11 +85,11 @@ def memories_import(*, store: Store, data: bytes, filename: str, user=None, inli
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "errors", "finished_at"])
         return job
-    return memories_import_records(store=store, records=records, job=job, inline=inline)
+    return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress)
 
 
 def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,
-                            inline: bool = False) -> ImportJob:
+                            inline: bool = False, progress=None) -> ImportJob:
     """Insert already-validated records (one transaction) and start the pipeline."""
     from ledger.services import memories_create
 
@@ -100,7 +102,7 @@ def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], jo
                 {"id": r.id, "text": r.text, "metadata": r.metadata, "created_at": r.created_at} for r in chunk])
             memory_ids.extend(m.pk for m in created)
     if inline:
-        import_pipeline_run(job_id=job.pk, memory_ids=memory_ids)
+        import_pipeline_run(job_id=job.pk, memory_ids=memory_ids, progress=progress)
         job.refresh_from_db()
     else:
         transaction.on_commit(lambda: import_pipeline_enqueue(job_id=job.pk, memory_ids=memory_ids))
