@@ -81,3 +81,16 @@ def housekeeper(organization, settings, monkeypatch) -> Housekeeper:
     start = now_utc().replace(microsecond=0) - timedelta(minutes=1)
     epoch = housekeeper_init(organization=organization, now=start)
     return Housekeeper(organization, KeyDirectory(settings.HOUSEKEEPER_KEY_DIR), epoch, start)
+
+
+@pytest.fixture
+def memories(store, housekeeper):
+    """Three memories m0..m2 in acme/main with signed genesis entries."""
+    from ledger.services import memories_create, memory_genesis_sign
+
+    created = memories_create(store=store, records=[
+        {"id": f"m{i}", "text": f"Memory number {i}.", "metadata": {"n": i}} for i in range(3)])
+    memory_genesis_sign(memory_ids=[m.pk for m in created])
+    for m in created:
+        m.refresh_from_db()
+    return created

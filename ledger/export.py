@@ -1,0 +1,112 @@
+"""Evidence bundle export (format: docs/bundle.md) of one organization's ledger.
+
+The bundle is built from the rows exactly as stored — bodies rebuilt from their columns
+(``ledger.selectors``), live state and log order from the database — so whatever a database
+edit changed shows up in the bundle, and ``python -m ledger.core.verify`` finds it without
+trusting the exporter. Each memory's ``content_sha256`` is the hash of its stored *text*,
+while its genesis body carries the stored ``content_sha256`` column: an edited text or an
+edited hash column both leave the two disagreeing. Memories whose genesis is not signed yet
+are not in the ledger and are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from ledger import selectors
+from ledger.core.bundle import (
+    build_bundle,
+    consistency_records,
+    memory_record,
+    write_bundle,
+    write_bundle_dir,
+)
+from ledger.core.canonical import format_time, now_utc
+from ledger.core.merkle import leaf_hash
+from ledger.core.tree_heads import SignedTreeHead
+from ledger.models import LogLeaf, Memory, Receipt, ReceiptKey, TreeHead
+from ledger.selectors import MemoryEntries
+from ledger.signing import epochs_for
+
+
+def memory_record_of(me: MemoryEntries) -> dict:
+    m = me.memory
+    return memory_record(
+        memory_id=m.ledger_id, store=m.store.slug,
+        content_sha256=hashlib.sha256(m.text.encode("utf-8")).hexdigest(),
+        genesis=me.genesis, provenance=me.provenance, transitions=me.transitions, labels=me.labels,
+        live_weight_q=m.live_weight_q, live_state=m.epistemic_state or None,
+        chain_head=bytes(m.chain_head).hex() if m.chain_head is not None else "",
+    )
+
+
+def tree_head_of(row: TreeHead, tenant: str) -> SignedTreeHead:
+    return SignedTreeHead({"tenant": tenant, "size": row.size, "root": bytes(row.root).hex(), "time": row.time,
+                           "epoch": row.epoch}, bytes(row.signature))
+
+
+def _entry_index(entries: list[MemoryEntries]) -> dict[tuple[int, str, int], object]:
+    index = {}
+    for me in entries:
+        pk = me.memory.pk
+        if me.genesis is not None:
+            index[(pk, "genesis", 0)] = me.genesis
+        for kind, items in (("provenance", me.provenance), ("transition", me.transitions), ("label", me.labels)):
+            for e in items:
+                index[(pk, kind, e.body["seq"])] = e
+    return index
+
+
+def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
+    """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify)."""
+    slugs = selectors.organization_slugs()
+    tenant = organization.slug
+    if memories is None:
+        memories = list(selectors.memory_list(organization=organization))
+    entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
+    leaf_qs = LogLeaf.objects.filter(organization=organization).order_by("index")
+    if len(memories) == 1:
+        leaf_qs = leaf_qs.filter(memory=memories[0])
+    leaf_rows = list(leaf_qs.values_list("index", "memory_id", "kind", "seq", "leaf_hash"))
+    names = {m.pk: m.ledger_id for m in memories}
+    missing = {mid for _, mid, *_ in leaf_rows if mid not in names}
+    if missing:  # a leaf naming a memory outside this export (moved or foreign): name it anyway
+        for m in Memory.objects.select_related("store").filter(pk__in=missing):
+            names[m.pk] = m.ledger_id
+    index = _entry_index(entries)
+    refs, hashes = [], []
+    for _, mid, kind, seq, stored in leaf_rows:
+        refs.append([names.get(mid, f"#{mid}"), kind, seq])
+        entry = index.get((mid, kind, seq))
+        hashes.append(leaf_hash(entry.hash()) if entry is not None else bytes(stored))
+    return {"tenant": tenant, "entries": entries, "refs": refs, "leaf_hashes": hashes, "leaf_rows": leaf_rows}
+
+
+def bundle_build(organization, *, parts: dict | None = None) -> dict:
+    """The organization's evidence bundle (receipts and receipt keys included)."""
+    parts = parts if parts is not None else bundle_parts(organization)
+    tenant = parts["tenant"]
+    heads = [tree_head_of(t, tenant) for t in TreeHead.objects.filter(organization=organization).order_by("size", "id")]
+    return build_bundle(
+        tenant=tenant,
+        epochs=epochs_for(organization),
+        memories=[memory_record_of(me) for me in parts["entries"]],
+        log_leaves=parts["refs"],
+        tree_heads=heads,
+        consistency=consistency_records(heads, parts["leaf_hashes"]),
+        receipts=list(Receipt.objects.filter(organization=organization).order_by("id").values_list("body", flat=True)),
+        receipt_public_keys=[bytes(k) for k in ReceiptKey.objects.filter(organization=organization).order_by("id")
+                             .values_list("public_key", flat=True)],
+        exported_at=format_time(now_utc()),
+    )
+
+
+def bundle_write(organization, path: str | Path, *, directory: bool = False) -> dict:
+    """Write the bundle to ``path`` (one JSON file, or the manifest + memories.jsonl directory form)."""
+    bundle = bundle_build(organization)
+    if directory:
+        write_bundle_dir(bundle, path)
+    else:
+        write_bundle(bundle, path)
+    return bundle

@@ -1,0 +1,125 @@
+"""Verification inside the app, with the portable verifier's own checks.
+
+Both functions build an evidence bundle from the rows (``ledger.export``) and run
+``ledger.core.verify`` on it, so the app and ``python -m ledger.core.verify`` share one checker.
+On top, they compare what only the database holds: the cached ``entry_hash`` and ``leaf_hash``
+columns against the hashes recomputed from the rebuilt bodies, and (for the organization) the
+epochs recorded in ``KeyEpoch`` against the housekeeper's key directory when this process can
+read it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from ledger import export
+from ledger.core.bundle import build_bundle
+from ledger.core.errors import BundleError
+from ledger.core.verify import Finding, verify_bundle
+from ledger.models import Memory
+from ledger.signing import epochs_for, key_directory
+
+_CACHE_MAX = 50_000
+_clean: OrderedDict[tuple, bool] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _cache_key(memory: Memory) -> tuple:
+    return (memory.pk, bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q,
+            memory.epistemic_state, bytes(memory.content_sha256))
+
+
+def _stored_hash_findings(parts: dict) -> list[Finding]:
+    findings = []
+    for me in parts["entries"]:
+        subject = f"memory={me.memory.ledger_id}"
+        entries = [me.genesis, *me.provenance, *me.labels]
+        for e in entries:
+            stored = me.stored_hashes.get((e.kind, e.body["seq"]))
+            if stored is not None and stored != e.hash():
+                findings.append(Finding(subject, f"{e.kind} seq={e.body['seq']}", "stored entry_hash differs from the "
+                                        "hash of the stored body", "ChainBrokenError"))
+    for (index, _, kind, seq, stored), ref, recomputed in zip(parts["leaf_rows"], parts["refs"], parts["leaf_hashes"],
+                                                             strict=True):
+        if bytes(stored) != recomputed:
+            findings.append(Finding(f"memory={ref[0]}", f"{kind} seq={seq}", f"stored leaf_hash of log leaf {index} "
+                                    "differs from the hash of its entry", "ProofError"))
+    for expected, (index, *_rest) in enumerate(parts["leaf_rows"]):
+        if index != expected and parts.get("whole_log"):
+            findings.append(Finding("log", None, f"log index {index} at position {expected} (gap or duplicate)",
+                                    "ChainBrokenError"))
+            break
+    return findings
+
+
+def memory_verify(memory: Memory) -> list[Finding]:
+    """Findings for one memory's chains, live state and log leaves (empty = verified).
+
+    Clean results are cached in-process by (memory, chain head, label seq, live state); any
+    legitimate append moves one of those, so the next call re-verifies.
+    """
+    key = _cache_key(memory)
+    with _lock:
+        if key in _clean:
+            _clean.move_to_end(key)
+            return []
+    org = memory.organization
+    parts = export.bundle_parts(org, memories=[memory])
+    if not parts["entries"]:
+        return [Finding(f"memory={memory.ledger_id}", "genesis", "genesis is not signed yet", "ChainBrokenError")]
+    bundle = build_bundle(tenant=parts["tenant"], epochs=epochs_for(org),
+                          memories=[export.memory_record_of(me) for me in parts["entries"]],
+                          log_leaves=parts["refs"], tree_heads=[], consistency=[])
+    try:
+        findings = verify_bundle(bundle)
+    except BundleError as exc:
+        findings = [Finding(f"memory={memory.ledger_id}", None, f"unusable: {exc}", "BundleError")]
+    findings += _stored_hash_findings(parts)
+    if not findings:
+        with _lock:
+            _clean[key] = True
+            while len(_clean) > _CACHE_MAX:
+                _clean.popitem(last=False)
+    return findings
+
+
+def memory_verify_cache_clear() -> None:
+    with _lock:
+        _clean.clear()
+
+
+def _key_directory_findings(organization) -> list[Finding]:
+    try:
+        kd_epochs = {e.number: e for e in key_directory().epochs(organization.slug)}
+    except (OSError, ValueError, BundleError):
+        return []  # this process cannot read the key directory: nothing to compare
+    if not kd_epochs:
+        return []
+    findings = []
+    db_epochs = {e.number: e for e in epochs_for(organization)}
+    for n in sorted(set(kd_epochs) | set(db_epochs)):
+        a, b = kd_epochs.get(n), db_epochs.get(n)
+        if a != b:
+            what = "missing from the database" if b is None else "missing from the key directory" if a is None else \
+                "differs from the key directory (" + ", ".join(
+                    f for f in ("public_key", "not_before", "not_after", "revoked_at", "endorsement")
+                    if getattr(a, f) != getattr(b, f)) + ")"
+            findings.append(Finding(f"epoch={n}", None, f"recorded epoch {what}", "EpochMismatch"))
+    return findings
+
+
+def organization_verify(organization) -> list[Finding]:
+    """Findings for the whole organization: every memory, the log and its tree heads, receipts."""
+    parts = export.bundle_parts(organization)
+    parts["whole_log"] = True
+    try:
+        findings = verify_bundle(export.bundle_build(organization, parts=parts))
+    except BundleError as exc:
+        return [Finding("bundle", None, f"unusable: {exc}", "BundleError")]
+    findings += _stored_hash_findings(parts)
+    findings += _key_directory_findings(organization)
+    return findings
+
+
+__all__ = ["Finding", "memory_verify", "memory_verify_cache_clear", "organization_verify"]
