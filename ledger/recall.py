@@ -138,8 +138,8 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
                 else:
                     verification_alerts += 1
                     excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
-                    alert_logger.error("recall alert: memory %s of store %s excluded, chain verification failed: %s",
-                                       index.external_ids[row], store.pk, why)
+                    alert_logger.error("recall alert: memory %s of tenant %s excluded, chain verification failed: %s",
+                                       index.ledger_ids[row], store.organization.slug, why)
             remaining = int(np.isfinite(masked).sum())
             want = min(want, len(adopted) + remaining)
             take = min(remaining, take * 2) if remaining else 0

