@@ -80,7 +80,8 @@ def sqlite_sql() -> tuple[list[str], list[str]]:
            f"WHEN NOT (OLD.transition_id IS NULL AND NEW.transition_id IS NOT NULL AND {_same(OUTCOME_FIXED)})",
            "ledger_outcome: only transition may be set, once")
     forbid("ledger_outcome", "DELETE", guard, "ledger_outcome is append-only: DELETE refused")
-    forbid("ledger_memory", "UPDATE", f"WHEN NOT ({_memory_condition('IS')})",
+    # COALESCE: a comparison with a missing row is NULL, and "WHEN NOT NULL" would not fire.
+    forbid("ledger_memory", "UPDATE", f"WHEN NOT COALESCE(({_memory_condition('IS')}), 0)",
            "ledger_memory: content is immutable and live state moves only with a matching signed entry")
     forbid("ledger_memory", "DELETE", guard, "ledger_memory: DELETE refused")
     return fwd, list(reversed(rev))
@@ -109,7 +110,7 @@ def postgres_sql() -> tuple[list[str], list[str]]:
         END $$""",
         f"""CREATE OR REPLACE FUNCTION ledger_memory_guard() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF TG_OP = 'UPDATE' AND {_memory_condition('PG')} THEN RETURN NEW; END IF;
+            IF TG_OP = 'UPDATE' AND COALESCE(({_memory_condition('PG')}), false) THEN RETURN NEW; END IF;
             RAISE EXCEPTION 'ledger_memory: content is immutable and live state moves only with a matching '
                 'signed entry (% refused)', TG_OP USING ERRCODE = 'integrity_constraint_violation';
         END $$""",
