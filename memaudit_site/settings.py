@@ -157,6 +157,15 @@ STORAGES = {
     },
 }
 
+# Cache: shared between web processes (login rate limiting). Redis when configured, else files.
+CACHE_URL = os.getenv("CACHE_URL", "")
+if CACHE_URL.startswith("redis://"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}}
+LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", "5")
+LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
+
 # Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
 MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(10 * 1024 * 1024))

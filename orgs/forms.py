@@ -1,5 +1,9 @@
 from django import forms
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+
+from orgs import ratelimit
 
 from orgs.models import Role
 
@@ -9,6 +13,23 @@ class LoginForm(AuthenticationForm):
         "invalid_login": "That username and password do not match an account. Both are case-sensitive.",
         "inactive": "This account is disabled. Ask your organization's admin.",
     }
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        address = ratelimit.client_address(self.request) if self.request else ""
+        if ratelimit.login_blocked(username, address):
+            minutes = max(1, settings.LOGIN_LOCKOUT_SECONDS // 60)
+            raise ValidationError(
+                f"Too many failed attempts for this account from your address. Try again in {minutes} minutes.",
+                code="throttled",
+            )
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            ratelimit.login_failed(username, address)
+            raise
+        ratelimit.login_succeeded(username, address)
+        return cleaned
 
 
 class InviteForm(forms.Form):

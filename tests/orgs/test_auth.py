@@ -61,3 +61,20 @@ def test_logout_ends_the_session(client, alice):
     r = client.post("/logout/")
     assert r.status_code == 302
     assert client.get("/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_it_throttles_repeated_failed_logins(client, alice, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.LOGIN_MAX_FAILURES = 3
+    for _ in range(3):
+        client.post("/login/", {"username": "alice", "password": "wrong"})
+    r = client.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert r.status_code == 200
+    assert b"Too many failed attempts" in r.content
+    assert "_auth_user_id" not in client.session
+    cache.clear()
+    r = client.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert r.status_code == 302
