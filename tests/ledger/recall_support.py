@@ -1,46 +1,14 @@
-"""Fixtures for the import, recall and API tests (imported by name into those modules).
-
-Personas follow healthchecks: in Acme (the shared ``organization``) Alice is an analyst and
-Dana the org admin; Charlie is the admin of Globex and must see nothing of Acme's.
-Embeddings use the HashingEmbedder test double unless a test asks for MiniLM.
-"""
+"""Helpers for the recall-side tests: record builders and the inline import."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
 from django.contrib.auth import get_user_model
 
-from orgs.models import Membership, Organization, Role
+from orgs.models import Membership
 
 PASSWORD = "correct-horse-battery-staple"
-
-
-@pytest.fixture(autouse=True)
-def recall_settings(settings):
-    from ledger.embedding_store import index_invalidate
-    from ledger.recall import verification_cache_clear
-
-    settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    # Per-process caches are keyed by primary keys, which a rolled-back test database reuses.
-    index_invalidate()
-    verification_cache_clear()
-    yield
-    index_invalidate()
-    verification_cache_clear()
-
-
-@pytest.fixture(autouse=True)
-def eager_celery():
-    from memaudit_site.celery import app
-
-    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = previous
 
 
 def member(org, username: str, role: str):
@@ -48,26 +16,6 @@ def member(org, username: str, role: str):
                                                 password=PASSWORD)
     Membership.objects.create(organization=org, user=user, role=role)
     return user
-
-
-@pytest.fixture
-def alice(organization):
-    return member(organization, "alice", Role.ANALYST)
-
-
-@pytest.fixture
-def dana(organization):
-    return member(organization, "dana", Role.ADMIN)
-
-
-@pytest.fixture
-def globex(db):
-    return Organization.objects.create(name="Globex", slug="globex")
-
-
-@pytest.fixture
-def charlie(globex):
-    return member(globex, "charlie", Role.ADMIN)
 
 
 def jsonl(records) -> bytes:
@@ -91,13 +39,6 @@ def import_inline(store, records, filename: str = "memories.jsonl"):
     from ledger.imports import memories_import
 
     return memories_import(store=store, data=jsonl(records), filename=filename, inline=True)
-
-
-@pytest.fixture
-def facts(store, housekeeper):
-    job = import_inline(store, [{"id": i, "text": t} for i, t in FACTS])
-    assert job.status == "done", job.errors
-    return store
 
 
 # Five PoisonedRAG-shaped passages: one question restated, each asserting the same answer.

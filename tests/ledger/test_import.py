@@ -16,15 +16,9 @@ from ledger.models import (
     ImportJob,
     Memory,
 )
-from tests.ledger.recall_support import (  # noqa: F401  (fixtures)
-    FACTS,
-    POISON,
-    eager_celery,
-    filler,
-    import_inline,
-    jsonl,
-    recall_settings,
-)
+from tests.ledger.recall_support import FACTS, POISON, filler, import_inline, jsonl
+
+pytestmark = pytest.mark.usefixtures("recall_settings", "eager_celery")
 
 RECORDS = [{"id": i, "text": t} for i, t in FACTS[:3]]
 

@@ -14,12 +14,9 @@ from ledger.core.receipts import verify_receipt
 from ledger.core.verify import Finding
 from ledger.models import Memory, ProvenanceNode, Receipt, ReceiptKey
 from ledger.recall import outcome_record, recall
-from tests.ledger.recall_support import (  # noqa: F401  (fixtures)
-    eager_celery,
-    facts,
-    import_inline,
-    recall_settings,
-)
+from tests.ledger.recall_support import import_inline
+
+pytestmark = pytest.mark.usefixtures("recall_settings", "eager_celery")
 
 EIFFEL = "When was the Eiffel Tower in Paris completed?"
 
