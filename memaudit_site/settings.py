@@ -124,7 +124,9 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.getenv("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")),
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
-            "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(VAR_DIR / "test.sqlite3"))},
+            # A file (not :memory:) so a worker subprocess can share it; per process so that
+            # concurrent test runs on one checkout do not recreate each other's database.
+            "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
