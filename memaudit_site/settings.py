@@ -18,6 +18,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 PLACEHOLDER_SECRET_KEY = "---insecure-dev-key-change-me---"
 
 
+def envstr(name: str, default: str) -> str:
+    """NAME's value, or the default when it is unset or empty (as in a copied .env.example)."""
+    return os.getenv(name) or default
+
+
 def envbool(name: str, default: str) -> bool:
     value = os.getenv(name, default)
     if value not in ("", "True", "False"):
@@ -60,8 +65,8 @@ DEBUG = envbool("DEBUG", "True")
 SECRET_KEY = envsecret("SECRET_KEY", PLACEHOLDER_SECRET_KEY)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
-SITE_ROOT = os.getenv("SITE_ROOT", "http://127.0.0.1:8000")
-VAR_DIR = Path(os.getenv("VAR_DIR", str(BASE_DIR / "var")))
+SITE_ROOT = envstr("SITE_ROOT", "http://127.0.0.1:8000")
+VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded database, broker folders and keys live here
 
 INSTALLED_APPS = [
@@ -117,16 +122,16 @@ DATABASE_URL = os.getenv("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", "0"))}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        DATABASES["default"].setdefault("TEST", {})["NAME"] = os.getenv("DB_TEST_NAME", "test_memaudit")
+        DATABASES["default"].setdefault("TEST", {})["NAME"] = envstr("DB_TEST_NAME", "test_memaudit")
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": os.getenv("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")),
+            "NAME": envstr("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")),
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
             # A file (not :memory:) so a worker subprocess can share it; per process so that
             # concurrent test runs on one checkout do not recreate each other's database.
-            "TEST": {"NAME": os.getenv("SQLITE_TEST_PATH", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))},
+            "TEST": {"NAME": envstr("SQLITE_TEST_PATH", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -174,7 +179,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(10 * 102
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # Celery. The embedded default needs no server: kombu's filesystem transport under var/.
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
 BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("queue", "control"):
@@ -203,10 +208,10 @@ CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 
 # The housekeeper's private keys live here, never in the database; only the housekeeper
 # worker (and management commands run by an operator) read this directory.
-HOUSEKEEPER_KEY_DIR = Path(os.getenv("HOUSEKEEPER_KEY_DIR", str(VAR_DIR / "keys")))
-RECEIPT_KEY_DIR = Path(os.getenv("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
+HOUSEKEEPER_KEY_DIR = Path(envstr("HOUSEKEEPER_KEY_DIR", str(VAR_DIR / "keys")))
+RECEIPT_KEY_DIR = Path(envstr("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
 EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
-LLM_BASE_URL = os.getenv("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
+LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -247,5 +252,5 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "WARNING")},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
 }
