@@ -72,7 +72,7 @@ class StoreListCreateApi(APIView):
 
     class CreateInputSerializer(serializers.Serializer):
         class Meta:
-            ref_name = "StoreListCreateCreateInput"
+            ref_name = "StoreCreateInput"
 
         name = serializers.CharField(max_length=200)
         slug = serializers.SlugField(max_length=64, required=False)
@@ -402,13 +402,16 @@ class ReceiptDetailApi(APIView):
         receipt = _receipt_for(request, receipt_id)
         key = ReceiptKey.objects.filter(organization_id=receipt.organization_id,
                                         key_id=receipt.body["body"]["key_id"]).first()
-        receipt.receipt_public_key = bytes(key.public_key).hex() if key else ""
-        receipt.outcomes = [
-            {"id": o.pk, "memory": o.memory.ledger_id, "reward": o.reward_q / 1000, "created_at": o.created_at,
-             "applied": o.transition_id is not None}
-            for o in receipt.outcomes.select_related("memory", "memory__store").order_by("pk")
-        ]
-        return Response(self.OutputSerializer(receipt).data)
+        data = {
+            "id": receipt.pk, "store_id": receipt.store_id, "created_at": receipt.created_at, "body": receipt.body,
+            "receipt_public_key": bytes(key.public_key).hex() if key else "",
+            "outcomes": [
+                {"id": o.pk, "memory": o.memory.ledger_id, "reward": o.reward_q / 1000, "created_at": o.created_at,
+                 "applied": o.transition_id is not None}
+                for o in receipt.outcomes.select_related("memory", "memory__store").order_by("pk")
+            ],
+        }
+        return Response(self.OutputSerializer(data).data)
 
 
 class OutcomeCreateApi(APIView):
