@@ -8,6 +8,7 @@ documented in ``.env.example``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -122,7 +123,7 @@ DATABASE_URL = os.getenv("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("DB_CONN_MAX_AGE", "0"))}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        DATABASES["default"].setdefault("TEST", {})["NAME"] = envstr("DB_TEST_NAME", "test_memaudit")
+        DATABASES["default"].setdefault("TEST", {})["NAME"] = envstr("DB_TEST_NAME", f"test_memaudit_{os.getpid()}")
 else:
     DATABASES = {
         "default": {
@@ -155,6 +156,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Plotly's browser bundle is served from the installed PyPI package (no CDN, nothing vendored
+# into git): {% static 'plotly.min.js' %}. A plain path, not a ("prefix", path) pair, because
+# orgs.checks resolves each entry as a path.
+_plotly_spec = importlib.util.find_spec("plotly")
+if _plotly_spec is not None and _plotly_spec.submodule_search_locations:
+    STATICFILES_DIRS.append(Path(_plotly_spec.submodule_search_locations[0]) / "package_data")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
