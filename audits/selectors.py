@@ -1,0 +1,178 @@
+"""Read paths for the audit pages and the API, always scoped to one organization.
+
+An object of another organization raises ``DoesNotExist`` (the views answer 404). Values the
+templates show are computed here, so templates only lay them out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+
+from audits.models import AuditRun, AuditSuspect, Incident, ReviewProposal
+from ledger.models import EpistemicLabel, Memory, Store
+from orgs.models import Organization
+
+# ----------------------------------------------------------------------------- incidents
+
+
+def incident_list(*, organization: Organization, store: Store | None = None) -> QuerySet[Incident]:
+    qs = Incident.objects.filter(organization=organization).select_related("store", "created_by")
+    if store is not None:
+        qs = qs.filter(store=store)
+    return qs.annotate(audit_count=Count("audit_runs")).order_by("-created_at", "external_id")
+
+
+def incident_get(*, organization: Organization, incident_id: int) -> Incident:
+    return Incident.objects.select_related("store", "created_by").get(pk=incident_id, organization=organization)
+
+
+def incident_retrieved_memories(*, incident: Incident) -> list[dict[str, Any]]:
+    """The incident's retrieved memories in rank order, with their current state."""
+    by_ext = {m.external_id: m for m in Memory.objects.filter(store=incident.store,
+                                                                 external_id__in=incident.retrieved)}
+    out = []
+    for rank, ext in enumerate(incident.retrieved, start=1):
+        m = by_ext.get(ext)
+        out.append({"rank": rank, "external_id": ext, "memory": m, "text": m.text if m else "",
+                    "state": (m.epistemic_state or "clean") if m else "missing"})
+    return out
+
+
+# ----------------------------------------------------------------------------- audit runs
+
+
+def audit_run_list(*, organization: Organization, store: Store | None = None,
+                   status: str | None = None) -> QuerySet[AuditRun]:
+    qs = AuditRun.objects.filter(organization=organization).select_related("store", "created_by")
+    if store is not None:
+        qs = qs.filter(store=store)
+    if status:
+        qs = qs.filter(status=status)
+    return qs.annotate(incident_count=Count("incidents", distinct=True)).order_by("-created_at")
+
+
+def audit_run_get(*, organization: Organization, audit_run_id: int) -> AuditRun:
+    return AuditRun.objects.select_related("store", "created_by").get(pk=audit_run_id, organization=organization)
+
+
+def audit_run_progress(*, organization: Organization, audit_run_id: int) -> dict[str, Any]:
+    """What the live progress bar polls: status, stage, replays done/total, percent, error."""
+    run = audit_run_get(organization=organization, audit_run_id=audit_run_id)
+    return {"id": run.pk, "status": run.status, "stage": run.stage, "stage_label": run.get_stage_display(),
+            "replays_done": run.replays_done, "replays_total": run.replays_total,
+            "percent": run.progress_percent, "finished": run.is_finished, "error": run.error}
+
+
+def suspects_for_run(*, organization: Organization, audit_run_id: int, limit: int | None = 200) -> dict[str, Any]:
+    """The results page in one dict.
+
+    ``suspects``: ranked rows (memory, text, CMIS with CI, CAS, DS, normalised parts, in_batch,
+    per-event breakdown, structural signals, current state, open proposal);
+    ``batch``, ``residual`` (harm with the batch removed, per event), ``residual_rounds``,
+    ``baselines`` ({method: removed ids, residual} each with the batch's size, plus precision
+    against nothing — truth is never known here), ``graph`` (Plotly nodes/edges from
+    ``engine.graph.graph_for_plot``; nodes carry ``memory_pk`` for links), ``events``,
+    ``groups``, ``agent_calls``, ``timings``.
+    """
+    run = audit_run_get(organization=organization, audit_run_id=audit_run_id)
+    rows = AuditSuspect.objects.filter(run=run).select_related("memory").order_by("rank")
+    if limit is not None:
+        rows = rows[:limit]
+    rows = list(rows)
+    live = dict(ReviewProposal.objects.filter(
+        memory_id__in=[r.memory_id for r in rows],
+        status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING]).values_list("memory_id", "pk"))
+    suspects = [{
+        "rank": s.rank, "memory_pk": s.memory_id, "external_id": s.memory.external_id, "text": s.memory.text,
+        "ds": s.ds, "cmis": s.cmis, "cmis_ci": [s.cmis_ci_low, s.cmis_ci_high], "cmis_hat": s.cmis_hat,
+        "cas": s.cas, "cas_hat": s.cas_hat, "in_batch": s.in_batch, "per_event": s.per_event,
+        "signals": s.signals, "state": s.memory.epistemic_state or "clean", "proposal_id": live.get(s.memory_id),
+    } for s in rows]
+    res = run.results or {}
+    pk_by_ext = dict(Memory.objects.filter(store=run.store, external_id__in=[
+        n["id"] for n in (res.get("graph") or {}).get("nodes", [])]).values_list("external_id", "pk"))
+    graph = dict(res.get("graph") or {"nodes": [], "edges": []})
+    graph["nodes"] = [{**n, "memory_pk": pk_by_ext.get(n["id"])} for n in graph.get("nodes", [])]
+    return {
+        "run": run,
+        "suspects": suspects,
+        "suspect_count": AuditSuspect.objects.filter(run=run).count(),
+        "batch": res.get("batch", []),
+        "residual": res.get("residual"),
+        "residual_rounds": res.get("residual_rounds", []),
+        "baselines": res.get("baselines", {}),
+        "graph": graph,
+        "events": res.get("events", []),
+        "groups": res.get("groups", []),
+        "agent_calls": res.get("agent_calls"),
+        "replays": res.get("replays"),
+        "timings": res.get("timings", {}),
+        "alpha": run.settings.get("alpha"),
+    }
+
+
+# ----------------------------------------------------------------------------- review
+
+
+def proposal_queue(*, organization: Organization, status: str | None = "open",
+                   store: Store | None = None) -> QuerySet[ReviewProposal]:
+    """Proposals to review (default: open), oldest first, audit and classifier ones alike.
+
+    Call ``services.classifier_flags_sync`` before showing the queue so the classifier's direct
+    ``poison_likely`` labels appear as items the reviewer can confirm or refute.
+    """
+    qs = ReviewProposal.objects.filter(organization=organization).select_related(
+        "memory", "store", "audit_run", "proposed_by", "decided_by", "label", "flag_label")
+    if status:
+        qs = qs.filter(status=status)
+    if store is not None:
+        qs = qs.filter(store=store)
+    return qs.order_by("created_at", "pk")
+
+
+def proposal_get(*, organization: Organization, proposal_id: int) -> ReviewProposal:
+    return ReviewProposal.objects.select_related("memory", "store", "audit_run", "proposed_by", "decided_by",
+                                                 "label", "flag_label").get(pk=proposal_id,
+                                                                            organization=organization)
+
+
+def classifier_flag_list(*, organization: Organization) -> QuerySet[Memory]:
+    """Memories the ingest classifier labelled ``poison_likely`` that no proposal covers yet."""
+    return (Memory.objects.filter(organization=organization, epistemic_state=EpistemicLabel.Label.LIKELY)
+            .exclude(labels__actor__startswith="user:").exclude(review_proposals__isnull=False)
+            .select_related("store").order_by("store__name", "external_id"))
+
+
+# ----------------------------------------------------------------------------- dashboard
+
+
+def dashboard_counts(*, organization: Organization) -> dict[str, int]:
+    runs = AuditRun.objects.filter(organization=organization).aggregate(
+        running=Count("pk", filter=Q(status__in=[AuditRun.Status.PENDING, AuditRun.Status.RUNNING])),
+        done=Count("pk", filter=Q(status=AuditRun.Status.DONE)),
+        failed=Count("pk", filter=Q(status=AuditRun.Status.FAILED)))
+    props = ReviewProposal.objects.filter(organization=organization).aggregate(
+        open=Count("pk", filter=Q(status=ReviewProposal.Status.OPEN)),
+        applying=Count("pk", filter=Q(status=ReviewProposal.Status.APPLYING)),
+        open_classifier=Count("pk", filter=Q(status=ReviewProposal.Status.OPEN,
+                                             source=ReviewProposal.Source.CLASSIFIER)))
+    mems = Memory.objects.filter(organization=organization).aggregate(
+        total=Count("pk"),
+        quarantined=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.LIKELY)),
+        suspect=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.SUSPECT)))
+    return {
+        "stores": Store.objects.filter(organization=organization).count(),
+        "memories": mems["total"],
+        "memories_quarantined": mems["quarantined"],
+        "memories_suspect": mems["suspect"],
+        "incidents": Incident.objects.filter(organization=organization).count(),
+        "audits_running": runs["running"],
+        "audits_done": runs["done"],
+        "audits_failed": runs["failed"],
+        "proposals_open": props["open"],
+        "proposals_applying": props["applying"],
+        "proposals_open_classifier": props["open_classifier"],
+        "classifier_flags_unreviewed": classifier_flag_list(organization=organization).count(),
+    }
