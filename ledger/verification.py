@@ -30,10 +30,17 @@ def _cache_key(memory: Memory) -> tuple:
             memory.epistemic_state, bytes(memory.content_sha256))
 
 
-def _stored_hash_findings(parts: dict) -> list[Finding]:
+def _database_findings(parts: dict) -> list[Finding]:
     findings = []
     for me in parts["entries"]:
         subject = f"memory={me.memory.ledger_id}"
+        # live_seq and label_seq are not in bundles (they are positions, implied by the chains)
+        if me.memory.live_seq != len(me.provenance):
+            findings.append(Finding(subject, "live", f"live_seq {me.memory.live_seq} but the provenance chain has "
+                                    f"{len(me.provenance)} nodes", "ChainBrokenError"))
+        if me.memory.label_seq != len(me.labels) - 1:
+            findings.append(Finding(subject, "live", f"label_seq {me.memory.label_seq} but the label chain ends at "
+                                    f"seq {len(me.labels) - 1}", "ChainBrokenError"))
         entries = [me.genesis, *me.provenance, *me.labels]
         for e in entries:
             stored = me.stored_hashes.get((e.kind, e.body["seq"]))
@@ -75,7 +82,7 @@ def memory_verify(memory: Memory) -> list[Finding]:
         findings = verify_bundle(bundle)
     except BundleError as exc:
         findings = [Finding(f"memory={memory.ledger_id}", None, f"unusable: {exc}", "BundleError")]
-    findings += _stored_hash_findings(parts)
+    findings += _database_findings(parts)
     if not findings:
         with _lock:
             _clean[key] = True
@@ -117,7 +124,7 @@ def organization_verify(organization) -> list[Finding]:
         findings = verify_bundle(export.bundle_build(organization, parts=parts))
     except BundleError as exc:
         return [Finding("bundle", None, f"unusable: {exc}", "BundleError")]
-    findings += _stored_hash_findings(parts)
+    findings += _database_findings(parts)
     findings += _key_directory_findings(organization)
     return findings
 

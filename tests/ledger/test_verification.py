@@ -1,0 +1,220 @@
+"""Tamper detection: an edit of any ledger column by raw SQL, with the triggers out of the way as a
+database superuser could do, is reported by ``ledger_verify`` and by the portable verifier run on
+an export (``python -m ledger.core.verify``), both naming the memory (and entry) concerned."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from ledger import services
+from ledger.core.canonical import now_utc
+from ledger.core.verify import main as portable_verify
+from ledger.export import bundle_write
+from ledger.models import KeyEpoch, LogLeaf, Memory, Store, TreeHead
+from ledger.verification import (
+    memory_verify,
+    memory_verify_cache_clear,
+    organization_verify,
+)
+from orgs.models import Organization
+
+pytestmark = pytest.mark.django_db
+
+T_OTHER = "2025-06-01T00:00:00Z"
+ZERO = bytes(32)
+SIG = bytes(64)
+
+
+@pytest.fixture
+def ledger(memories, organization, store, housekeeper):
+    """acme/main: m0 (2 transitions, 2 labels), m1 (1 transition), m2 (genesis only), m3 unsigned;
+    an epoch rotation; two tree heads; globex exists (a target for cross-tenant moves)."""
+    m0, m1, m2 = memories
+    services.transition_append(memory_id=m0.pk, valence_q=1000, evidence=["outcome:1"])
+    services.label_append(memory_id=m0.pk, label="poison_suspect", reason="query pattern", evidence={"s": 1},
+                          actor="user:alice")
+    services.transition_append(memory_id=m1.pk, valence_q=-600, evidence=["outcome:2"])
+    services.tree_head_issue(organization=organization)
+    services.housekeeper_rotate(organization=organization, now=now_utc())
+    services.transition_append(memory_id=m0.pk, valence_q=-200, evidence=["outcome:3"])
+    services.label_append(memory_id=m0.pk, label="poison_refuted", reason="checked", evidence={}, actor="user:bob")
+    services.tree_head_issue(organization=organization)
+    [m3] = services.memories_create(store=store, records=[{"id": "m3", "text": "never signed"}])
+    Store.objects.create(organization=organization, name="Other", slug="other")
+    Organization.objects.create(name="Globex", slug="globex")
+    memory_verify_cache_clear()
+    return {"m0": m0, "m1": m1, "m2": m2, "m3": m3}
+
+
+def disable_triggers(table: str) -> None:
+    with connection.cursor() as c:
+        if connection.vendor == "postgresql":
+            c.execute("SET LOCAL session_replication_role = replica")  # what a superuser can do
+        else:
+            c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [table])
+            for (name,) in c.fetchall():
+                c.execute(f"DROP TRIGGER {name}")  # rolled back with the test transaction
+
+
+def run_ledger_verify(capsys) -> str:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        call_command("ledger_verify", "--org", "acme")
+    assert info.value.code == 1
+    return capsys.readouterr().out
+
+
+def run_portable(tmp_path, capsys) -> tuple[int, str]:
+    out = tmp_path / "bundle.json"
+    bundle_write(Organization.objects.get(slug="acme"), out)
+    capsys.readouterr()
+    code = portable_verify([str(out)])
+    return code, capsys.readouterr().out
+
+
+def ids(ledger, org="acme"):
+    return {k: v.pk for k, v in ledger.items()} | {"globex": Organization.objects.get(slug="globex").pk,
+                                                   "other": Store.objects.get(slug="other").pk}
+
+
+# (table, column, SQL SET value (callable on ids), WHERE, expected in both outputs, portable verifier sees it)
+M0 = "main/m0"
+CASES = [
+    ("ledger_memory", "text", lambda i: "edited text", "id = {m0}", f"memory={M0}", True),
+    ("ledger_memory", "content_sha256", lambda i: hashlib.sha256(b"x").digest(), "id = {m0}", f"memory={M0}", True),
+    ("ledger_memory", "external_id", lambda i: "m9", "id = {m0}", "memory=main/m9", True),
+    ("ledger_memory", "store_id", lambda i: i["other"], "id = {m0}", "memory=other/m0", True),
+    ("ledger_memory", "organization_id", lambda i: i["globex"], "id = {m0}", f"memory={M0}", True),
+    ("ledger_memory", "live_weight_q", lambda i: 2999, "id = {m0}", f"memory={M0} live", True),
+    ("ledger_memory", "live_seq", lambda i: 0, "id = {m0}", f"memory={M0}", False),
+    ("ledger_memory", "chain_head", lambda i: ZERO, "id = {m0}", f"memory={M0} live", True),
+    ("ledger_memory", "epistemic_state", lambda i: "poison_likely", "id = {m0}", f"memory={M0} live", True),
+    ("ledger_memory", "label_seq", lambda i: 0, "id = {m0}", f"memory={M0}", False),
+    ("ledger_genesisentry", "weight_q", lambda i: 1500, "memory_id = {m0}", f"memory={M0} genesis", True),
+    ("ledger_genesisentry", "epoch", lambda i: 2, "memory_id = {m0}", f"memory={M0} genesis", True),
+    ("ledger_genesisentry", "time", lambda i: T_OTHER, "memory_id = {m0}", f"memory={M0} genesis", True),
+    ("ledger_genesisentry", "signature", lambda i: SIG, "memory_id = {m0}", f"memory={M0} genesis", True),
+    ("ledger_genesisentry", "entry_hash", lambda i: ZERO, "memory_id = {m0}", f"memory={M0} genesis", False),
+    ("ledger_genesisentry", "memory_id", lambda i: i["m3"], "memory_id = {m0}", f"memory={M0}", True),
+    ("ledger_genesisentry", "organization_id", lambda i: i["globex"], "memory_id = {m0}", f"memory={M0} genesis", True),
+] + [
+    ("ledger_provenancenode", col, val, "memory_id = {m0} AND seq = 1", f"memory={M0} provenance", True)
+    for col, val in [("seq", lambda i: 7), ("prev_weight_q", lambda i: 999), ("new_weight_q", lambda i: 1001),
+                     ("valence_q", lambda i: 1), ("eta_q", lambda i: 1), ("evidence", lambda i: '["outcome:99"]'),
+                     ("prev", lambda i: ZERO), ("epoch", lambda i: 2), ("time", lambda i: T_OTHER),
+                     ("signature", lambda i: SIG), ("organization_id", lambda i: i["globex"])]
+] + [
+    ("ledger_provenancenode", "entry_hash", lambda i: ZERO, "memory_id = {m0} AND seq = 1",
+     f"memory={M0} provenance seq=1", False),
+    ("ledger_provenancenode", "memory_id", lambda i: i["m2"], "memory_id = {m0} AND seq = 1", f"memory={M0}", True),
+] + [
+    ("ledger_transitioncommitment", col, val, "memory_id = {m0} AND seq = 1", f"memory={M0}", True)
+    for col, val in [("seq", lambda i: 9), ("new_weight_q", lambda i: 1001), ("provenance_hash", lambda i: ZERO),
+                     ("epoch", lambda i: 2), ("time", lambda i: T_OTHER), ("signature", lambda i: SIG),
+                     ("memory_id", lambda i: i["m2"]), ("organization_id", lambda i: i["globex"])]
+] + [
+    ("ledger_epistemiclabel", col, val, "memory_id = {m0} AND seq = 0", f"memory={M0} label", True)
+    for col, val in [("seq", lambda i: 5), ("label", lambda i: "poison_likely"), ("reason", lambda i: "edited"),
+                     ("evidence", lambda i: '{"s": 2}'), ("actor", lambda i: "user:mallory"), ("prev", lambda i: b"\1" * 32),
+                     ("epoch", lambda i: 2), ("time", lambda i: T_OTHER), ("signature", lambda i: SIG),
+                     ("organization_id", lambda i: i["globex"])]
+] + [
+    ("ledger_epistemiclabel", "entry_hash", lambda i: ZERO, "memory_id = {m0} AND seq = 0",
+     f"memory={M0} label seq=0", False),
+    ("ledger_epistemiclabel", "memory_id", lambda i: i["m1"], "memory_id = {m0} AND seq = 0", f"memory={M0}", True),
+    ("ledger_logleaf", "index", lambda i: 999, "memory_id = {m0} AND kind = 'provenance' AND seq = 1", f"memory={M0}",
+     True),
+    ("ledger_logleaf", "memory_id", lambda i: i["m1"], "memory_id = {m0} AND kind = 'provenance' AND seq = 1",
+     f"memory={M0} provenance seq=1", True),
+    ("ledger_logleaf", "kind", lambda i: "label", "memory_id = {m0} AND kind = 'provenance' AND seq = 1",
+     f"memory={M0}", True),
+    ("ledger_logleaf", "seq", lambda i: 5, "memory_id = {m0} AND kind = 'provenance' AND seq = 1", f"memory={M0}", True),
+    ("ledger_logleaf", "leaf_hash", lambda i: ZERO, "memory_id = {m0} AND kind = 'provenance' AND seq = 1",
+     f"memory={M0} provenance seq=1", False),
+    ("ledger_logleaf", "organization_id", lambda i: i["globex"], "memory_id = {m0} AND kind = 'provenance' AND seq = 1",
+     f"memory={M0} provenance seq=1", True),
+] + [
+    ("ledger_treehead", col, val, "id = (SELECT MIN(id) FROM ledger_treehead)", "tree_head", True)
+    for col, val in [("size", lambda i: 1), ("root", lambda i: ZERO), ("time", lambda i: T_OTHER),
+                     ("epoch", lambda i: 2), ("signature", lambda i: SIG)]
+] + [
+    ("ledger_keyepoch", "public_key", lambda i: b"\7" * 32, "number = 1", "epoch=2", True),
+    ("ledger_keyepoch", "not_before", lambda i: "2099-01-01T00:00:00Z", "number = 1", f"memory={M0}", True),
+    ("ledger_keyepoch", "not_after", lambda i: "2000-01-01T00:00:00Z", "number = 1", "epoch=1", True),
+    ("ledger_keyepoch", "revoked_at", lambda i: "2000-01-01T00:00:00Z", "number = 1", f"memory={M0}", True),
+    ("ledger_keyepoch", "endorsement", lambda i: SIG, "number = 2", "epoch=2", True),
+    ("ledger_keyepoch", "number", lambda i: 3, "number = 2", "epoch=", True),
+    ("ledger_keyepoch", "organization_id", lambda i: i["globex"], "number = 2", f"memory={M0}", True),
+]
+
+
+@pytest.mark.parametrize("table,column,value,where,expected,portable", CASES,
+                         ids=[f"{c[0].removeprefix('ledger_')}.{c[1]}" for c in CASES])
+def test_a_raw_edit_of_any_ledger_column_is_reported(ledger, tmp_path, capsys, table, column, value, where,
+                                                     expected, portable):
+    assert organization_verify(Organization.objects.get(slug="acme")) == []
+    i = ids(ledger)
+    disable_triggers(table)
+    with connection.cursor() as c:
+        c.execute(f'UPDATE {table} SET "{column}" = %s WHERE {where.format(**i)}', [value(i)])
+        assert c.rowcount == 1
+    out = run_ledger_verify(capsys)
+    assert expected in out, out
+    code, pout = run_portable(tmp_path, capsys)
+    if portable:
+        assert code == 1 and expected in pout, pout
+    else:
+        # Derived columns the bundle does not carry: the portable verifier recomputes them from
+        # the signed bodies, so the edit cannot mislead it — and ledger_verify reports it.
+        assert code in (0, 1)
+
+
+def test_a_tree_head_moved_to_another_organization_is_reported_there(ledger, capsys):
+    disable_triggers("ledger_treehead")
+    TreeHead.objects.filter(pk=TreeHead.objects.order_by("pk").first().pk).update(
+        organization=Organization.objects.get(slug="globex"))
+    findings = organization_verify(Organization.objects.get(slug="globex"))
+    assert any(str(f).startswith("FAIL tree_head size=") for f in findings), findings
+
+
+def test_a_widened_trust_anchor_window_is_reported_by_ledger_verify(ledger, capsys):
+    # Epoch 1's window is not signed by anyone (docs/bundle.md), so only the key directory
+    # can tell a widened one; ledger_verify compares the two.
+    disable_triggers("ledger_keyepoch")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_keyepoch SET not_after = '2099-01-01T00:00:00Z' WHERE number = 1")
+    out = run_ledger_verify(capsys)
+    assert "epoch=1" in out and "not_after" in out
+
+
+def test_memory_verify_names_the_entry_and_caches_only_clean_results(ledger):
+    m0 = Memory.objects.select_related("store", "organization").get(pk=ledger["m0"].pk)
+    assert memory_verify(m0) == []
+    disable_triggers("ledger_provenancenode")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_provenancenode SET valence_q = 1 WHERE memory_id = %s AND seq = 2", [m0.pk])
+    assert memory_verify(m0) == []  # cached by chain head: the row lock-step did not move
+    memory_verify_cache_clear()
+    findings = memory_verify(m0)
+    assert [f"{f.subject} {f.entry}" for f in findings][:1] == [f"memory={M0} provenance seq=2"]
+
+
+def test_the_portable_verifier_runs_as_a_module_without_django(ledger, tmp_path):
+    out = tmp_path / "b.json"
+    bundle_write(Organization.objects.get(slug="acme"), out)
+    anchor = bytes(KeyEpoch.objects.get(number=1).public_key).hex()
+    ok = subprocess.run([sys.executable, "-m", "ledger.core.verify", str(out), "--trust-anchor", anchor],
+                        check=False, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "."})
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith("OK: 3 memories")
+    data = json.loads(out.read_text())
+    assert {m["id"] for m in data["memories"]} == {"main/m0", "main/m1", "main/m2"}
+    assert len(data["log"]["leaves"]) == LogLeaf.objects.filter(organization__slug="acme").count()
+    assert data["receipt_keys"] == [] and len(data["epochs"]) == 2
