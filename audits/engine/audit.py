@@ -58,6 +58,7 @@ class AuditParams:
     top_n: int | None = None
     residual_rounds: int = 3
     conditional_rounds: int = 2
+    group_credit_filter: bool = True
     baselines: bool = True
     baseline_residual: bool = True
     seed: int = 0
@@ -111,6 +112,27 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
     return resolve
 
 
+# Harm types cheap enough to apply to every group member's content (no agent call).
+_CHEAP_HARMS = ("contains", "regex", "similarity")
+
+
+def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str], bool]:
+    """Does a memory's own content (its answer, else its text) meet the event's harm?"""
+    by_id = {m.id: m for m in memories}
+
+    def check(ev: AuditEvent, mid: str) -> bool:
+        if getattr(ev.harm, "type", None) not in _CHEAP_HARMS:
+            return True
+        m = by_id.get(mid)
+        if m is None:
+            return True
+        answer = m.metadata.get("answer") if isinstance(m.metadata, dict) else None
+        texts = ([str(answer)] if answer not in (None, "") else []) + [m.text]
+        return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in texts)
+
+    return check
+
+
 def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
                        events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
                        replayer: Replayer, retriever: Retriever, p: AuditParams
@@ -138,7 +160,9 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
         jobs = plan_replays(evs, groups, group_ablation=p.group_ablation, base_removed=batch,
                             retrieved=current)
         results = [run_replay(j, evmap[j.event_id], replayer) for j in jobs]
-        cond = combine_cmis(results, evs, groups, combine=p.combine)
+        cond = combine_cmis(results, evs, groups, combine=p.combine,
+                            carries_harm=_carries_harm(retriever.memories)
+                            if p.group_credit_filter else None)
         added = []
         for mid, sc in cond.items():
             if mid in batch or sc.cmis <= 0:
@@ -191,7 +215,8 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     for i, job in enumerate(jobs):
         results.append(run_replay(job, evmap[job.event_id], replayer))
         progress("replay", i + 1, len(jobs))
-    cmis = combine_cmis(results, events, groups, combine=p.combine)
+    carries = _carries_harm(memories) if p.group_credit_filter else None
+    cmis = combine_cmis(results, events, groups, combine=p.combine, carries_harm=carries)
     cmis_calls = replayer.calls
     timings["cmis"] = time.perf_counter() - t
 

@@ -235,8 +235,15 @@ def run_replay(job: ReplayJob, event: AuditEvent, replayer: Replayer) -> ReplayR
 
 
 def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],
-                 groups: Sequence[Group], *, combine: str = "max") -> dict[str, CmisScore]:
-    """Gather replay results into one CMIS per memory (candidates and group members)."""
+                 groups: Sequence[Group], *, combine: str = "max",
+                 carries_harm: Callable[[AuditEvent, str], bool] | None = None
+                 ) -> dict[str, CmisScore]:
+    """Gather replay results into one CMIS per memory (candidates and group members).
+
+    `carries_harm(event, memory_id)`, when given, limits group credit to members whose own
+    content is harmful by the event's harm function: a loose group can sweep in clean
+    look-alikes (templated records), which did not cause the harm the group's removal cured.
+    """
     if combine not in ("max", "sum"):
         raise ValueError("combine must be 'max' or 'sum'")
     by_event: dict[str, list[ReplayResult]] = {}
@@ -263,6 +270,8 @@ def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],
                 e["single"], e["single_se"] = drop, r.harm_se
             elif r.kind == "group" and r.target in gmap:
                 for mid in gmap[r.target].members:
+                    if carries_harm is not None and drop > 0 and not carries_harm(ev, mid):
+                        continue
                     e = entry(mid)
                     if e["group_id"] is None or drop > e["group"]:
                         e["group"], e["group_se"], e["group_id"] = drop, r.harm_se, r.target

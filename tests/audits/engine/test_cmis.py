@@ -169,3 +169,21 @@ def test_retriever_backfills_a_removed_memory_and_scales_by_weight(hashing_embed
     assert low.retrieve("what is the capital of Country1?", 1)[0].id != top[0].id
     blocked = Retriever(sc.memories, E, embedder=hashing_embedder, blocked={top[0].id})
     assert top[0].id not in {m.id for m in blocked.retrieve("what is the capital of Country1?", 5)}
+
+
+def test_group_credit_skips_clean_look_alikes_that_do_not_carry_the_harm(hashing_embedder):
+    from audits.engine.audit import _carries_harm
+
+    sc = qa_scenario(n_targets=1, poisons_per_target=5)
+    retriever, replayer, events = _setup(sc, hashing_embedder)
+    groups = find_groups(events[0].retrieved, retriever)
+    # A loose group that also swept in a clean record of the same topic.
+    from audits.engine.cmis import Group
+
+    loose = Group("gloose", (*groups[0].members, "c0_0"), 0.5)
+    jobs = plan_replays(events, [loose])
+    results = [run_replay(j, events[0], replayer) for j in jobs]
+    plain = combine_cmis(results, events, [loose])
+    filtered = combine_cmis(results, events, [loose], carries_harm=_carries_harm(sc.memories))
+    assert plain["c0_0"].cmis == 1.0
+    assert "c0_0" not in filtered and filtered["p0_0"].cmis == 1.0
