@@ -755,7 +755,8 @@ def _label_append_enqueue(*, memory_id: int, label: str, reason: str, evidence: 
     """Hand a label to the housekeeper worker (the only process holding signing keys)."""
     from ledger.tasks import label_append_task
 
-    label_append_task.delay(memory_id=memory_id, label=label, reason=reason, evidence=evidence, actor=actor,
+    # Plain strings only: the message is JSON and the label goes into a signed canonical body.
+    label_append_task.delay(memory_id=memory_id, label=EpistemicLabel.Label(label).value, reason=reason, evidence=evidence, actor=actor,
                             idempotency_key=idempotency_key)
 
 
