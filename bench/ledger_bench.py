@@ -1,0 +1,195 @@
+"""Ledger write/verify benchmark: durable signed transitions through ``ledger.services``.
+
+    .venv/bin/python bench/ledger_bench.py --db postgres --n 2000 --json artifacts/ledger_bench_pg.json
+    .venv/bin/python bench/ledger_bench.py --db sqlite --n 2000 --json artifacts/ledger_bench_sqlite.json
+
+Measures, on a fresh organization in its own database (PostgreSQL: database ``memaudit_bench``
+at 127.0.0.1:5432 as user postgres, created when missing; SQLite: a temporary file):
+
+* ``median_ms``/``p95_ms``: one ``transition_append`` call each (sign node + commitment, verify
+  both against the stored chain and the DB epochs, insert, two log leaves, live-state update,
+  COMMIT) — wall time per durable transition, MutMem's unit;
+* ``bytes_per_transition``: logical row storage as MutMem counts it — the sum of the column
+  value sizes of the provenance node and transition commitment rows (integers 4 bytes, ids and
+  foreign keys 8, blobs/strings/JSON their encoded length); log leaves reported separately;
+* ``batch_transitions_per_s``: ``transitions_append`` in batches of 500 (one transaction each);
+* ``verify_entries_per_s``: the portable verifier over the exported bundle, one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MUTMEM = {"median_ms": 4.865, "p95_ms": 5.674, "bytes_per_transition": 966.35}
+TARGETS = {"median_ms": 1.0, "p95_ms": 2.0, "bytes_per_transition": 500, "batch_transitions_per_s": 5000,
+           "verify_entries_per_s": 12000}
+PG_URL = "postgres://postgres@127.0.0.1:5432/memaudit_bench"
+
+
+def _setup(db: str, workdir: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "memaudit_site.settings"
+    os.environ["MEMAUDIT_ROLE"] = "housekeeper"  # this process is the housekeeper
+    os.environ["HOUSEKEEPER_KEY_DIR"] = str(workdir / "keys")
+    os.environ["RECEIPT_KEY_DIR"] = str(workdir / "receipt-keys")
+    if db == "postgres":
+        import psycopg
+
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'memaudit_bench'").fetchone():
+                conn.execute("CREATE DATABASE memaudit_bench")
+        os.environ["DATABASE_URL"] = PG_URL
+        os.environ["DB_CONN_MAX_AGE"] = "600"
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["SQLITE_PATH"] = str(workdir / "bench.sqlite3")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _row_bytes(values: dict, ints4: set[str]) -> int:
+    total = 0
+    for name, v in values.items():
+        if v is None:
+            continue
+        if isinstance(v, (bytes, memoryview)):
+            total += len(bytes(v))
+        elif isinstance(v, bool):
+            total += 1
+        elif isinstance(v, int):
+            total += 4 if name in ints4 else 8
+        elif isinstance(v, str):
+            total += len(v.encode("utf-8"))
+        else:
+            total += len(json.dumps(v, separators=(",", ":")).encode("utf-8"))
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--memories", type=int, default=100)
+    ap.add_argument("--json", dest="json_out", help="write the figures here")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile of 300 single appends")
+    ap.add_argument("--no-fsync-wait", action="store_true",
+                    help="PostgreSQL synchronous_commit=off: NOT durable; isolates the cost of the code from the "
+                         "disk flush (reported as durable=false)")
+    args = ap.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
+    _setup(args.db, workdir)
+
+    from django.db import connection
+
+    from ledger.core.bundle import parse_bundle
+    from ledger.core.verify import verify_parsed
+    from ledger.export import bundle_build
+    from ledger.models import LogLeaf, ProvenanceNode, TransitionCommitment
+    from ledger.services import (
+        housekeeper_init,
+        memories_create,
+        memory_genesis_sign,
+        store_create,
+        transition_append,
+        transitions_append,
+    )
+    from orgs.models import Organization
+
+    if args.no_fsync_wait and args.db == "postgres":
+        with connection.cursor() as c:
+            c.execute("SET synchronous_commit = off")
+    org = Organization.objects.create(name="Bench", slug=f"bench-{int(time.time() * 1000)}")
+    housekeeper_init(organization=org)
+    store = store_create(organization=org, name="Bench", slug="bench")
+    mems = memories_create(store=store, records=[{"id": f"b{i}", "text": f"benchmark memory {i}"}
+                                                 for i in range(args.memories)])
+    memory_genesis_sign(memory_ids=[m.pk for m in mems])
+    ids = [m.pk for m in mems]
+    for i in range(50):  # warm-up: connection, signer and weight caches
+        transition_append(memory_id=ids[i % len(ids)], valence_q=100, evidence=[f"outcome:{i}"])
+
+    lat = []
+    for i in range(args.n):
+        t0 = time.perf_counter()
+        transition_append(memory_id=ids[i % len(ids)], valence_q=(250 if i % 3 else -250), evidence=[f"outcome:{i}"])
+        lat.append((time.perf_counter() - t0) * 1000)
+    lat.sort()
+    median_ms = statistics.median(lat)
+    p95_ms = lat[int(0.95 * (len(lat) - 1))]
+
+    profile_text = ""
+    if args.profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        for i in range(300):
+            transition_append(memory_id=ids[i % len(ids)], valence_q=100, evidence=[f"p:{i}"])
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(25)
+        profile_text = s.getvalue()
+
+    batch = 500
+    t0 = time.perf_counter()
+    done = 0
+    while done < args.n:
+        size = min(batch, args.n - done)
+        transitions_append(items=[{"memory_id": ids[(done + j) % len(ids)], "valence_q": 100,
+                                   "evidence": [f"outcome:b{done + j}"]} for j in range(size)])
+        done += size
+    batch_per_s = args.n / (time.perf_counter() - t0)
+
+    node_fields = [f.attname for f in ProvenanceNode._meta.concrete_fields]
+    tc_fields = [f.attname for f in TransitionCommitment._meta.concrete_fields]
+    ints4 = {"seq", "prev_weight_q", "new_weight_q", "valence_q", "eta_q", "epoch"}
+    nodes = list(ProvenanceNode.objects.filter(organization=org).values(*node_fields)[:1000])
+    tcs = list(TransitionCommitment.objects.filter(organization=org).values(*tc_fields)[:1000])
+    node_b = statistics.mean(_row_bytes(r, ints4) for r in nodes)
+    tc_b = statistics.mean(_row_bytes(r, ints4) for r in tcs)
+    leaf_fields = [f.attname for f in LogLeaf._meta.concrete_fields]
+    leaf_b = statistics.mean(_row_bytes(r, {"seq"}) for r in LogLeaf.objects.filter(organization=org)
+                             .values(*leaf_fields)[:1000])
+
+    parsed = parse_bundle(bundle_build(org))
+    report = verify_parsed(parsed)
+    assert not report.findings, report.findings[:3]
+    verify_per_s = report.entries / report.seconds
+
+    result = {
+        "db": args.db,
+        "db_version": str(connection.pg_version) if args.db == "postgres" else __import__("sqlite3").sqlite_version,
+        "durable": not (args.no_fsync_wait and args.db == "postgres"), "n": args.n, "median_ms": round(median_ms, 3), "p95_ms": round(p95_ms, 3),
+        "bytes_per_transition": round(node_b + tc_b, 1),
+        "bytes_provenance_node": round(node_b, 1), "bytes_transition_commitment": round(tc_b, 1),
+        "bytes_log_leaves_per_transition": round(2 * leaf_b, 1),
+        "batch_transitions_per_s": round(batch_per_s), "verify_entries_per_s": round(verify_per_s),
+        "verified_entries": report.entries, "mutmem": MUTMEM, "targets": TARGETS,
+    }
+    print(f"{'metric':<28}{'this run':>14}{'MutMem':>12}{'target':>12}")
+    for k in ("median_ms", "p95_ms", "bytes_per_transition", "batch_transitions_per_s", "verify_entries_per_s"):
+        print(f"{k:<28}{result[k]:>14}{MUTMEM.get(k, '-'):>12}{TARGETS[k]:>12}")
+    print(f"({args.db}; {args.n} single appends over {args.memories} memories, log leaves add "
+          f"{result['bytes_log_leaves_per_transition']} B per transition)")
+    if profile_text:
+        print(profile_text)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
