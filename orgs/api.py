@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler as drf_exception_handler
@@ -32,6 +33,7 @@ class MeApi(APIView):
         organization_slug = serializers.CharField()
         role = serializers.CharField()
 
+    @extend_schema(responses=OutputSerializer, summary="The current user, organization and role")
     def get(self, request):
         membership = request_membership(request)
         data = {
@@ -52,6 +54,7 @@ class MemberListApi(APIView):
         username = serializers.CharField(source="user.username")
         role = serializers.CharField()
 
+    @extend_schema(responses=OutputSerializer(many=True), summary="Members of the organization (org admins)")
     def get(self, request):
         memberships = membership_list(organization=request_membership(request).organization)
         return Response(self.OutputSerializer(memberships, many=True).data)
