@@ -310,8 +310,10 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def audit_run_create(*, store: Store, incident_ids: Iterable[int], settings: dict[str, Any] | None = None,
-                     user=None) -> AuditRun:
-    """Validate, record and enqueue an audit of ``store`` against the given incidents."""
+                     user=None, enqueue: bool = True) -> AuditRun:
+    """Validate, record and enqueue an audit of ``store`` against the given incidents.
+
+    ``enqueue=False`` leaves it pending for ``audit_run_now`` (the ``audit`` command)."""
     _require(user=user, organization=store.organization, capability="propose")
     clean = audit_settings_clean(settings)
     ids = list(dict.fromkeys(int(i) for i in incident_ids))
@@ -328,7 +330,8 @@ def audit_run_create(*, store: Store, incident_ids: Iterable[int], settings: dic
     with transaction.atomic():
         run = AuditRun.objects.create(organization=store.organization, store=store, settings=clean, created_by=user)
         run.incidents.set(incidents)
-        transaction.on_commit(lambda: _enqueue_execute(run.pk))
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue_execute(run.pk))
     return run
 
 
