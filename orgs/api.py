@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -9,6 +10,16 @@ from rest_framework.views import APIView, exception_handler as drf_exception_han
 
 from orgs.permissions import OrgMember, request_membership
 from orgs.selectors import membership_list
+
+
+class AutoSchema(SpectacularAutoSchema):
+    """Names nested ``InputSerializer``/``OutputSerializer`` components after their API class
+    (``MeApiOutput``), so one-class-per-operation APIs do not collide in the schema."""
+
+    def get_serializer_name(self, serializer, direction):
+        name = super().get_serializer_name(serializer, direction)
+        outer = type(serializer).__qualname__.split(".")[:-1]
+        return "".join(outer) + name if outer and not name.startswith("".join(outer)) else name
 
 
 def exception_handler(exc, context):
