@@ -1,15 +1,21 @@
 from __future__ import annotations
 
+import logging
+
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView, exception_handler as drf_exception_handler
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
 
 from orgs.permissions import OrgMember, request_membership
 from orgs.selectors import membership_list
+
+logger = logging.getLogger(__name__)
 
 
 class AutoSchema(SpectacularAutoSchema):
@@ -32,6 +38,12 @@ def exception_handler(exc, context):
         return Response(detail, status=400)
     if isinstance(exc, Http404):
         return Response({"detail": "Not found."}, status=404)
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database is unreachable (restart, failover): say so and let the client retry,
+        # never answer from partial state.
+        logger.warning("database unavailable during %s: %s", context.get("view").__class__.__name__, exc)
+        return Response({"detail": "The database is temporarily unavailable; retry shortly."}, status=503,
+                        headers={"Retry-After": "5"})
     return drf_exception_handler(exc, context)
 
 

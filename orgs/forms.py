@@ -4,7 +4,6 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
 from orgs import ratelimit
-
 from orgs.models import Role
 
 

@@ -84,3 +84,21 @@ def test_the_api_accepts_a_user_token(client, alice):
     r = client.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {token.key}")
     assert r.status_code == 200
     assert r.json()["organization_slug"] == "alice-corp" and r.json()["role"] == "analyst"
+
+
+@pytest.mark.django_db
+def test_the_api_answers_503_when_the_database_is_unreachable(client, alice, monkeypatch):
+    from django.db import OperationalError
+
+    from orgs import api
+
+    client.force_login(alice)
+
+    def down(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(api, "request_membership", down)
+    r = client.get("/api/v1/me/")
+    assert r.status_code == 503
+    assert r["Retry-After"] == "5"
+    assert "temporarily unavailable" in r.json()["detail"]
