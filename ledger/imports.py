@@ -66,7 +66,7 @@ def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
 
 
 def memories_import(*, store: Store, data: bytes, filename: str, user=None, inline: bool = False,
-                    progress=None) -> ImportJob:
+                    progress=None, classify: bool = True) -> ImportJob:
     """Validate and import a memories file; return its ``ImportJob``.
 
     A rejected file gives a job with status ``failed`` and ``errors`` = [{file, line, field,
@@ -85,11 +85,12 @@ def memories_import(*, store: Store, data: bytes, filename: str, user=None, inli
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "errors", "finished_at"])
         return job
-    return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress)
+    return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress,
+                                   classify=classify)
 
 
 def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,
-                            inline: bool = False, progress=None) -> ImportJob:
+                            inline: bool = False, progress=None, classify: bool = True) -> ImportJob:
     """Insert already-validated records (one transaction) and start the pipeline."""
     from ledger.services import memories_create
 
@@ -102,7 +103,7 @@ def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], jo
                 {"id": r.id, "text": r.text, "metadata": r.metadata, "created_at": r.created_at} for r in chunk])
             memory_ids.extend(m.pk for m in created)
     if inline:
-        import_pipeline_run(job_id=job.pk, memory_ids=memory_ids, progress=progress)
+        import_pipeline_run(job_id=job.pk, memory_ids=memory_ids, progress=progress, classify=classify)
         job.refresh_from_db()
     else:
         transaction.on_commit(lambda: import_pipeline_enqueue(job_id=job.pk, memory_ids=memory_ids))
@@ -121,8 +122,9 @@ def import_pipeline_enqueue(*, job_id: int, memory_ids: list[int]) -> None:
     ingest_classify_task.apply_async(args=[job_id, memory_ids])
 
 
-def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None) -> None:
-    """The same pipeline in this process (the caller holds the housekeeper key)."""
+def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None, classify: bool = True) -> None:
+    """The same pipeline in this process (the caller holds the housekeeper key). ``classify=False``
+    skips the ingest classifier (the benchmark's no-label arm measures the store without it)."""
     from ledger.classifier_service import ingest_classify
     from ledger.services import memory_genesis_sign
 
@@ -133,7 +135,8 @@ def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None) ->
         if progress is not None:
             job.refresh_from_db(fields=["done", "total"])
             progress(job.done, job.total)
-    ingest_classify(store=job.store, memory_ids=memory_ids, inline=True)
+    if classify:
+        ingest_classify(store=job.store, memory_ids=memory_ids, inline=True)
     import_job_finish(job_id=job_id)
 
 

@@ -42,6 +42,12 @@ alert_logger = logging.getLogger("ledger.alerts")
 MAX_K = 100
 PROJECTION = "memaudit-projection/1"
 _VERIFIED_MAX = 200_000
+try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
+    from threadpoolctl import ThreadpoolController
+
+    _blas = ThreadpoolController()
+except ImportError:  # pragma: no cover
+    _blas = None
 _verified: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
 _verified_lock = threading.Lock()
 # Process-wide count of candidates excluded because their chains did not verify (an alert each).
@@ -86,6 +92,16 @@ def _verify_candidate(index: StoreIndex, row: int) -> tuple[bool, str]:
     return result
 
 
+def _matvec(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``matrix @ q`` on one BLAS thread: a matrix-vector product is memory-bound, and waking
+    BLAS worker threads costs more than it saves (measured: 20 ms instead of 0.07 ms for 2k rows
+    on a busy 2-core host)."""
+    if _blas is None:
+        return matrix @ q
+    with _blas.limit(limits=1, user_api="blas"):
+        return matrix @ q
+
+
 def verification_cache_clear() -> None:
     with _verified_lock:
         _verified.clear()
@@ -118,7 +134,7 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     scores = np.empty(0, dtype=np.float32)
     if len(index):
         q = embedder.encode([query])[0]
-        cosine = index.matrix @ q
+        cosine = _matvec(index.matrix, q)
         scores = cosine * index.weights
         allowed = index.state_mask(excluded_set)
         masked = np.where(allowed, scores, -np.inf)

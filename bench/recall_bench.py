@@ -1,0 +1,163 @@
+"""Recall-with-receipt latency at 20k and 100k memories (DESIGN section 3, issue 4 targets:
+p50 <= 15 ms, p95 <= 40 ms at 20k; 100k reported).
+
+    python bench/recall_bench.py [--sizes 20000,100000] [--queries 200] [--k 5]
+                                 [--embedder hashing384|minilm] [--workdir DIR] [--json OUT]
+
+Memories are real texts (2WikiMultihopQA passages, LoCoMo turns, PoisonedRAG clean passages,
+read from ../shared/data at run time), cycled with a copy number until the size is reached;
+each store is imported through the product's import path (validated, signed genesis,
+embedded) and 0.5% of it gets a signed ``poison_likely`` label. Queries are LoCoMo questions.
+Every timed call is the full ``ledger.recall.recall``: query embedding, cosine x weight over
+the cached matrix, projection, chain verification of the adopted candidates (cold: first
+time each is seen; warm: cached by chain head), receipt signing and the Receipt insert.
+
+``--embedder hashing384`` (default) fills the matrix with the hashing test double at MiniLM's
+384 dimensions, so the scoring cost is exactly MiniLM's while a 100k store can be built in
+minutes on a small CPU; the MiniLM query-encoding time is measured separately and reported
+(add it to get the MiniLM figure). ``--embedder minilm`` runs the real model end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import ledger_env
+from ledger.embeddings import HashingEmbedder
+
+
+class Hashing384(HashingEmbedder):
+    """The hashing test double at MiniLM's width (384), for matrix-cost-faithful timing."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=384)
+
+
+def real_texts(data: Path) -> list[str]:
+    texts = [f"{r['title']}\n{r['text']}" for r in json.loads((data / "wiki2" / "2wikimultihopqa_corpus.json").read_text())]
+    for sample in json.loads((data / "locomo" / "locomo10.json").read_text()):
+        for key, turns in sorted(sample["conversation"].items()):
+            if key.startswith("session_") and isinstance(turns, list):
+                texts += [t["text"] for t in turns]
+    ctx = json.loads((data / "poisonedrag" / "nq_clean_context.json").read_text())
+    for key in sorted(ctx):
+        texts += list(ctx[key]["gt_passages"])
+    return [t for t in texts if t.strip()]
+
+
+def questions(data: Path) -> list[str]:
+    out = []
+    for sample in json.loads((data / "locomo" / "locomo10.json").read_text()):
+        out += [q["question"] for q in sample["qa"] if q.get("question")]
+    return out
+
+
+def build_store(org, size: int, texts: list[str]):
+    from ledger.imports import memories_import
+    from ledger.services import label_append
+
+    records = [{"id": f"r{i}", "text": texts[i % len(texts)] if i < len(texts) else
+                f"{texts[i % len(texts)]} [copy {i // len(texts)}]"} for i in range(size)]
+    data = "\n".join(json.dumps(r) for r in records).encode("utf-8")
+    store = ledger_env.store_fresh(org, f"recall-{size}")
+    started = time.perf_counter()
+    job = memories_import(store=store, data=data, filename=f"recall-{size}.jsonl", inline=True, classify=False)
+    import_s = time.perf_counter() - started
+    assert job.status == "done", job.errors[:3]
+    from ledger.models import Memory
+
+    ids = list(Memory.objects.filter(store=store).order_by("pk").values_list("pk", flat=True))
+    for pk in ids[:: 200]:
+        label_append(memory_id=pk, label="poison_likely", reason="benchmark quarantine", evidence={},
+                     actor="bench@1")
+    return store, import_s
+
+
+def timed_recalls(store, queries: list[str], k: int) -> list[float]:
+    from ledger.recall import recall
+
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        recall(store=store, query=q, k=k)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="20000,100000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--embedder", choices=["hashing384", "minilm"], default="hashing384")
+    ap.add_argument("--data", type=Path, default=ledger_env.DEFAULT_DATA)
+    ap.add_argument("--workdir")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+
+    work = ledger_env.setup(args.workdir, embedder="minilm")
+    from django.conf import settings
+
+    from ledger.embedding_store import embedder_for_store, store_index
+
+    if args.embedder == "hashing384":
+        settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    org = ledger_env.organization_get()
+    texts, qs = real_texts(args.data), questions(args.data)[: args.queries]
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        store, import_s = build_store(org, size, texts)
+        t = time.perf_counter()
+        index = store_index(store)
+        index_ms = (time.perf_counter() - t) * 1000
+        cold = timed_recalls(store, qs, args.k)
+        warm = timed_recalls(store, qs, args.k)
+        rows.append({
+            "memories": size, "recallable": len(index), "import_seconds": round(import_s, 1),
+            "index_build_ms": round(index_ms, 1),
+            "cold_p50_ms": round(ledger_env.percentile(cold, 50), 2),
+            "cold_p95_ms": round(ledger_env.percentile(cold, 95), 2),
+            "warm_p50_ms": round(ledger_env.percentile(warm, 50), 2),
+            "warm_p95_ms": round(ledger_env.percentile(warm, 95), 2),
+        })
+    minilm = None
+    if args.embedder == "hashing384":
+        model = embedder_for_store(None) if not settings.EMBEDDING_BACKEND else None
+        settings.EMBEDDING_BACKEND = ""
+        model = embedder_for_store(None)
+        model.encode(["warm up"])
+        enc = []
+        for q in qs[:50]:
+            t = time.perf_counter()
+            model.encode([q])
+            enc.append((time.perf_counter() - t) * 1000)
+        minilm = {"query_encode_p50_ms": round(ledger_env.percentile(enc, 50), 2),
+                  "query_encode_p95_ms": round(ledger_env.percentile(enc, 95), 2)}
+    import os
+
+    result = {"embedder": args.embedder, "k": args.k, "queries": len(qs), "cpus": os.cpu_count(),
+              "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
+              "minilm_query_encoding": minilm, "workdir": str(work)}
+    print(f"recall with receipt, k={args.k}, {len(qs)} LoCoMo queries, embedder {args.embedder}, "
+          f"load average {result['load_average']}")
+    print(f"{'memories':>9} {'import s':>9} {'index ms':>9} {'cold p50':>9} {'cold p95':>9} {'warm p50':>9} "
+          f"{'warm p95':>9}")
+    for r in rows:
+        print(f"{r['memories']:>9} {r['import_seconds']:>9} {r['index_build_ms']:>9} {r['cold_p50_ms']:>9} "
+              f"{r['cold_p95_ms']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
+    if minilm:
+        print(f"MiniLM query encoding (add for the real model): p50 {minilm['query_encode_p50_ms']} ms, "
+              f"p95 {minilm['query_encode_p95_ms']} ms")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
