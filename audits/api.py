@@ -1,0 +1,381 @@
+"""Audit API (DESIGN section 7): incidents, audits, reviews. One class per operation; each
+validates its input, calls one service or selector scoped to the requester's organization,
+and answers. Another organization's object is a 404; roles are checked by ``OrgMember``
+through ``required_capability`` and again by the services."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audits import selectors, services
+from audits.engine.scenario import ValidationError as ScenarioValidationError
+from ledger.models import Store
+from orgs.permissions import OrgMember, request_membership
+
+
+def _org(request):
+    return request_membership(request).organization
+
+
+def _store(request, store_id: int) -> Store:
+    try:
+        return Store.objects.get(pk=store_id, organization=_org(request))
+    except Store.DoesNotExist:
+        raise Http404 from None
+
+
+def _issues_response(exc: ScenarioValidationError) -> Response:
+    return Response({"detail": f"{len(exc.issues)} problem(s) found; nothing was imported.",
+                     "issues": [{"file": i.file, "line": i.line, "field": i.field, "message": i.message}
+                                for i in exc.issues]}, status=status.HTTP_400_BAD_REQUEST)
+
+
+class _Scoped(APIView):
+    permission_classes = (OrgMember,)
+
+    def handle_exception(self, exc):
+        if isinstance(exc, ObjectDoesNotExist):
+            exc = Http404()
+        if isinstance(exc, ScenarioValidationError):
+            return _issues_response(exc)
+        return super().handle_exception(exc)
+
+
+class IssueSerializer(serializers.Serializer):
+    file = serializers.CharField()
+    line = serializers.IntegerField(allow_null=True)
+    field = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+# ============================================================================ incidents
+
+
+class IncidentOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    external_id = serializers.CharField()
+    store = serializers.IntegerField(source="store_id")
+    query = serializers.CharField()
+    output = serializers.CharField()
+    retrieved = serializers.ListField(child=serializers.CharField())
+    harm = serializers.JSONField(allow_null=True)
+    harm_value = serializers.FloatField(allow_null=True)
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_at = serializers.DateTimeField()
+
+
+class IncidentListApi(_Scoped):
+    class FilterSerializer(serializers.Serializer):
+        store = serializers.IntegerField(required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=IncidentOutputSerializer(many=True))
+    def get(self, request):
+        f = self.FilterSerializer(data=request.query_params)
+        f.is_valid(raise_exception=True)
+        store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
+        qs = selectors.incident_list(organization=_org(request), store=store)
+        return Response(IncidentOutputSerializer(qs, many=True).data)
+
+
+class IncidentCreateApi(_Scoped):
+    required_capability = "propose"
+
+    class InputSerializer(serializers.Serializer):
+        store = serializers.IntegerField()
+        external_id = serializers.CharField(required=False, max_length=255)
+        query = serializers.CharField()
+        output = serializers.CharField(allow_blank=True)
+        retrieved = serializers.ListField(child=serializers.CharField(), allow_empty=False)
+        harm = serializers.JSONField(required=False)
+
+    @extend_schema(request=InputSerializer, responses={201: IncidentOutputSerializer,
+                                                       400: inline_serializer("IncidentIssues", {
+                                                           "detail": serializers.CharField(),
+                                                           "issues": IssueSerializer(many=True)})})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        inc = services.incident_create(store=_store(request, d["store"]), query=d["query"], output=d["output"],
+                                       retrieved=d["retrieved"], harm=d.get("harm"),
+                                       external_id=d.get("external_id"), user=request.user)
+        return Response(IncidentOutputSerializer(inc).data, status=status.HTTP_201_CREATED)
+
+
+class IncidentUploadApi(_Scoped):
+    required_capability = "propose"
+    parser_classes = (MultiPartParser, FormParser)
+
+    class InputSerializer(serializers.Serializer):
+        store = serializers.IntegerField()
+        file = serializers.FileField()
+
+    @extend_schema(request={"multipart/form-data": InputSerializer},
+                   responses={201: IncidentOutputSerializer(many=True)})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        f = s.validated_data["file"]
+        got = services.incidents_import(store=_store(request, s.validated_data["store"]), data=f.read(),
+                                        filename=f.name, user=request.user)
+        return Response(IncidentOutputSerializer(got, many=True).data, status=status.HTTP_201_CREATED)
+
+
+class IncidentDetailApi(_Scoped):
+    @extend_schema(responses=IncidentOutputSerializer)
+    def get(self, request, incident_id: int):
+        inc = selectors.incident_get(organization=_org(request), incident_id=incident_id)
+        return Response(IncidentOutputSerializer(inc).data)
+
+
+class ProposalOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    store = serializers.IntegerField(source="store_id")
+    memory = serializers.IntegerField(source="memory_id")
+    memory_external_id = serializers.CharField(source="memory.external_id")
+    source = serializers.CharField()
+    audit_run = serializers.IntegerField(source="audit_run_id", allow_null=True)
+    proposed_label = serializers.CharField()
+    reason = serializers.CharField()
+    scores = serializers.JSONField()
+    proposed_by = serializers.CharField(source="proposed_by_actor")
+    status = serializers.CharField()
+    decision = serializers.CharField()
+    decided_by = serializers.CharField(source="decided_by.username", default=None)
+    decision_reason = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    label = serializers.IntegerField(source="label_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+
+# ============================================================================ audits
+
+
+class AuditRunOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    store = serializers.IntegerField(source="store_id")
+    status = serializers.CharField()
+    stage = serializers.CharField()
+    replays_done = serializers.IntegerField()
+    replays_total = serializers.IntegerField()
+    percent = serializers.IntegerField(source="progress_percent")
+    settings = serializers.JSONField()
+    error = serializers.CharField()
+    incidents = serializers.SerializerMethodField()
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_incidents(self, run) -> list[int]:
+        return list(run.incidents.values_list("pk", flat=True))
+
+
+class AuditRunListApi(_Scoped):
+    class FilterSerializer(serializers.Serializer):
+        store = serializers.IntegerField(required=False)
+        status = serializers.ChoiceField(choices=["pending", "running", "done", "failed"], required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=AuditRunOutputSerializer(many=True))
+    def get(self, request):
+        f = self.FilterSerializer(data=request.query_params)
+        f.is_valid(raise_exception=True)
+        store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
+        qs = selectors.audit_run_list(organization=_org(request), store=store, status=f.validated_data.get("status"))
+        return Response(AuditRunOutputSerializer(qs.prefetch_related("incidents"), many=True).data)
+
+
+class AuditRunCreateApi(_Scoped):
+    required_capability = "propose"
+
+    class InputSerializer(serializers.Serializer):
+        store = serializers.IntegerField()
+        incident_ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+        settings = serializers.JSONField(required=False, help_text=(
+            "agent {connector, top_k, ...}, alpha (0.6), harm, budget, top_n, threshold (0.7), combine, "
+            "consistency (rules|cross-encoder|onnx-conflict), group_ablation, group_thresholds, baselines"))
+
+    @extend_schema(request=InputSerializer, responses={201: AuditRunOutputSerializer})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = s.validated_data
+        run = services.audit_run_create(store=_store(request, d["store"]), incident_ids=d["incident_ids"],
+                                        settings=d.get("settings") or {}, user=request.user)
+        run.refresh_from_db()
+        return Response(AuditRunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class AuditRunDetailApi(_Scoped):
+    @extend_schema(responses=AuditRunOutputSerializer)
+    def get(self, request, audit_run_id: int):
+        run = selectors.audit_run_get(organization=_org(request), audit_run_id=audit_run_id)
+        return Response(AuditRunOutputSerializer(run).data)
+
+
+class AuditRunProgressApi(_Scoped):
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        status = serializers.CharField()
+        stage = serializers.CharField()
+        stage_label = serializers.CharField()
+        replays_done = serializers.IntegerField()
+        replays_total = serializers.IntegerField()
+        percent = serializers.IntegerField()
+        finished = serializers.BooleanField()
+        error = serializers.CharField()
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request, audit_run_id: int):
+        data = selectors.audit_run_progress(organization=_org(request), audit_run_id=audit_run_id)
+        return Response(self.OutputSerializer(data).data)
+
+
+class AuditRunSuspectsApi(_Scoped):
+    class SuspectSerializer(serializers.Serializer):
+        rank = serializers.IntegerField()
+        memory_pk = serializers.IntegerField()
+        external_id = serializers.CharField()
+        text = serializers.CharField()
+        ds = serializers.FloatField()
+        cmis = serializers.FloatField()
+        cmis_ci = serializers.ListField(child=serializers.FloatField())
+        cas = serializers.FloatField()
+        in_batch = serializers.BooleanField()
+        per_event = serializers.JSONField()
+        signals = serializers.JSONField()
+        state = serializers.CharField()
+        proposal_id = serializers.IntegerField(allow_null=True)
+
+    class OutputSerializer(serializers.Serializer):
+        suspects = serializers.ListField(child=serializers.DictField())
+        suspect_count = serializers.IntegerField()
+        batch = serializers.ListField(child=serializers.CharField())
+        residual = serializers.JSONField(allow_null=True)
+        baselines = serializers.JSONField()
+        graph = serializers.JSONField()
+        events = serializers.JSONField()
+        groups = serializers.JSONField()
+        agent_calls = serializers.IntegerField(allow_null=True)
+        alpha = serializers.FloatField(allow_null=True)
+
+    class FilterSerializer(serializers.Serializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=5000, default=200)
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer)
+    def get(self, request, audit_run_id: int):
+        f = self.FilterSerializer(data=request.query_params)
+        f.is_valid(raise_exception=True)
+        data = selectors.suspects_for_run(organization=_org(request), audit_run_id=audit_run_id,
+                                          limit=f.validated_data["limit"])
+        data["suspects"] = self.SuspectSerializer(data["suspects"], many=True).data
+        return Response(self.OutputSerializer(data).data)
+
+
+class AuditRunProposeApi(_Scoped):
+    """Propose the run's batch (or chosen suspects) for review; signs ``poison_suspect``."""
+
+    required_capability = "propose"
+
+    class InputSerializer(serializers.Serializer):
+        memory_ids = serializers.ListField(child=serializers.IntegerField(), required=False)
+        reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+    @extend_schema(request=InputSerializer, responses={201: ProposalOutputSerializer(many=True)})
+    def post(self, request, audit_run_id: int):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        run = selectors.audit_run_get(organization=_org(request), audit_run_id=audit_run_id)
+        got = services.proposals_create_from_run(audit_run=run, user=request.user,
+                                                 memory_ids=s.validated_data.get("memory_ids"),
+                                                 reason=s.validated_data["reason"])
+        return Response(ProposalOutputSerializer(got, many=True).data, status=status.HTTP_201_CREATED)
+
+
+# ============================================================================ reviews
+
+
+class ReviewListApi(_Scoped):
+    class FilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=["open", "applying", "approved", "refuted", "all"],
+                                         required=False, default="open")
+        store = serializers.IntegerField(required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
+    def get(self, request):
+        f = self.FilterSerializer(data=request.query_params)
+        f.is_valid(raise_exception=True)
+        org = _org(request)
+        store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
+        # Pick up what the housekeeper has signed meanwhile, and the classifier's flags.
+        services.proposals_sync(organization=org)
+        services.classifier_flags_sync(organization=org)
+        st = f.validated_data["status"]
+        qs = selectors.proposal_queue(organization=org, status=None if st == "all" else st, store=store)
+        return Response(ProposalOutputSerializer(qs, many=True).data)
+
+
+class _DecisionInput(serializers.Serializer):
+    reason = serializers.CharField(allow_blank=False, trim_whitespace=True)
+
+
+class ReviewApproveApi(_Scoped):
+    required_capability = "review"
+
+    @extend_schema(request=_DecisionInput, responses=ProposalOutputSerializer)
+    def post(self, request, proposal_id: int):
+        s = _DecisionInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        p = services.proposal_approve(organization=_org(request), proposal_id=proposal_id, user=request.user,
+                                      reason=s.validated_data["reason"])
+        return Response(ProposalOutputSerializer(p).data)
+
+
+class ReviewRefuteApi(_Scoped):
+    required_capability = "review"
+
+    @extend_schema(request=_DecisionInput, responses=ProposalOutputSerializer)
+    def post(self, request, proposal_id: int):
+        s = _DecisionInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        p = services.proposal_refute(organization=_org(request), proposal_id=proposal_id, user=request.user,
+                                     reason=s.validated_data["reason"])
+        return Response(ProposalOutputSerializer(p).data)
+
+
+class _BulkInput(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False, max_length=1000)
+    reason = serializers.CharField(allow_blank=False, trim_whitespace=True)
+
+
+_BulkOutput = inline_serializer("ReviewBulkResult", {
+    "decided": serializers.ListField(child=serializers.IntegerField()),
+    "skipped": serializers.ListField(child=serializers.DictField())})
+
+
+class ReviewBulkApproveApi(_Scoped):
+    required_capability = "review"
+
+    @extend_schema(request=_BulkInput, responses=_BulkOutput, operation_id="reviews_bulk_approve")
+    def post(self, request):
+        s = _BulkInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        return Response(services.proposals_approve_bulk(organization=_org(request), proposal_ids=s.validated_data["ids"],
+                                                        user=request.user, reason=s.validated_data["reason"]))
+
+
+class ReviewBulkRefuteApi(_Scoped):
+    required_capability = "review"
+
+    @extend_schema(request=_BulkInput, responses=_BulkOutput, operation_id="reviews_bulk_refute")
+    def post(self, request):
+        s = _BulkInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        return Response(services.proposals_refute_bulk(organization=_org(request), proposal_ids=s.validated_data["ids"],
+                                                       user=request.user, reason=s.validated_data["reason"]))
