@@ -1,6 +1,8 @@
-"""Create the demo organization with one user per role. Idempotent: users that exist keep
-their passwords; new ones get random passwords, printed once and kept (0600) in
-var/demo-credentials.txt so a newcomer can find them again."""
+"""Create the demo organization with one user per role and its housekeeper key epoch.
+
+Idempotent: users that exist keep their passwords; new ones get random passwords, printed once
+and kept (0600) in var/demo-credentials.txt so a newcomer can find them again. Run by an
+operator (``make run``), so it may hold the housekeeper role to create the first key epoch."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from ledger.models import KeyEpoch
+from ledger.services import housekeeper_init
+from ledger.signing import housekeeper_role
 from orgs.models import Membership, Organization, Role
 
 DEMO_USERS = [("analyst", Role.ANALYST), ("reviewer", Role.REVIEWER), ("admin", Role.ADMIN)]
@@ -35,6 +40,10 @@ class Command(BaseCommand):
                 user = User.objects.create_user(username=username, email=f"{username}@example.com", password=password)
                 created.append((username, role, password))
             Membership.objects.get_or_create(organization=organization, user=user, defaults={"role": role})
+        if not KeyEpoch.objects.filter(organization=organization).exists():
+            with housekeeper_role():
+                housekeeper_init(organization=organization)
+            self.stdout.write(f"Housekeeper key epoch 1 created for '{organization.slug}' in {settings.HOUSEKEEPER_KEY_DIR}.")
         path = settings.VAR_DIR / "demo-credentials.txt"
         if created:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
