@@ -4,7 +4,18 @@ from audits import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("dashboard/runs/", views.dashboard_runs, name="dashboard-runs"),
     path("incidents/", views.incident_list, name="incident-list"),
+    path("incidents/new/", views.incident_create, name="incident-create"),
+    path("incidents/<int:incident_id>/", views.incident_detail, name="incident-detail"),
     path("audits/", views.audit_list, name="audit-list"),
+    path("audits/new/", views.audit_new, name="audit-new"),
+    path("audits/<int:audit_run_id>/", views.audit_detail, name="audit-detail"),
+    path("audits/<int:audit_run_id>/progress/", views.audit_progress, name="audit-progress"),
+    path("audits/<int:audit_run_id>/propose/", views.audit_propose, name="audit-propose"),
+    path("audits/<int:audit_run_id>/resume/", views.audit_resume, name="audit-resume"),
     path("review/", views.review_queue, name="review-queue"),
+    path("review/pending/", views.review_pending, name="review-pending"),
+    path("review/bulk/", views.review_bulk, name="review-bulk"),
+    path("review/<int:proposal_id>/decide/", views.review_decide, name="review-decide"),
 ]

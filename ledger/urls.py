@@ -4,5 +4,15 @@ from ledger import views
 
 urlpatterns = [
     path("stores/", views.store_list, name="store-list"),
+    path("stores/<int:store_id>/", views.store_detail, name="store-detail"),
+    path("stores/<int:store_id>/import/", views.store_import, name="store-import"),
+    path("imports/<int:job_id>/", views.import_detail, name="import-detail"),
+    path("imports/<int:job_id>/progress/", views.import_progress, name="import-progress"),
+    path("memories/<int:memory_id>/", views.memory_detail, name="memory-detail"),
     path("ledger/", views.ledger_page, name="ledger"),
+    path("ledger/verify/", views.ledger_verify, name="ledger-verify"),
+    path("ledger/tree-head/", views.tree_head_issue, name="ledger-tree-head"),
+    path("ledger/export/", views.ledger_export, name="ledger-export"),
+    path("keys/", views.keys_page, name="keys"),
+    path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
 ]

@@ -1,0 +1,49 @@
+"""Forms of the ledger pages: they check shapes only; the services decide everything else."""
+
+from __future__ import annotations
+
+from django import forms
+
+from ledger.models import EpistemicLabel, Store
+from ledger.store_selectors import MEMORY_STATES
+
+
+class StoreCreateForm(forms.ModelForm):
+    class Meta:
+        model = Store
+        fields = ["name", "slug", "description", "exclude_suspect", "four_eyes"]
+        labels = {"exclude_suspect": "Leave poison suspects out of recall",
+                  "four_eyes": "Four-eyes review (approver must not be the proposer)"}
+        help_texts = {"slug": "Optional; made from the name when empty."}
+        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["slug"].required = False
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField(label="File", help_text="JSONL, JSON array or CSV (id, text, metadata, created_at).")
+
+
+STATE_CHOICES = [("", "Any state")] + [(s, "Unlabelled" if s == "none" else s.replace("_", " ").capitalize())
+                                       for s in MEMORY_STATES]
+LABEL_CHOICES = [("", "Any label")] + list(EpistemicLabel.Label.choices)
+
+
+class MemoryFilterForm(forms.Form):
+    q = forms.CharField(required=False, label="Search", widget=forms.TextInput(
+        attrs={"type": "search", "placeholder": "Text or id"}))
+    state = forms.ChoiceField(required=False, choices=STATE_CHOICES, label="State")
+    label = forms.ChoiceField(required=False, choices=LABEL_CHOICES, label="Ever labelled")
+    weight_min = forms.FloatField(required=False, min_value=0, label="Weight ≥",
+                                  widget=forms.NumberInput(attrs={"step": "0.01"}))
+    weight_max = forms.FloatField(required=False, min_value=0, label="Weight ≤",
+                                  widget=forms.NumberInput(attrs={"step": "0.01"}))
+
+    def clean(self):
+        data = super().clean()
+        lo, hi = data.get("weight_min"), data.get("weight_max")
+        if lo is not None and hi is not None and lo > hi:
+            self.add_error("weight_max", "must be at least the minimum weight")
+        return data

@@ -1,0 +1,124 @@
+"""Read paths only the analyst's pages need (the API has its own in ``ledger.store_selectors``).
+
+Everything is scoped to one organization and returns plain values the templates lay out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+
+from ledger.core.canonical import now_utc, parse_time
+from ledger.core.errors import LedgerError
+from ledger.models import EpistemicLabel, ImportJob, KeyEpoch, LogLeaf, Memory, Store, TreeHead
+from ledger.selectors import memory_entries_get
+from ledger.store_selectors import memory_search
+
+
+def _short(h: str | bytes | None) -> str:
+    if h is None:
+        return ""
+    text = h.hex() if isinstance(h, (bytes, memoryview)) else str(h)
+    return text[:12]
+
+
+def memory_browse(*, store: Store, q: str | None = None, state: str | None = None, weight_min: float | None = None,
+                  weight_max: float | None = None, label: str | None = None) -> QuerySet[Memory]:
+    """``store_selectors.memory_search`` plus "has ever carried this label" (a label filter
+    is about the history, the state filter about now)."""
+    qs = memory_search(store=store, state=state, weight_min=weight_min, weight_max=weight_max, q=q)
+    if label:
+        qs = qs.filter(labels__label=label).distinct()
+    return qs
+
+
+def memory_history(*, memory: Memory) -> dict[str, Any]:
+    """Both chains as timelines and the weight series, rebuilt from the signed entries.
+
+    ``provenance``: genesis then each weight move (seq, time, epoch, actor, reason, hash prefix,
+    prev/new weight); ``labels``: the epistemic chain (label, actor, reason, hash prefix);
+    ``weights``: {"t": [...], "w": [...], "seq": [...]} for the Plotly line.
+    """
+    me = memory_entries_get(memory)
+    provenance: list[dict[str, Any]] = []
+    weights: dict[str, list] = {"t": [], "w": [], "seq": []}
+    if me.genesis is not None:
+        b = me.genesis.body
+        provenance.append({"seq": 0, "kind": "genesis", "time": b["time"], "epoch": b["epoch"], "actor": "housekeeper",
+                           "reason": "memory created", "hash": _short(me.genesis.hash()),
+                           "new_weight": b["weight_q"] / 1000, "prev_weight": None})
+        weights["t"].append(b["time"])
+        weights["w"].append(b["weight_q"] / 1000)
+        weights["seq"].append(0)
+    for e in me.provenance:
+        b = e.body
+        evidence = b.get("evidence") or []
+        reason = f"valence {b['valence_q'] / 1000:+.3f}, η {b['eta_q'] / 1000:.2f}"
+        if evidence:
+            reason += f"; evidence: {', '.join(map(str, evidence[:4]))}" + (" …" if len(evidence) > 4 else "")
+        provenance.append({"seq": b["seq"], "kind": "provenance", "time": b["time"], "epoch": b["epoch"],
+                           "actor": "housekeeper", "reason": reason, "hash": _short(e.hash()),
+                           "prev_weight": b["prev_weight_q"] / 1000, "new_weight": b["new_weight_q"] / 1000})
+        weights["t"].append(b["time"])
+        weights["w"].append(b["new_weight_q"] / 1000)
+        weights["seq"].append(b["seq"])
+    labels = [{"seq": e.body["seq"], "label": e.body["label"], "time": e.body["time"], "epoch": e.body["epoch"],
+               "actor": e.body["actor"], "reason": e.body["reason"], "hash": _short(e.hash()),
+               "evidence": e.body.get("evidence") or {}} for e in me.labels]
+    return {"provenance": provenance, "labels": labels, "weights": weights,
+            "transitions": len(me.transitions), "signed": me.genesis is not None}
+
+
+def log_activity_recent(*, organization, limit: int = 12) -> list[dict[str, Any]]:
+    """The newest leaves of the organization's log, labels with their label and actor."""
+    leaves = list(LogLeaf.objects.filter(organization=organization).select_related("memory", "memory__store")
+                  .order_by("-index")[:limit])
+    wanted = [(leaf.memory_id, leaf.seq) for leaf in leaves if leaf.kind == "label"]
+    labels: dict[tuple[int, int], EpistemicLabel] = {}
+    if wanted:
+        for lab in EpistemicLabel.objects.filter(memory_id__in={m for m, _ in wanted}):
+            labels[(lab.memory_id, lab.seq)] = lab
+    out = []
+    for leaf in leaves:
+        lab = labels.get((leaf.memory_id, leaf.seq)) if leaf.kind == "label" else None
+        out.append({"index": leaf.index, "kind": leaf.kind, "seq": leaf.seq, "memory": leaf.memory,
+                    "label": lab.label if lab else "", "actor": lab.actor if lab else "housekeeper",
+                    "time": lab.time if lab else "", "hash": _short(bytes(leaf.leaf_hash))})
+    return out
+
+
+def tree_head_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
+    rows = TreeHead.objects.filter(organization=organization).order_by("-size", "-id")[:limit]
+    return [{"size": t.size, "root": bytes(t.root).hex(), "time": t.time, "epoch": t.epoch,
+             "signature": _short(bytes(t.signature))} for t in rows]
+
+
+def log_size(*, organization) -> int:
+    return LogLeaf.objects.filter(organization=organization).count()
+
+
+def _status_of(row: KeyEpoch, now: datetime) -> str:
+    if row.revoked_at:
+        return "revoked"
+    try:
+        if now < parse_time(row.not_before):
+            return "future"
+        if now >= parse_time(row.not_after):
+            return "expired"
+    except LedgerError:  # a malformed stored time is shown as such, not hidden
+        return "unknown"
+    return "active"
+
+
+def key_epoch_list(*, organization) -> list[dict[str, Any]]:
+    now = now_utc()
+    return [{"number": r.number, "public_key": bytes(r.public_key).hex(), "not_before": r.not_before,
+             "not_after": r.not_after, "revoked_at": r.revoked_at, "endorsed": r.endorsement is not None,
+             "status": _status_of(r, now)}
+            for r in KeyEpoch.objects.filter(organization=organization).order_by("-number")]
+
+
+def import_job_list(*, store: Store, limit: int = 10) -> QuerySet[ImportJob]:
+    return ImportJob.objects.filter(store=store).select_related("created_by").order_by("-created_at")[:limit]
