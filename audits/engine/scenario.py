@@ -138,28 +138,85 @@ def _decode(data: bytes, filename: str, col: _Collector) -> str | None:
     return text.removeprefix("\ufeff")
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _loads(raw: str) -> Any:
+    """``json.loads`` limited to RFC 8259 JSON: NaN/Infinity refused (the database's JSON
+    refuses them); nesting beyond the recursion limit and integers beyond Python's digit
+    limit raise ValueError instead of escaping as other exceptions."""
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _unstorable(obj: Any, path: str = "") -> tuple[str, str] | None:
+    """(field path, why) of the first string no database can store: NUL (PostgreSQL text and
+    jsonb refuse it) or a lone surrogate (not encodable as UTF-8)."""
+    stack = [(path, obj)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            if "\x00" in v:
+                return where, "contains a NUL character"
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return where, "contains a lone surrogate (not valid Unicode text)"
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                sub = f"{where}.{k}" if where else str(k)
+                stack.append((where, k))
+                stack.append((sub, x))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+    return None
+
+
+def _checked(obj: Any, filename: str, line: int, col: _Collector) -> bool:
+    bad = _unstorable(obj)
+    if bad is not None:
+        col.add(filename, line, bad[0].encode("utf-8", "backslashreplace").decode() or None, bad[1])
+        return False
+    return True
+
+
 def _iter_jsonl(text: str, filename: str, col: _Collector) -> Iterator[tuple[int, Any]]:
-    for n, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only: str.splitlines() also splits at U+2028/U+2029, U+0085 and
+    # others, which JSON strings may hold unescaped, and would cut a valid record in two.
+    for n, raw in enumerate(text.split("\n"), start=1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             continue
         try:
-            yield n, json.loads(raw)
+            obj = _loads(raw)
         except json.JSONDecodeError as exc:
             col.add(filename, n, None, f"bad JSON: {exc.msg} (column {exc.colno})")
+            continue
+        except ValueError as exc:
+            col.add(filename, n, None, f"bad JSON: {exc}")
+            continue
+        if _checked(obj, filename, n, col):
+            yield n, obj
 
 
 def _iter_json_array(text: str, filename: str, col: _Collector) -> Iterator[tuple[int, Any]]:
     """Yield (line, element) of a top-level JSON array, with each element's starting line."""
-    dec = json.JSONDecoder()
+    dec = json.JSONDecoder(parse_constant=_reject_constant)
     ws = " \t\r\n"
     i = 0
     while i < len(text) and text[i] in ws:
         i += 1
     if i >= len(text) or text[i] != "[":
         try:
-            json.loads(text)
+            _loads(text)
         except json.JSONDecodeError as exc:
             col.add(filename, exc.lineno, None, f"bad JSON: {exc.msg} (column {exc.colno})")
+            return
+        except ValueError as exc:
+            col.add(filename, 1, None, f"bad JSON: {exc}")
             return
         col.add(filename, 1, None, "expected a JSON array of objects")
         return
@@ -175,7 +232,13 @@ def _iter_json_array(text: str, filename: str, col: _Collector) -> Iterator[tupl
         except json.JSONDecodeError as exc:
             col.add(filename, exc.lineno, None, f"bad JSON: {exc.msg} (column {exc.colno})")
             return
-        yield text.count("\n", 0, i) + 1, obj
+        except (ValueError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            col.add(filename, text.count("\n", 0, i) + 1, None, f"bad JSON: {why}")
+            return
+        line = text.count("\n", 0, i) + 1
+        if _checked(obj, filename, line, col):
+            yield line, obj
         i = end
         while i < len(text) and text[i] in ws:
             i += 1
@@ -293,15 +356,32 @@ def _memories_from_csv(text: str, file: str, col: _Collector) -> Iterator[tuple[
     if any(r not in fields for r in ("id", "text")):
         return
     extra = [f for f in fields if f not in ("id", "text", "metadata", "created_at")]
-    for row in reader:
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit(), an unclosed quote
+            col.add(file, reader.line_num + 1, None, f"bad CSV: {exc}")  # the line being read
+            return
         line = reader.line_num
+        bad = _unstorable({k: v for k, v in row.items() if k is not None})
+        if bad is not None:
+            col.add(file, line, bad[0] or None, bad[1])
+            continue
         obj: dict[str, Any] = {"id": row.get("id"), "text": row.get("text")}
         meta: Any = {}
         if row.get("metadata"):
             try:
-                meta = json.loads(row["metadata"])
+                meta = _loads(row["metadata"])
             except json.JSONDecodeError as exc:
                 col.add(file, line, "metadata", f"bad JSON: {exc.msg}")
+                continue
+            except ValueError as exc:
+                col.add(file, line, "metadata", f"bad JSON: {exc}")
+                continue
+            if not _checked(meta, file, line, col):
                 continue
         if isinstance(meta, dict):
             # Any other column (query, answer, source...) lands in metadata.
@@ -431,9 +511,12 @@ def _parse_json_object(data: bytes, file: str, col: _Collector) -> dict[str, Any
     if text is None:
         return None
     try:
-        obj = json.loads(text)
+        obj = _loads(text)
     except json.JSONDecodeError as exc:
         col.add(file, exc.lineno, None, f"bad JSON: {exc.msg} (column {exc.colno})")
+        return None
+    except ValueError as exc:
+        col.add(file, 1, None, f"bad JSON: {exc}")
         return None
     if not isinstance(obj, dict):
         col.add(file, 1, None, f"expected a JSON object, got {type(obj).__name__}")
