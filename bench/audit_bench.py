@@ -1,0 +1,289 @@
+"""MemAudit benchmark: the ρ sweep, a scaling run and a re-audit timing.
+
+    python bench/audit_bench.py                       # sweep qa+rap, ρ 0.05..0.5, builtin agent
+    python bench/audit_bench.py --llm                 # also with the local LLM (bin/llm start)
+    python bench/audit_bench.py --scale 1000,5000,20000 --incidents 100 --no-sweep
+    python bench/audit_bench.py --quick               # one seed, three ρ, small stores
+
+1. ρ sweep: for each kind (``qa``: EHRAgent records, ``rap``: StrategyQA; MINJA-style
+   *simulations*, ``bench/scenarios``), each ρ and seed, the scenario is generated in process
+   and scored by ``engine.evaluate.evaluate_all`` — the ``manage.py evaluate`` pipeline: one
+   audit, every method removing as many memories as MemAudit, every probe replayed.
+2. Scaling: independent QA attacks (one per seed, ids prefixed) merged into one store of N
+   memories until about ``--incidents`` harmful observed probes exist; those are the incidents.
+   Timed: embedding (cold), the audit (replays + graph + fusion + residual + baselines).
+3. Re-audit: the same store and incidents again with the embedding cache and the replay cache
+   warm (what the product keeps in EmbeddingCache and ReplayCacheEntry). Reported as a share
+   of the first audit's total (embedding + audit).
+
+Embeddings are all-MiniLM-L6-v2 (the packaged model), cached by content hash in
+``var/bench/embeddings.npz`` across runs; pass ``--cold`` to ignore that file.
+The builtin agent is ``builtin-vote``, a deterministic simulation (DESIGN section 5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from audits.engine.agents import make_agent  # noqa: E402
+from audits.engine.audit import AuditParams, run_audit  # noqa: E402
+from audits.engine.evaluate import KEYS, METHODS, evaluate_all, incidents_from_probes  # noqa: E402
+from audits.engine.evaluate import _ProbeRunner as ProbeRunner  # noqa: E402
+from audits.engine.replay import Replayer  # noqa: E402
+from audits.engine.retriever import Retriever  # noqa: E402
+from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
+from audits.engine.scenario import Scenario as EngineScenario  # noqa: E402
+from bench.scenarios import build  # noqa: E402
+from ledger.embeddings import Embedder, content_hash  # noqa: E402
+
+CACHE = ROOT / "var" / "bench" / "embeddings.npz"
+
+
+class CachedEmbedder:
+    """MiniLM with a content-hash cache persisted between runs (as EmbeddingCache does)."""
+
+    def __init__(self, cold: bool = False) -> None:
+        self.inner = Embedder()
+        self.model_name = self.inner.model_name
+        self.store: dict[str, np.ndarray] = {}
+        self.encoded = 0
+        if CACHE.exists() and not cold:
+            with np.load(CACHE) as z:
+                self.store = {k: z[k] for k in z.files}
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode(self, texts):
+        return self.encode_cached(texts)
+
+    def encode_cached(self, texts) -> np.ndarray:
+        texts = list(texts)
+        hs = [content_hash(t) for t in texts]
+        missing = list(dict.fromkeys(h for h in hs if h not in self.store))
+        if missing:
+            by_h = dict(zip(hs, texts))
+            vecs = self.inner.encode([by_h[h] for h in missing])
+            self.encoded += len(missing)
+            for h, v in zip(missing, vecs):
+                self.store[h] = v
+        return np.stack([self.store[h] for h in hs]) if hs else np.zeros((0, self.dim), np.float32)
+
+    def save(self) -> None:
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(CACHE, **self.store)
+
+
+def to_engine(sc) -> EngineScenario:
+    """bench.scenarios.Scenario -> the engine's Scenario (what load_scenario would give)."""
+    mems = [MemoryRecord(m["id"], m["text"], dict(m.get("metadata") or {})) for m in sc.memories]
+    probes = [Probe(p["id"], p["query"], _harm(p["harm"]), bool(p.get("observed")), p.get("candidates"))
+              for p in sc.probes]
+    agent = AgentConfig.from_dict(sc.agent) if isinstance(sc.agent, dict) else AgentConfig("builtin-vote", 5)
+    return EngineScenario(mems, None, probes, agent, set(sc.poisoned))
+
+
+def _harm(h):
+    from audits.engine.scenario import HarmSpec
+
+    return HarmSpec.from_dict(h)
+
+
+def llm_up(base_url: str) -> bool:
+    try:
+        urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=2)
+        return True
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- sweep
+
+
+def sweep(kinds, rhos, seeds, size, emb: CachedEmbedder, agent_cfg: dict | None, label: str) -> list[dict]:
+    rows = []
+    for kind in kinds:
+        for rho in rhos:
+            for seed in seeds:
+                sc = build(kind, rho=rho, seed=seed, size=size)
+                es = to_engine(sc)
+                if agent_cfg is not None:
+                    es.agent = AgentConfig.from_dict({"top_k": es.agent.top_k, **agent_cfg})
+                t = time.perf_counter()
+                embeddings = emb.encode([m.text for m in es.memories])
+                embed_s = time.perf_counter() - t
+                out = evaluate_all(es, emb, methods=METHODS, embeddings=embeddings,
+                                   agent=make_agent(es.agent))
+                for method, r in out.items():
+                    rows.append({"agent": label, "kind": kind, "rho": rho, "rho_achieved": sc.meta.get("rho"),
+                                 "seed": seed, "size": size, "method": method, "embed_seconds": round(embed_s, 2),
+                                 **{k: r[k] for k in KEYS}})
+                ma = out["memaudit"]
+                print(f"  {label:<8} {kind:<3} rho={rho:<5} seed={seed} asr {ma['asr_before']:.2f}->"
+                      f"{ma['asr_after']:.2f} removed={ma['removed']} P={_f(ma['precision'])} "
+                      f"R={_f(ma['recall'])} calls={ma['agent_calls']} {ma['seconds']:.1f}s", flush=True)
+    return rows
+
+
+def _f(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def sweep_table(rows: list[dict]) -> str:
+    """Mean over seeds per (agent, kind, ρ, method)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["agent"], r["kind"], r["rho"], r["method"]), []).append(r)
+    head = (f"{'agent':<8} {'kind':<4} {'rho':>5} {'method':<17} {'ASR before':>10} {'ASR after':>9} "
+            f"{'removed':>7} {'TP':>4} {'FP':>4} {'precision':>9} {'recall':>6} {'calls':>6} {'sec':>6}")
+    lines = [head, "-" * len(head)]
+    for (agent, kind, rho, method), rs in groups.items():
+        def mean(k, rs=rs):
+            vals = [r[k] for r in rs if r[k] is not None]
+            return sum(vals) / len(vals) if vals else None
+        lines.append(f"{agent:<8} {kind:<4} {rho:>5} {method:<17} {mean('asr_before'):>10.3f} "
+                     f"{mean('asr_after'):>9.3f} {mean('removed'):>7.1f} {mean('true_positives'):>4.1f} "
+                     f"{mean('false_positives'):>4.1f} {_f(mean('precision')):>9} {_f(mean('recall')):>6} "
+                     f"{mean('agent_calls'):>6.0f} {mean('seconds'):>6.1f}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- scaling
+
+
+def merged_store(size: int, incidents: int, rho: float = 0.1) -> tuple[EngineScenario, int]:
+    """Independent QA attacks merged into one store of ~size memories with ~incidents incidents."""
+    per = 10  # harmful observed probes per attack, about
+    k = max(1, -(-incidents // per))
+    part = max(300, size // k)
+    mems: list[MemoryRecord] = []
+    probes: list[Probe] = []
+    truth: set[str] = set()
+    seen_text: set[str] = set()
+    for seed in range(k):
+        sc = to_engine(build("qa", rho=rho, seed=seed, size=part))
+        pre = f"s{seed}:"
+        for m in sc.memories:
+            if m.id not in sc.truth and m.text in seen_text:
+                continue  # the padding pool repeats across parts; keep one copy
+            seen_text.add(m.text)
+            mems.append(MemoryRecord(pre + m.id, m.text, m.metadata))
+        truth |= {pre + t for t in sc.truth}
+        probes += [Probe(pre + p.id, p.query, p.harm, p.observed, p.candidates) for p in sc.probes]
+    return EngineScenario(mems, None, probes, AgentConfig("builtin-vote", 5), truth), k
+
+
+def scaling(sizes, n_incidents: int, emb: CachedEmbedder) -> list[dict]:
+    rows = []
+    for size in sizes:
+        es, parts = merged_store(size, n_incidents)
+        agent = make_agent(es.agent)
+        t0 = time.perf_counter()
+        before = emb.encoded
+        embeddings = emb.encode([m.text for m in es.memories])
+        embed_s = time.perf_counter() - t0
+        encoded = emb.encoded - before
+        retriever = Retriever(es.memories, embeddings, None, embedder=emb)
+        runner = ProbeRunner(es, Replayer(agent, retriever, 5, {}), emb)
+        incidents = incidents_from_probes(runner.run(()))[:n_incidents]
+        params = AuditParams(top_k=5)
+        cache: dict[str, Any] = {}
+        nli: dict[str, Any] = {}
+        t = time.perf_counter()
+        res = run_audit(es.memories, embeddings, None, incidents, agent, None, params, cache, embedder=emb,
+                        nli_cache=nli)
+        audit_s = time.perf_counter() - t
+        first_total = embed_s + audit_s
+        removed = set(res.batch)
+        tp = len(removed & es.truth)
+        # Re-audit, unchanged store: embeddings and replays cached (a fresh process would load
+        # both from the database, as the product does).
+        t = time.perf_counter()
+        embeddings2 = emb.encode([m.text for m in es.memories])
+        res2 = run_audit(es.memories, embeddings2, None, incidents, agent, None, AuditParams(top_k=5), cache,
+                         embedder=emb, nli_cache=nli)
+        re_s = time.perf_counter() - t
+        asr_after = sum(r["harmful"] for r in runner.run(removed)) / max(1, len(es.probes))
+        row = {"memories": len(es.memories), "attacks": parts, "incidents": len(incidents),
+               "embedded_now": encoded, "embed_seconds": round(embed_s, 1), "audit_seconds": round(audit_s, 1),
+               "first_total_seconds": round(first_total, 1), "reaudit_seconds": round(re_s, 1),
+               "reaudit_share_of_first": round(re_s / first_total, 3) if first_total else None,
+               "reaudit_share_of_audit": round(re_s / audit_s, 3) if audit_s else None,
+               "agent_calls": res.agent_calls, "reaudit_agent_calls": res2.agent_calls, "replays": res.replays,
+               "timings": {k: round(v, 2) for k, v in res.timings.items()},
+               "removed": len(removed), "true_positives": tp, "false_positives": len(removed) - tp,
+               "precision": tp / len(removed) if removed else None, "recall": tp / len(es.truth) if es.truth else None,
+               "residual_harmful": res.residual["harmful"], "asr_after_all_probes": round(asr_after, 3)}
+        rows.append(row)
+        print(f"  scale {row['memories']:>6} memories, {row['incidents']} incidents: embed {row['embed_seconds']}s "
+              f"(encoded {encoded}), audit {row['audit_seconds']}s, re-audit {row['reaudit_seconds']}s "
+              f"({row['reaudit_agent_calls']} agent calls), P={_f(row['precision'])} R={_f(row['recall'])} "
+              f"residual {row['residual_harmful']}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kinds", default="qa,rap")
+    ap.add_argument("--rhos", default="0.05,0.1,0.2,0.3,0.4,0.5")
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--size", type=int, default=1000)
+    ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--llm", action="store_true", help="also sweep with the local LLM (openai-chat)")
+    ap.add_argument("--llm-url", default=os.getenv("LLM_BASE_URL", "http://127.0.0.1:8088/v1"))
+    ap.add_argument("--llm-rhos", default="0.1,0.3,0.5")
+    ap.add_argument("--scale", default="", help="comma-separated store sizes, e.g. 1000,5000,20000")
+    ap.add_argument("--incidents", type=int, default=100)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cold", action="store_true", help="ignore the persisted embedding cache")
+    ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.rhos, a.seeds = "0.1,0.3,0.5", "0"
+    emb = CachedEmbedder(cold=a.cold)
+    result: dict[str, Any] = {"embedding_model": emb.model_name, "agent": "builtin-vote (simulation)",
+                              "scenarios": "MINJA-style simulations (bench/scenarios)"}
+    try:
+        if not a.no_sweep:
+            kinds = a.kinds.split(",")
+            seeds = [int(s) for s in a.seeds.split(",")]
+            print("rho sweep (builtin-vote, a deterministic simulation):", flush=True)
+            rows = sweep(kinds, [float(r) for r in a.rhos.split(",")], seeds, a.size, emb, None, "builtin")
+            if a.llm:
+                if llm_up(a.llm_url):
+                    print(f"rho sweep (local LLM at {a.llm_url}):", flush=True)
+                    cfg = {"connector": "openai-chat", "base_url": a.llm_url, "max_tokens": 24, "timeout": 120}
+                    rows += sweep(kinds, [float(r) for r in a.llm_rhos.split(",")], seeds[:1], a.size, emb, cfg,
+                                  "llm")
+                else:
+                    print(f"local LLM not answering at {a.llm_url}; start it with `bin/llm start`", flush=True)
+                    result["llm"] = "not running"
+            result["sweep"] = rows
+            print()
+            print(sweep_table(rows))
+        if a.scale:
+            print("\nscaling (builtin-vote):", flush=True)
+            result["scaling"] = scaling([int(s) for s in a.scale.split(",")], a.incidents, emb)
+    finally:
+        emb.save()
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
