@@ -45,7 +45,7 @@ from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
 from audits.engine.scenario import Scenario as EngineScenario  # noqa: E402
-from bench.scenarios import build  # noqa: E402
+from bench.scenarios import ScenarioError, build  # noqa: E402
 from ledger.embeddings import Embedder, content_hash  # noqa: E402
 
 CACHE = ROOT / "var" / "bench" / "embeddings.npz"
@@ -118,7 +118,12 @@ def sweep(kinds, rhos, seeds, size, emb: CachedEmbedder, agent_cfg: dict | None,
     for kind in kinds:
         for rho in rhos:
             for seed in seeds:
-                sc = build(kind, rho=rho, seed=seed, size=size)
+                try:
+                    sc = build(kind, rho=rho, seed=seed, size=size)
+                except ScenarioError as exc:
+                    print(f"  {label:<8} {kind:<3} rho={rho:<5} seed={seed} skipped: {exc}", flush=True)
+                    rows.append({"agent": label, "kind": kind, "rho": rho, "seed": seed, "skipped": str(exc)})
+                    continue
                 es = to_engine(sc)
                 if agent_cfg is not None:
                     es.agent = AgentConfig.from_dict({"top_k": es.agent.top_k, **agent_cfg})
@@ -146,6 +151,8 @@ def sweep_table(rows: list[dict]) -> str:
     """Mean over seeds per (agent, kind, ρ, method)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
+        if "skipped" in r:
+            continue
         groups.setdefault((r["agent"], r["kind"], r["rho"], r["method"]), []).append(r)
     head = (f"{'agent':<8} {'kind':<4} {'rho':>5} {'method':<17} {'ASR before':>10} {'ASR after':>9} "
             f"{'removed':>7} {'TP':>4} {'FP':>4} {'precision':>9} {'recall':>6} {'calls':>6} {'sec':>6}")
