@@ -78,3 +78,20 @@ def test_audit_command_reports_bad_files_by_line(poisoned, tmp_path):
         call_command("audit", "main", "--incidents", str(path), stdout=StringIO())
     with pytest.raises(CommandError, match="no store"):
         call_command("audit", "nowhere", "--incidents", str(path), stdout=StringIO())
+
+
+def test_evaluate_through_the_ledger_matches_the_engine_path(tmp_path, monkeypatch):
+    from ledger.models import Memory
+
+    monkeypatch.setenv("MEMAUDIT_ROLE", "")
+    _write_scenario(tmp_path / "sc", n_topics=12, n_targets=3, poisons_per_target=3)
+    call_command("evaluate", str(tmp_path / "sc"), "--json", str(tmp_path / "engine.json"), stdout=StringIO())
+    call_command("evaluate", str(tmp_path / "sc"), "--through-ledger", "--json", str(tmp_path / "ledger.json"),
+                 stdout=StringIO())
+    engine = json.loads((tmp_path / "engine.json").read_text())
+    ledger = json.loads((tmp_path / "ledger.json").read_text())
+    for method in ("memaudit", "cmis", "frequency"):
+        for key in ("asr_before", "asr_after", "removed", "true_positives", "precision", "recall"):
+            assert ledger[method][key] == engine[method][key], (method, key)
+    # The memories went through the signed import path.
+    assert Memory.objects.filter(chain_head__isnull=False).count() == Memory.objects.count() > 0

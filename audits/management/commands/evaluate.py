@@ -5,9 +5,12 @@ and prints, per method: asr_before, asr_after, removed, true_positives, false_po
 precision, recall, agent_calls, seconds (the same keys in the JSON). Baselines remove as many
 memories as the full method. truth.json is read only for scoring, never by the audit.
 
-The scenario is audited by ``engine.evaluate.evaluate_all`` over the parsed scenario: the same
-``run_audit`` the workers' analysis step runs, without the ledger round trip (signing thousands
-of throw-away memories would dominate the benchmark).
+By default the scenario is audited by ``engine.evaluate.evaluate_all`` over the parsed
+scenario: the same ``run_audit`` the workers' analysis step runs, without the ledger round trip.
+``--through-ledger`` instead imports it into a fresh organization and store through the ledger
+(signed genesis entries, embeddings, classifier), audits it through ``audits.services`` (plan,
+replays with the database cache, analysis) and replays the probes over that store. The ledger
+is append-only, so that evaluation organization stays in the database (named ``evaluate-*``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class Command(BaseCommand):
         parser.add_argument("--method", default="all", choices=[*METHODS, "all"])
         parser.add_argument("--alpha", type=float, default=0.6)
         parser.add_argument("--json", type=Path, help="write {method: {keys}} here")
+        parser.add_argument("--through-ledger", action="store_true",
+                            help="import into a fresh store and audit through the services (leaves it there)")
         parser.add_argument("--agent", help="override agent.json, e.g. '{\"connector\": \"openai-chat\", "
                                             "\"base_url\": \"http://127.0.0.1:8088/v1\"}'")
 
@@ -69,10 +74,13 @@ class Command(BaseCommand):
         embedder = evaluation_embedder()
         embeddings = embedder.encode([m.text for m in scenario.memories])
         embed_s = time.perf_counter() - t0
-        out = evaluate_all(scenario, embedder, methods=methods, alpha=opts["alpha"], agent=agent,
-                           embeddings=embeddings)
-        for row in out.values():
-            row["seconds"] = round(row["seconds"] + embed_s, 3)
+        if opts["through_ledger"]:
+            out = evaluate_through_ledger(opts["scenario_dir"], scenario, methods, opts["alpha"])
+        else:
+            out = evaluate_all(scenario, embedder, methods=methods, alpha=opts["alpha"], agent=agent,
+                               embeddings=embeddings)
+            for row in out.values():
+                row["seconds"] = round(row["seconds"] + embed_s, 3)
         header = f"{'method':<17}" + "".join(f"{k:>16}" for k in KEYS)
         self.stdout.write(f"{opts['scenario_dir']}: {len(scenario.memories)} memories, "
                           f"{len(scenario.probes)} probes, agent {scenario.agent.connector}")
@@ -81,3 +89,61 @@ class Command(BaseCommand):
             self.stdout.write(f"{method:<17}" + "".join(f"{_fmt(row[k]):>16}" for k in KEYS))
         if opts["json"]:
             opts["json"].write_text(json.dumps(out, indent=1))
+
+
+def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict[str, dict]:
+    """The product path: ledger import, incidents from the agent's logs, the audit services."""
+    import uuid
+
+    from audits import services
+    from audits.engine.evaluate import _asr, _ProbeRunner, _score, incidents_from_probes
+    from audits.engine.replay import Replayer
+    from audits.engine.retriever import Retriever
+    from ledger.imports import memories_import
+    from ledger.services import housekeeper_init, store_create
+    from ledger.signing import housekeeper_role
+    from orgs.models import Organization
+
+    t0 = time.perf_counter()
+    slug = f"evaluate-{uuid.uuid4().hex[:8]}"
+    org = Organization.objects.create(name=f"Evaluation {path.name}", slug=slug)
+    with housekeeper_role():
+        housekeeper_init(organization=org)
+        store = store_create(organization=org, name=path.name[:200] or "scenario", slug="scenario")
+        mem_file = next(n for n in ("memories.jsonl", "memories.json", "memories.csv") if (path / n).is_file())
+        job = memories_import(store=store, data=(path / mem_file).read_bytes(), filename=mem_file, inline=True)
+    if job.status != "done":
+        raise CommandError(f"import failed: {job.errors[:5]}")
+    view = services.store_view(store)
+    agent = services.agent_for(scenario.agent.to_dict())
+    retriever = Retriever(view.records, view.embeddings, view.weights, embedder=view.embedder,
+                          blocked=view.blocked)
+    runner = _ProbeRunner(scenario, Replayer(agent, retriever, scenario.agent.top_k, {}), view.embedder)
+    before = runner.run(())
+    incidents = scenario.incidents if scenario.incidents is not None else incidents_from_probes(before)
+    rows = [{"id": i.id, "query": i.query, "output": i.output, "retrieved": i.retrieved,
+             "harm": i.harm.to_dict() if i.harm else (i.harm_value if i.harm_value is not None else True),
+             **({"candidates": i.candidates} if i.candidates else {})} for i in incidents]
+    removed_by: dict[str, list[str]] = {m: [] for m in methods}
+    calls = {m: 0 for m in methods}
+    if rows:
+        data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+        got = services.incidents_import(store=store, data=data, filename="incidents.jsonl")
+        run = services.audit_run_create(store=store, incident_ids=[i.pk for i in got],
+                                        settings={"agent": scenario.agent.to_dict(), "alpha": alpha},
+                                        enqueue=False)
+        run = services.audit_run_now(audit_run_id=run.pk)
+        if run.status != "done":
+            raise CommandError(f"audit #{run.pk} {run.status}: {run.error}")
+        res = run.results
+        for m in methods:
+            removed_by[m] = list(res["batch"]) if m == "memaudit" else list(res["baselines"][m]["removed"])
+            calls[m] = res["agent_calls"] if m == "memaudit" else (res["cmis_agent_calls"] if m == "cmis" else 0)
+    secs = time.perf_counter() - t0
+    out = {}
+    for m in methods:
+        after = runner.run(removed_by[m])
+        row = {"asr_before": _asr(before), "asr_after": _asr(after), "removed": len(removed_by[m]),
+               **_score(removed_by[m], scenario.truth), "agent_calls": calls[m], "seconds": round(secs, 3)}
+        out[m] = {k: row[k] for k in KEYS}
+    return out
