@@ -13,10 +13,10 @@ from audits.models import Incident
 from ledger.models import Store
 
 CONNECTOR_CHOICES = [
-    ("builtin-vote", "Built-in vote (majority answer of the retrieved memories)"),
-    ("builtin-reader", "Built-in reader (picks among the incident's candidates)"),
-    ("openai-chat", "OpenAI-compatible chat endpoint"),
-    ("webhook", "Webhook (your agent answers POSTs)"),
+    ("builtin-vote", "Built-in vote (majority of the retrieved)"),
+    ("builtin-reader", "Built-in reader (incident's candidates)"),
+    ("openai-chat", "OpenAI-compatible chat"),
+    ("webhook", "Webhook (your agent)"),
 ]
 assert [c for c, _ in CONNECTOR_CHOICES] == list(CONNECTORS)
 
@@ -68,7 +68,7 @@ class AuditStartForm(forms.Form):
     model = forms.CharField(required=False, label="Model", help_text="openai-chat: model name.")
     url = forms.URLField(required=False, label="Webhook URL", assume_scheme="http")
     top_k = forms.IntegerField(min_value=1, max_value=100, initial=5, label="Retrieval k")
-    alpha = forms.FloatField(min_value=0, max_value=1, initial=0.6, label="α (weight of CMIS in DS)",
+    alpha = forms.FloatField(min_value=0, max_value=1, initial=0.6, label="α (CMIS weight in DS)",
                              widget=forms.NumberInput(attrs={"step": "0.05"}))
     budget = forms.IntegerField(required=False, min_value=1, label="Replay budget",
                                 help_text="Most agent calls the counterfactual replays may use; empty = no limit.")

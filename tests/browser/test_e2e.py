@@ -190,6 +190,8 @@ class Browser:
             if scroll > width + 1:
                 self.overflow.append(f"{name} at {w}x{h}: page is {scroll}px wide in a {width}px viewport")
             height = min(d.execute_script("return document.documentElement.scrollHeight"), 5000)
+            # Beyond the viewport Chrome lays the page out without a scrollbar: clip to the window.
+            width = d.execute_script("return window.innerWidth")
             png = d.execute_cdp_cmd("Page.captureScreenshot", {
                 "format": "png", "captureBeyondViewport": True,
                 "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
