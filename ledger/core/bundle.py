@@ -49,10 +49,14 @@ def memory_record(*, memory_id: str, store: str, content_sha256: str, genesis: S
 
 
 def consistency_records(tree_heads: Sequence[SignedTreeHead], leaf_hashes: Sequence[bytes]) -> list[dict]:
-    """Consistency proofs between each pair of consecutive tree heads (sizes > 0 and growing)."""
+    """Consistency proofs between each pair of consecutive tree heads (sizes > 0 and growing).
+
+    A tree head larger than the log (a truncated log) gets no proof: none can be computed, and
+    the verifier reports that tree head as exceeding the log instead of the export failing.
+    """
     out = []
     for a, b in zip(tree_heads, tree_heads[1:]):
-        if 0 < a.size < b.size:
+        if 0 < a.size < b.size <= len(leaf_hashes):
             proof = consistency_proof(a.size, leaf_hashes[: b.size])
             out.append({"old_size": a.size, "new_size": b.size, "proof": [p.hex() for p in proof]})
     return out
