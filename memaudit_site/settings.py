@@ -8,7 +8,6 @@ documented in ``.env.example``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -97,6 +96,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "orgs.middleware.CurrentOrganizationMiddleware",
+    "orgs.middleware.SecurityHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "memaudit_site.urls"
@@ -156,12 +156,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Plotly's browser bundle is served from the installed PyPI package (no CDN, nothing vendored
-# into git): {% static 'plotly.min.js' %}. A plain path, not a ("prefix", path) pair, because
-# orgs.checks resolves each entry as a path.
-_plotly_spec = importlib.util.find_spec("plotly")
-if _plotly_spec is not None and _plotly_spec.submodule_search_locations:
-    STATICFILES_DIRS.append(Path(_plotly_spec.submodule_search_locations[0]) / "package_data")
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # Plotly's browser bundle from the installed package: {% static 'vendor/plotly.min.js' %}.
+    "memaudit_site.staticfinders.VendorFinder",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

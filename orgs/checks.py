@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
@@ -20,9 +22,10 @@ def check_secret_key(app_configs, **kwargs):
 @register(Tags.security, deploy=False)
 def check_housekeeper_key_dir_outside_static(app_configs, **kwargs):
     key_dir = settings.HOUSEKEEPER_KEY_DIR.resolve()
-    for static_dir in [*settings.STATICFILES_DIRS, settings.STATIC_ROOT]:
+    for entry in [*settings.STATICFILES_DIRS, settings.STATIC_ROOT]:
+        static_dir = entry[1] if isinstance(entry, tuple) else entry  # ("prefix", path) entries too
         try:
-            key_dir.relative_to(static_dir.resolve())
+            key_dir.relative_to(Path(static_dir).resolve())
         except ValueError:
             continue
         return [Error("HOUSEKEEPER_KEY_DIR lies inside a static directory.", id="memaudit.E002")]

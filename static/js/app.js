@@ -1,5 +1,14 @@
 // Small progressive enhancements; every page works without them.
 (function () {
+  // No inline handlers (the Content-Security-Policy forbids them): behaviour comes from data-*.
+  document.querySelectorAll("select[data-autosubmit]").forEach(function (el) {
+    el.addEventListener("change", function () { el.form.submit(); });
+  });
+  document.querySelectorAll("form[data-confirm]").forEach(function (f) {
+    f.addEventListener("submit", function (ev) {
+      if (!window.confirm(f.getAttribute("data-confirm"))) { ev.preventDefault(); ev.stopImmediatePropagation(); }
+    });
+  });
   // Partial refresh: elements with data-poll="URL" replace their inner HTML every few seconds
   // until the server answers with data-done="true" (HTMX-style, without the dependency).
   document.querySelectorAll("[data-poll]").forEach(function (el) {

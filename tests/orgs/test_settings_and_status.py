@@ -63,3 +63,38 @@ def test_seed_demo_is_idempotent(settings, tmp_path, capsys):
     second = capsys.readouterr().out
     assert "password:" in first and "already exist" in second
     assert len((tmp_path / "demo-credentials.txt").read_text().splitlines()) == 3
+
+
+@pytest.mark.django_db
+def test_pages_carry_a_strict_content_security_policy(client):
+    r = client.get("/login/")
+    csp = r["Content-Security-Policy"]
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp
+    assert r["X-Frame-Options"] == "DENY" and r["X-Content-Type-Options"] == "nosniff"
+
+
+def test_no_template_uses_inline_scripts_or_handlers():
+    # The CSP forbids them; a new one would silently stop working in the browser.
+    import re
+    from pathlib import Path
+
+    offenders = []
+    for path in Path("templates").rglob("*.html"):
+        text = path.read_text()
+        if re.search(r"\son[a-z]+\s*=", text) or re.search(r"<script(?![^>]*\b(src|type=\"application/json\")=?)[^>]*>", text):
+            offenders.append(str(path))
+    assert offenders == []
+
+
+def test_the_key_dir_check_accepts_prefixed_static_dirs(settings, tmp_path):
+    from orgs.checks import check_housekeeper_key_dir_outside_static
+
+    settings.STATICFILES_DIRS = [("vendor", tmp_path / "static")]
+    settings.HOUSEKEEPER_KEY_DIR = tmp_path / "static" / "keys"
+    assert [e.id for e in check_housekeeper_key_dir_outside_static(None)] == ["memaudit.E002"]
+
+
+def test_plotly_is_served_from_its_package(client):
+    from django.contrib.staticfiles import finders
+
+    assert finders.find("vendor/plotly.min.js").endswith("plotly/package_data/plotly.min.js")
