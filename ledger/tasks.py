@@ -34,3 +34,10 @@ def outcomes_apply_task(organization_id: int) -> int:
 def tree_head_issue_task(organization_id: int) -> int:
     with housekeeper_role():
         return services.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
+
+
+@shared_task
+def housekeeper_rotate_task(organization_id: int) -> int:
+    """A new key epoch endorsed by the current one; the private key stays on the housekeeper host."""
+    with housekeeper_role():
+        return services.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number

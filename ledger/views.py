@@ -174,12 +174,7 @@ def keys_page(request):
 def keys_rotate(request):
     from ledger import tasks
 
-    task = getattr(tasks, "housekeeper_rotate_task", None)
-    if task is None:
-        messages.error(request, "Rotation runs on the housekeeper host: "
-                                f"manage.py housekeeper rotate --org {request.organization.slug}")
-    else:
-        task.delay(request.organization.pk)
-        messages.info(request, "Rotation requested: the housekeeper creates the new epoch, endorsed by the "
-                               "current one (refresh to see it).")
+    tasks.housekeeper_rotate_task.delay(request.organization.pk)
+    messages.info(request, "Rotation requested: the housekeeper creates the new epoch, endorsed by the "
+                           "current one (refresh to see it).")
     return redirect("keys")
