@@ -104,8 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
-    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="override a classifier threshold (experiments only)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a classifier threshold (experiments only)",
+    )
     args = ap.parse_args(argv)
     if not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
         print(f"data not found under {args.data}", file=sys.stderr)
@@ -120,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     params = dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
     splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
     results = [evaluate(args.data, s, params) for s in splits]
-    header = f"{'split':8} {'poison labelled':>16} {'targets covered':>16} " \
-             f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"
+    header = (
+        f"{'split':8} {'poison labelled':>16} {'targets covered':>16} "
+        f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"
+    )
     print(f"{results[0]['classifier']}  (PoisonedRAG NQ adv_texts vs NQ/2Wiki/LoCoMo clean)")
     print(header)
     for r in results:

@@ -1,6 +1,6 @@
 """Write a MINJA-style scenario folder (a simulation of MINJA; no MINJA data is public).
 
-    python bench/make_scenarios.py --kind qa|rap --rho 0.1 --seed 0 --size 1000 --out DIR
+python bench/make_scenarios.py --kind qa|rap --rho 0.1 --seed 0 --size 1000 --out DIR
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_scenario(scenario, args.out)
     m = scenario.meta
-    print(f"{args.out}: {m['kind']} ({m['note'].split(':')[0]}), {m['size']} memories, "
-          f"{m['injected']} injected / {m['relevant_clean']} relevant clean, rho={m['rho']:.3f}, "
-          f"{len(scenario.probes)} probes, {len(scenario.benign)} benign probes")
+    print(
+        f"{args.out}: {m['kind']} ({m['note'].split(':')[0]}), {m['size']} memories, "
+        f"{m['injected']} injected / {m['relevant_clean']} relevant clean, rho={m['rho']:.3f}, "
+        f"{len(scenario.probes)} probes, {len(scenario.benign)} benign probes"
+    )
     return 0
 
 

@@ -34,8 +34,7 @@ from .rap import build_rap
 KINDS = ("qa", "rap")
 
 
-def build(kind: str, *, rho: float = 0.1, seed: int = 0, size: int = 1000,
-          data: Path | None = None) -> Scenario:
+def build(kind: str, *, rho: float = 0.1, seed: int = 0, size: int = 1000, data: Path | None = None) -> Scenario:
     data = Path(data) if data else DEFAULT_DATA
     if kind == "qa":
         return build_qa(data, rho=rho, seed=seed, size=size)
@@ -44,5 +43,4 @@ def build(kind: str, *, rho: float = 0.1, seed: int = 0, size: int = 1000,
     raise ScenarioError(f"unknown scenario kind {kind!r} (choose from {', '.join(KINDS)})")
 
 
-__all__ = ["DEFAULT_DATA", "KINDS", "Scenario", "ScenarioError", "build", "rho_tolerance",
-           "write_scenario"]
+__all__ = ["DEFAULT_DATA", "KINDS", "Scenario", "ScenarioError", "build", "rho_tolerance", "write_scenario"]

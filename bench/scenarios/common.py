@@ -34,9 +34,7 @@ class Scenario:
     agent: dict = field(default_factory=lambda: {"connector": "builtin-vote", "top_k": 5})
 
 
-def split_counts(
-    rho: float, r_min: int, r_max: int, r_pref: int, i_max: int | None = None
-) -> tuple[int, int]:
+def split_counts(rho: float, r_min: int, r_max: int, r_pref: int, i_max: int | None = None) -> tuple[int, int]:
     """(relevant clean R, injected I) with I / (I + R) as close to ``rho`` as possible.
 
     R ranges over [r_min, r_max] (down to 1 when ``i_max`` forces it); ties go to the R
@@ -94,12 +92,8 @@ def padding_memories(data: Path, sources: list[str], exclude: str, rng: random.R
         if source == "strategyqa":
             for item in load_strategyqa(data):
                 ans = "yes" if item["answer"] else "no"
-                text = (
-                    f"Question: {item['question']}\nThought: {item['term']} is "
-                    f"{item['description']}.\nA: {ans}"
-                )
-                rows.append((text, {"query": item["question"], "answer": ans,
-                                    "source": f"strategyqa:{item['qid']}"}))
+                text = f"Question: {item['question']}\nThought: {item['term']} is {item['description']}.\nA: {ans}"
+                rows.append((text, {"query": item["question"], "answer": ans, "source": f"strategyqa:{item['qid']}"}))
         elif source in ("wiki2", "wiki2-sentences"):
             corpus = _read_json(data / "wiki2" / "2wikimultihopqa_corpus.json")
             for i, row in enumerate(corpus):
@@ -108,18 +102,32 @@ def padding_memories(data: Path, sources: list[str], exclude: str, rng: random.R
                     if len(part) < 20:
                         continue
                     first = _SENTENCE.split(part)[0]
-                    rows.append((f"{row['title']}\n{part}", {
-                        "query": f"What is {row['title']}?", "answer": first,
-                        "source": f"wiki2:{i}" + ("" if source == "wiki2" else f".{j}")}))
+                    rows.append(
+                        (
+                            f"{row['title']}\n{part}",
+                            {
+                                "query": f"What is {row['title']}?",
+                                "answer": first,
+                                "source": f"wiki2:{i}" + ("" if source == "wiki2" else f".{j}"),
+                            },
+                        )
+                    )
         elif source == "locomo":
             for sample in _read_json(data / "locomo" / "locomo10.json"):
                 conv = sample["conversation"]
                 for key in sorted(conv):
                     if key.startswith("session_") and isinstance(conv[key], list):
                         for turn in conv[key]:
-                            rows.append((f"{turn['speaker']}: {turn['text']}", {
-                                "query": "", "answer": turn["text"],
-                                "source": f"locomo:{sample['sample_id']}:{turn['dia_id']}"}))
+                            rows.append(
+                                (
+                                    f"{turn['speaker']}: {turn['text']}",
+                                    {
+                                        "query": "",
+                                        "answer": turn["text"],
+                                        "source": f"locomo:{sample['sample_id']}:{turn['dia_id']}",
+                                    },
+                                )
+                            )
         else:
             raise ScenarioError(f"unknown padding source {source!r}")
         rng.shuffle(rows)
@@ -133,9 +141,7 @@ def finish(scenario: Scenario, size: int, pad, rng: random.Random) -> Scenario:
     """Pad to ``size`` memories, shuffle, assign neutral ids (``m000001``...), fix truth ids."""
     mems = scenario.memories
     if size < len(mems):
-        raise ScenarioError(
-            f"size {size} is below the {len(mems)} memories the scenario itself needs"
-        )
+        raise ScenarioError(f"size {size} is below the {len(mems)} memories the scenario itself needs")
     seen_texts = {m["text"] for m in mems}
     for text, meta in pad:
         if len(mems) >= size:
@@ -172,10 +178,6 @@ def write_scenario(scenario: Scenario, out: Path) -> Path:
     jsonl("probes.jsonl", scenario.probes)
     jsonl("benign.jsonl", scenario.benign)
     (out / "agent.json").write_text(json.dumps(scenario.agent, indent=2, sort_keys=True) + "\n")
-    (out / "truth.json").write_text(
-        json.dumps({"poisoned": scenario.poisoned}, indent=2, sort_keys=True) + "\n"
-    )
-    (out / "scenario.json").write_text(
-        json.dumps(scenario.meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    )
+    (out / "truth.json").write_text(json.dumps({"poisoned": scenario.poisoned}, indent=2, sort_keys=True) + "\n")
+    (out / "scenario.json").write_text(json.dumps(scenario.meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     return out

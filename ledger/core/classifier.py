@@ -202,9 +202,7 @@ def _prepare(passages: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[_P
         title: frozenset[str] = frozenset()
         if sep and 0 < len(head) < 120 and not _SENTENCE_END.search(head.rstrip(".")):
             title = frozenset(_tokenize(head)[0])
-        out.append(
-            _Passage(memory_id, text, frozenset(toks), frozenset(proper), first, title)
-        )
+        out.append(_Passage(memory_id, text, frozenset(toks), frozenset(proper), first, title))
     return out
 
 
@@ -332,9 +330,7 @@ def _resolve_overlaps(groups: list[Group]) -> list[Group]:
     """
     kept: list[Group] = []
     claimed: set[str] = set()
-    ranked = sorted(
-        (g for g in groups if g.suspicious), key=lambda g: (-g.core_weight, g.members)
-    )
+    ranked = sorted((g for g in groups if g.suspicious), key=lambda g: (-g.core_weight, g.members))
     for g in ranked:
         if claimed.intersection(g.members):
             continue
@@ -349,11 +345,7 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
     support_size = len(member_idx)
     # Only passages for which the core is a real share of what they say take part: a long
     # article that merely mentions the same names is not a restatement of the pattern.
-    members = [
-        items[i]
-        for i in member_idx
-        if items[i].weight and core_w / items[i].weight >= params.min_core_share
-    ]
+    members = [items[i] for i in member_idx if items[i].weight and core_w / items[i].weight >= params.min_core_share]
     # Near-duplicate copies of one passage count once (one source ingested twice).
     reps: list[_Passage] = []
     for m in members:
@@ -372,11 +364,7 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         keep = [r for r in reps if weight(r.tokens & soft) >= params.soft_core_cover * soft_w]
         if len(keep) < len(reps):
             reps = keep
-            members = [
-                m
-                for m in members
-                if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)
-            ]
+            members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
     own = 0
     for m in reps:
         others = set().union(*(r.proper for r in reps if r is not m)) if len(reps) > 1 else set()
@@ -392,9 +380,9 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
     first_own = sum(1 for m in reps if m.title and not m.title <= core)
     first_share = first_own / len(reps) if reps else 1.0
     # Pronouns inside quotes are titles ("I Can't Help Falling in Love with You"), not speakers.
-    personal_share = sum(
-        1 for m in reps if _PERSONAL.search(_QUOTED.sub(" ", m.text.replace("\u2019", "'")))
-    ) / max(1, len(reps))
+    personal_share = sum(1 for m in reps if _PERSONAL.search(_QUOTED.sub(" ", m.text.replace("\u2019", "'")))) / max(
+        1, len(reps)
+    )
     named = any(t.isdigit() or any(t in m.proper for m in reps) for t in core)
     sims = []
     for i in range(len(reps)):
@@ -405,8 +393,7 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         toks, _ = tokenize(_pattern_sentence(m.text, core))
         core_sentences.append(frozenset(toks))
     pair = [
-        len(core & core_sentences[i] & core_sentences[j])
-        / max(1, len(core_sentences[i] | core_sentences[j]))
+        len(core & core_sentences[i] & core_sentences[j]) / max(1, len(core_sentences[i] | core_sentences[j]))
         for i in range(len(reps))
         for j in range(i + 1, len(reps))
     ]

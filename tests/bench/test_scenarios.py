@@ -14,8 +14,7 @@ from bench.scenarios import DEFAULT_DATA, ScenarioError, build, rho_tolerance, w
 from bench.scenarios.common import split_counts
 
 pytestmark = pytest.mark.skipif(
-    not (DEFAULT_DATA / "ehragent" / "logs").is_dir()
-    or not (DEFAULT_DATA / "strategyqa").is_dir(),
+    not (DEFAULT_DATA / "ehragent" / "logs").is_dir() or not (DEFAULT_DATA / "strategyqa").is_dir(),
     reason=f"evaluation data not found under {DEFAULT_DATA} (never copied into the repo)",
 )
 
@@ -38,9 +37,9 @@ def test_it_honours_rho_as_injected_over_injected_plus_relevant_clean(kind, rho)
     poisoned = set(s.poisoned)
     triggers = [t.lower() for t in _triggers(s)]
     relevant_clean = [
-        m for m in s.memories
-        if m["id"] not in poisoned
-        and any(t in m["metadata"].get("query", "").lower() for t in triggers)
+        m
+        for m in s.memories
+        if m["id"] not in poisoned and any(t in m["metadata"].get("query", "").lower() for t in triggers)
     ]
     injected, relevant = len(poisoned), len(relevant_clean)
     assert injected == s.meta["injected"] >= 1
