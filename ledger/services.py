@@ -30,8 +30,8 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, models, transaction
-from django.db.models import Max
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
 
@@ -147,6 +147,40 @@ def housekeeper_revoke(*, organization: Organization, epoch: int, now: datetime 
 
 def _epoch_set(organization_id: int, tenant: str) -> EpochSet:
     return EpochSet(epoch_from_row(r, tenant) for r in KeyEpoch.objects.filter(organization_id=organization_id))
+
+
+# The KeyEpoch rows of an organization, summarized by values that change whenever the set does:
+# a new epoch raises the count and the newest id (and brings a fresh random key, so ids reused
+# after a rollback do not match), a revocation raises the revoked count and sets a revoked_at.
+# They are read in the statement that locks the memories, so a cached EpochSet is only used
+# while the rows it was built from are still the rows in the database.
+_EPOCH_MARKS: dict[str, Any] = {
+    "epoch_n": Count("id"), "epoch_max_id": Max("id"), "epoch_revoked_n": Count("id", filter=~Q(revoked_at="")),
+    "epoch_revoked_max": Max("revoked_at"),
+}
+_epoch_sets: dict[tuple, tuple[tuple, EpochSet]] = {}
+
+
+def _epoch_mark_annotations() -> dict[str, Subquery]:
+    rows = KeyEpoch.objects.filter(organization_id=OuterRef("organization_id")).order_by().values("organization_id")
+    marks = {name: Subquery(rows.annotate(v=agg).values("v")[:1]) for name, agg in _EPOCH_MARKS.items()}
+    marks["epoch_newest_key"] = Subquery(KeyEpoch.objects.filter(organization_id=OuterRef("organization_id"))
+                                         .order_by("-id").values("public_key")[:1])
+    return marks
+
+
+def _epoch_set_of(memory: Memory) -> EpochSet:
+    """The organization's EpochSet for a memory locked by :func:`_lock_memories` (cached by its marks)."""
+    tenant = memory.organization.slug
+    key = (connection.alias, connection.settings_dict["NAME"], memory.organization_id, tenant)
+    newest = memory.epoch_newest_key
+    mark = (*(getattr(memory, name) for name in _EPOCH_MARKS), bytes(newest) if newest is not None else None)
+    cached = _epoch_sets.get(key)
+    if cached is not None and cached[0] == mark:
+        return cached[1]
+    epochs = _epoch_set(memory.organization_id, tenant)
+    _epoch_sets[key] = (mark, epochs)
+    return epochs
 
 
 # --------------------------------------------------------------------------- stores and memories
@@ -381,8 +415,10 @@ def _verify_into(chain: _Chain, entries: Iterable[SignedEntry], epochs: EpochSet
 
 
 def _lock_memories(ids: list[int]) -> dict[int, Memory]:
+    """Lock the memory rows (by id) and read, in the same statement, their organization's
+    key-epoch marks (see :func:`_epoch_set_of`)."""
     qs = (Memory.objects.select_for_update(of=("self",)).select_related("organization", "store")
-          .filter(pk__in=sorted(set(ids))).order_by("pk"))
+          .annotate(**_epoch_mark_annotations()).filter(pk__in=sorted(set(ids))).order_by("pk"))
     return {m.pk: m for m in qs}
 
 
@@ -393,32 +429,104 @@ def _lock_log(organization_id: int) -> int:
     return 0 if last is None else last + 1
 
 
+def _run_statements(statements: list[tuple[str, list]]) -> list[list[tuple]]:
+    """Run ``statements`` in order in the current transaction; return each one's rows.
+
+    On PostgreSQL they go to the server as one simple-protocol query (parameters bound on the
+    client by psycopg), so a whole write costs one round trip; the server still runs them one
+    after the other, each statement seeing the effects of the ones before it (and, under READ
+    COMMITTED, a fresh snapshot taken after the locks the earlier ones acquired). Elsewhere
+    they run one by one.
+    """
+    out: list[list[tuple]] = []
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql" and len(statements) > 1:
+            cur.execute(";\n".join(connection.ops.compose_sql(sql, params) for sql, params in statements))
+            raw = cur.cursor
+            while True:
+                out.append(raw.fetchall() if raw.description is not None else [])
+                if not raw.nextset():
+                    break
+            if len(out) != len(statements):
+                raise RuntimeError(f"expected {len(statements)} results from the ledger write, got {len(out)}")
+            return out
+        for sql, params in statements:
+            cur.execute(sql, params)
+            out.append(cur.fetchall() if cur.description is not None else [])
+    return out
+
+
+_WRITE_CHUNK = 500
+
+
+def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> tuple[str, list]:
+    """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (all concrete fields but the pk)."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    qn = connection.ops.quote_name
+    params: list = []
+    for row in rows:
+        params.extend(f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields)
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+           f"VALUES {', '.join([one] * len(rows))} RETURNING {qn(model._meta.pk.column)}")
+    return sql, params
+
+
+def _leaves_sql(organization_id: int, leaves: list[tuple[int, str, int, bytes]]) -> tuple[str, list]:
+    """Append ``leaves`` (memory id, kind, seq, leaf hash) to the organization's log after its
+    current last index. The index is read by this statement, after the organization row is
+    locked by an earlier one, so it sees every leaf committed before."""
+    qn = connection.ops.quote_name
+    t = LogLeaf._meta.db_table
+    cols = ", ".join(qn(LogLeaf._meta.get_field(n).column) for n in
+                     ("organization", "index", "memory", "kind", "seq", "leaf_hash"))
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(leaves))
+    params: list = []
+    for offset, (memory_id, kind, seq, h) in enumerate(leaves):
+        params.extend((offset, memory_id, kind, seq, h))
+    index = qn("index")
+    sql = (f"INSERT INTO {qn(t)} ({cols}) SELECT %s, base.i + v.column1, v.column2, v.column3, v.column4, v.column5 "
+           f"FROM (VALUES {values}) AS v, (SELECT COALESCE(MAX({index}) + 1, 0) AS i FROM {qn(t)} "
+           f"WHERE {qn('organization_id')} = %s) AS base ORDER BY v.column1")
+    return sql, [organization_id, *params, organization_id]
+
+
 def _write(chains: list[_Chain]) -> None:
-    """Insert the verified rows, their log leaves, and move the live state (triggers re-check it)."""
+    """Insert the verified rows, their log leaves, and move the live state (triggers re-check it).
+
+    All in one batch of statements (:func:`_run_statements`): lock each organization row
+    (serializes its log; memory rows are already locked, so the lock order holds), insert the
+    entry rows, append the log leaves after the last index, update each memory.
+    """
     chains = [c for c in chains if c.changed]
     if not chains:
         return
+    qn = connection.ops.quote_name
+    org_ids = sorted({c.memory.organization_id for c in chains})
+    statements: list[tuple[str, list]] = []
+    if connection.features.has_select_for_update:
+        statements += [(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])
+                       for o in org_ids]
     by_model: dict[type, list[models.Model]] = {}
     for c in chains:
         for row in c.rows:
             by_model.setdefault(type(row), []).append(row)
+    inserted: list[tuple[int, list[models.Model]]] = []
     for model in (GenesisEntry, ProvenanceNode, TransitionCommitment, EpistemicLabel):
-        if model in by_model:
-            model.objects.bulk_create(by_model[model], batch_size=500)
-    leaves = []
-    for org_id in sorted({c.memory.organization_id for c in chains}):
-        index = _lock_log(org_id)
-        for c in chains:
-            if c.memory.organization_id != org_id:
-                continue
-            for kind, seq, digest in c.leaves:
-                leaves.append(LogLeaf(organization_id=org_id, index=index, memory_id=c.memory.pk, kind=kind, seq=seq,
-                                      leaf_hash=leaf_hash(digest)))
-                index += 1
-    LogLeaf.objects.bulk_create(leaves, batch_size=500)
+        rows = by_model.get(model, [])
+        for start in range(0, len(rows), _WRITE_CHUNK):
+            chunk = rows[start:start + _WRITE_CHUNK]
+            inserted.append((len(statements), chunk))
+            statements.append(_insert_sql(model, chunk))
+    for org_id in org_ids:
+        leaves = [(c.memory.pk, kind, seq, leaf_hash(digest)) for c in chains if c.memory.organization_id == org_id
+                  for kind, seq, digest in c.leaves]
+        for start in range(0, len(leaves), _WRITE_CHUNK):
+            statements.append(_leaves_sql(org_id, leaves[start:start + _WRITE_CHUNK]))
+    moved: list[tuple[Memory, dict[str, Any]]] = []
     for c in chains:
         m = c.memory
-        updates = {}
+        updates: dict[str, Any] = {}
         if c.seq != m.live_seq or c.weight_q != m.live_weight_q:
             updates.update(live_seq=c.seq, live_weight_q=c.weight_q)
         head = bytes.fromhex(c.head) if c.head is not None else None
@@ -427,9 +535,21 @@ def _write(chains: list[_Chain]) -> None:
         if c.label_seq != m.label_seq:
             updates.update(label_seq=c.label_seq, epistemic_state=c.state)
         if updates:
-            Memory.objects.filter(pk=m.pk).update(**updates)
-            for k, v in updates.items():
-                setattr(m, k, v)
+            sets = ", ".join(f"{qn(Memory._meta.get_field(k).column)} = %s" for k in updates)
+            statements.append((f"UPDATE {qn(Memory._meta.db_table)} SET {sets} WHERE {qn('id')} = %s",
+                               [*updates.values(), m.pk]))
+            moved.append((m, updates))
+    results = _run_statements(statements)
+    for at, chunk in inserted:
+        ids = results[at]
+        if len(ids) != len(chunk):
+            raise RuntimeError(f"inserted {len(chunk)} ledger rows but got {len(ids)} ids back")
+        for row, (pk,) in zip(chunk, ids):
+            row.pk = pk
+            row._state.adding, row._state.db = False, connection.alias
+    for m, updates in moved:
+        for k, v in updates.items():
+            setattr(m, k, v)
 
 
 def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list[models.Model]:
@@ -443,7 +563,7 @@ def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list
         if memory is None:
             raise ValidationError(f"memory {memory_id} does not exist")
         chain = _Chain.of(memory)
-        _verify_into(chain, entries, _epoch_set(memory.organization_id, chain.tenant))
+        _verify_into(chain, entries, _epoch_set_of(memory))
         _write([chain])
         return chain.rows
 
@@ -468,8 +588,7 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
             by_org: dict[int, tuple[Any, EpochSet]] = {}
             for m in memories:
                 if m.organization_id not in by_org:
-                    by_org[m.organization_id] = (housekeeper_signer(m.organization, now=now),
-                                                 _epoch_set(m.organization_id, m.organization.slug))
+                    by_org[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
                 signer, epochs = by_org[m.organization_id]
                 chain = _Chain.of(m)
                 body = genesis_body(chain.tenant, m.store.slug, chain.name, bytes(m.content_sha256).hex(),
@@ -515,8 +634,7 @@ def transitions_append(*, items: list[dict], now: datetime | None = None) -> lis
             if m is None:
                 raise ValidationError(f"memory {it['memory_id']} does not exist")
             if m.organization_id not in keys:
-                keys[m.organization_id] = (housekeeper_signer(m.organization, now=now),
-                                           _epoch_set(m.organization_id, m.organization.slug))
+                keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
             signer, epochs = keys[m.organization_id]
             chain = chains.setdefault(m.pk, _Chain.of(m))
             entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
@@ -566,7 +684,7 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
         except LedgerError as exc:
             raise EntryRejected(f"cannot build a label for memory {chain.name}: {exc}; nothing written",
                                 cause=exc) from None
-        _verify_into(chain, [entry], _epoch_set(memory.organization_id, chain.tenant))
+        _verify_into(chain, [entry], _epoch_set_of(memory))
         _write([chain])
         return chain.rows[0]
 
