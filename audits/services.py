@@ -756,11 +756,17 @@ def audit_run_now(*, audit_run_id: int) -> AuditRun:
 def _label_append_enqueue(*, memory_id: int, label: str, reason: str, evidence: dict[str, Any], actor: str,
                           idempotency_key: str) -> None:
     """Hand a label to the housekeeper worker (the only process holding signing keys)."""
+    from audits.tasks import proposals_sync_task
     from ledger.tasks import label_append_task
 
     # Plain strings only: the message is JSON and the label goes into a signed canonical body.
-    label_append_task.delay(memory_id=memory_id, label=EpistemicLabel.Label(label).value, reason=reason, evidence=evidence, actor=actor,
-                            idempotency_key=idempotency_key)
+    # Once the housekeeper has signed, the linked sync marks the proposal decided, so nobody
+    # has to open the review queue for it to leave "applying".
+    label_append_task.apply_async(
+        kwargs={"memory_id": memory_id, "label": EpistemicLabel.Label(label).value, "reason": reason,
+                "evidence": evidence, "actor": actor, "idempotency_key": idempotency_key},
+        link=proposals_sync_task.si(),
+    )
 
 
 def _label_for_key(*, memory_id: int, key: str) -> EpistemicLabel | None:

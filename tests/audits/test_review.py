@@ -88,7 +88,8 @@ def test_with_the_worker_down_it_is_pending_then_applied_once(proposals, bob, ac
     from ledger import tasks as ledger_tasks
 
     queued: list[dict] = []
-    monkeypatch.setattr(ledger_tasks.label_append_task, "delay", lambda **kw: queued.append(kw))
+    monkeypatch.setattr(ledger_tasks.label_append_task, "apply_async",
+                        lambda kwargs, link=None, **options: queued.append(kwargs))
     p = services.proposal_approve(organization=acme, proposal_id=proposals[0].pk, user=bob, reason="planted")
     assert p.status == ReviewProposal.Status.APPLYING and p.label is None
     assert len(queued) == 1
@@ -144,3 +145,17 @@ def test_classifier_flags_join_the_queue_and_can_be_refuted(poisoned, bob, acme)
     assert p.status == ReviewProposal.Status.REFUTED
     assert Memory.objects.get(pk=m.pk).epistemic_state == "poison_refuted"
     assert not selectors.classifier_flag_list(organization=acme).filter(pk=m.pk).exists()
+
+
+def test_the_signed_label_marks_the_proposal_approved_without_a_page_view(proposals, bob, acme, monkeypatch):
+    # The housekeeper task carries a linked sync: nobody has to open the queue for the
+    # proposal to leave "applying".
+    from audits import services as audit_services
+
+    calls = []
+    real_sync = audit_services.proposals_sync
+    monkeypatch.setattr(audit_services, "proposals_sync", lambda **kw: calls.append(kw) or real_sync(**kw))
+    p = services.proposal_approve(organization=acme, proposal_id=proposals[0].pk, user=bob, reason="planted")
+    p.refresh_from_db()
+    assert p.status == ReviewProposal.Status.APPROVED
+    assert calls, "the linked proposals_sync_task did not run"
