@@ -194,6 +194,9 @@ class LogLeaf(models.Model):
     class Meta:
         ordering = ["organization", "index"]
         constraints = [models.UniqueConstraint(fields=["organization", "index"], name="logleaf_unique_index")]
+        # One memory's leaves in log order (verification, export of a memory): without it SQLite
+        # walks the whole organization log through the unique index (78 ms at 120k leaves).
+        indexes = [models.Index(fields=["memory", "index"], name="logleaf_memory_index")]
 
 
 class TreeHead(models.Model):
