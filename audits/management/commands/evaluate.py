@@ -96,11 +96,9 @@ def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict
     import uuid
 
     from audits import services
-    from audits.engine.evaluate import _asr, _ProbeRunner, _score, incidents_from_probes
-    from audits.engine.replay import Replayer
-    from audits.engine.retriever import Retriever
-    from ledger.imports import memories_import
-    from ledger.services import housekeeper_init, store_create
+    from audits.engine.evaluate import _asr, _score
+    from audits.scenario_import import ScenarioImportError, scenario_import
+    from ledger.services import housekeeper_init
     from ledger.signing import housekeeper_role
     from orgs.models import Organization
 
@@ -109,27 +107,16 @@ def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict
     org = Organization.objects.create(name=f"Evaluation {path.name}", slug=slug)
     with housekeeper_role():
         housekeeper_init(organization=org)
-        store = store_create(organization=org, name=path.name[:200] or "scenario", slug="scenario")
-        mem_file = next(n for n in ("memories.jsonl", "memories.json", "memories.csv") if (path / n).is_file())
-        job = memories_import(store=store, data=(path / mem_file).read_bytes(), filename=mem_file, inline=True)
-    if job.status != "done":
-        raise CommandError(f"import failed: {job.errors[:5]}")
-    view = services.store_view(store)
-    agent = services.agent_for(scenario.agent.to_dict())
-    retriever = Retriever(view.records, view.embeddings, view.weights, embedder=view.embedder,
-                          blocked=view.blocked)
-    runner = _ProbeRunner(scenario, Replayer(agent, retriever, scenario.agent.top_k, {}), view.embedder)
-    before = runner.run(())
-    incidents = scenario.incidents if scenario.incidents is not None else incidents_from_probes(before)
-    rows = [{"id": i.id, "query": i.query, "output": i.output, "retrieved": i.retrieved,
-             "harm": i.harm.to_dict() if i.harm else (i.harm_value if i.harm_value is not None else True),
-             **({"candidates": i.candidates} if i.candidates else {})} for i in incidents]
+    try:
+        loaded = scenario_import(organization=org, path=path, scenario=scenario,
+                                 store_name=path.name[:200] or "scenario", store_slug="scenario")
+    except ScenarioImportError as exc:
+        raise CommandError(str(exc)) from None
+    store, runner, before = loaded.store, loaded.runner, loaded.before
     removed_by: dict[str, list[str]] = {m: [] for m in methods}
     calls = {m: 0 for m in methods}
-    if rows:
-        data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-        got = services.incidents_import(store=store, data=data, filename="incidents.jsonl")
-        run = services.audit_run_create(store=store, incident_ids=[i.pk for i in got],
+    if loaded.incidents:
+        run = services.audit_run_create(store=store, incident_ids=[i.pk for i in loaded.incidents],
                                         settings={"agent": scenario.agent.to_dict(), "alpha": alpha},
                                         enqueue=False)
         run = services.audit_run_now(audit_run_id=run.pk)
