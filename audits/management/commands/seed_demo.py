@@ -1,4 +1,6 @@
-"""Create the demo organization with one user per role and its housekeeper key epoch.
+"""Create the demo organization with one user per role, its housekeeper key epoch and a demo
+store: a poisoned support-agent memory (a simulation of MINJA from bench/scenarios, built from
+the EHRAgent records in ../shared/data) with the incidents found in the agent's logs.
 
 Idempotent: users that exist keep their passwords; new ones get random passwords, printed once
 and kept (0600) in var/demo-credentials.txt so a newcomer can find them again. Run by an
@@ -19,6 +21,7 @@ from ledger.services import housekeeper_init
 from ledger.signing import housekeeper_role
 from orgs.models import Membership, Organization, Role
 
+DEMO_STORE_SLUG = "clinical-assistant"
 DEMO_USERS = [("analyst", Role.ANALYST), ("reviewer", Role.REVIEWER), ("admin", Role.ADMIN)]
 
 
@@ -27,9 +30,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--org", default="demo", help="organization slug (default: demo)")
+        parser.add_argument("--no-store", action="store_true", help="skip the demo store and incidents")
+        parser.add_argument("--size", type=int, default=400, help="memories in the demo store (default: 400)")
+
+    def handle(self, *args, org: str, no_store: bool, size: int, **options):
+        organization = self._people(org)
+        if not no_store:
+            self._demo_store(organization, size)
 
     @transaction.atomic
-    def handle(self, *args, org: str, **options):
+    def _people(self, org: str) -> Organization:
         User = get_user_model()
         organization, _ = Organization.objects.get_or_create(slug=org, defaults={"name": "Demo Security Team"})
         created = []
@@ -56,3 +66,34 @@ class Command(BaseCommand):
             self.stdout.write(f"(also saved in {path})")
         else:
             self.stdout.write(f"Demo users already exist; their passwords are in {path}.")
+        return organization
+
+    def _demo_store(self, organization: Organization, size: int) -> None:
+        from audits.engine.scenario import load_scenario
+        from audits.scenario_import import scenario_import
+        from ledger.models import Store
+
+        if Store.objects.filter(organization=organization, slug=DEMO_STORE_SLUG).exists():
+            self.stdout.write("The demo store is already loaded.")
+            return
+        try:
+            from bench.scenarios import DEFAULT_DATA, ScenarioError, build, write_scenario
+        except ImportError:
+            self.stdout.write("bench/scenarios is not available; no demo store loaded.")
+            return
+        if not (DEFAULT_DATA / "ehragent").is_dir():
+            self.stdout.write(f"{DEFAULT_DATA} has no EHRAgent records; no demo store loaded "
+                              "(import your own memories from the Stores page).")
+            return
+        folder = settings.VAR_DIR / "demo-scenario"
+        try:
+            write_scenario(build("qa", rho=0.1, seed=0, size=size, data=DEFAULT_DATA), folder)
+        except ScenarioError as exc:
+            self.stdout.write(f"The demo scenario could not be built ({exc}); no demo store loaded.")
+            return
+        self.stdout.write(f"Loading the demo store ({size} memories, a simulation of MINJA) — embedding and signing...")
+        loaded = scenario_import(organization=organization, path=folder, scenario=load_scenario(folder),
+                                 store_name="Clinical assistant (MINJA simulation)", store_slug=DEMO_STORE_SLUG)
+        self.stdout.write(self.style.SUCCESS(
+            f"Demo store loaded: {loaded.store.memories.count()} signed memories, "
+            f"{len(loaded.incidents)} incidents from the agent's logs. Log in as the analyst and start an audit."))
