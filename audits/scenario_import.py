@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from audits import services
-from audits.engine.evaluate import _ProbeRunner, incidents_from_probes
+from audits.engine.evaluate import ProbeRunner, incidents_from_probes
 from audits.engine.replay import Replayer
 from audits.engine.retriever import Retriever
 from audits.engine.scenario import Scenario
@@ -33,7 +33,7 @@ class ScenarioImportError(Exception):
 @dataclass
 class ScenarioImport:
     store: Store
-    runner: _ProbeRunner  # replays the scenario's probes over the imported store
+    runner: ProbeRunner  # replays the scenario's probes over the imported store
     before: list[dict[str, Any]]  # probe rows before any removal
     incidents: list[Incident]
 
@@ -56,7 +56,7 @@ def scenario_import(*, organization: Organization, path: Path, scenario: Scenari
     view = services.store_view(store)
     agent = services.agent_for(scenario.agent.to_dict())
     retriever = Retriever(view.records, view.embeddings, view.weights, embedder=view.embedder, blocked=view.blocked)
-    runner = _ProbeRunner(scenario, Replayer(agent, retriever, scenario.agent.top_k, {}), view.embedder)
+    runner = ProbeRunner(scenario, Replayer(agent, retriever, scenario.agent.top_k, {}), view.embedder)
     before = runner.run(())
     found = scenario.incidents if scenario.incidents is not None else incidents_from_probes(before)
     rows = [{"id": i.id, "query": i.query, "output": i.output, "retrieved": i.retrieved,

@@ -123,41 +123,6 @@ def actor_for(user) -> str:
 # ============================================================================ incidents
 
 
-def _parse_incident_file(data: bytes, filename: str) -> list[sc.Incident]:
-    """The engine's incident parser (JSONL) for JSONL and JSON arrays, every issue collected.
-
-    A JSON array is re-laid as JSONL with each element on the line where it starts in the
-    upload, so the issues name the lines the analyst sees.
-    """
-    col = sc._Collector()
-    text = sc._decode(data, filename, col)
-    if text is None:
-        raise sc.ValidationError(col.issues)
-    lower = filename.lower()
-    is_array = lower.endswith(".json") or (not lower.endswith((".jsonl", ".ndjson")) and text.lstrip().startswith("["))
-    if is_array:
-        lines: dict[int, str] = {}
-        sequential = False
-        elements = list(sc._iter_json_array(text, filename, col))
-        if col.issues:
-            raise sc.ValidationError(col.issues)
-        for line, obj in elements:
-            if line in lines:
-                sequential = True
-                break
-            lines[line] = json.dumps(obj)
-        if sequential:
-            lines = {n: json.dumps(obj) for n, (_, obj) in enumerate(elements, start=1)}
-        top = max(lines, default=0)
-        data = "\n".join(lines.get(n, "") for n in range(1, top + 1)).encode("utf-8")
-    incidents = sc._parse_incidents(data, filename, col)
-    if not incidents and not col.issues:
-        col.add(filename, None, None, "no incidents found")
-    if col.issues:
-        raise sc.ValidationError(col.issues)
-    return incidents
-
-
 def _line_of(data: bytes, incident_id: str) -> int | None:
     needle = json.dumps(incident_id).encode("utf-8")
     for n, raw in enumerate(data.splitlines(), start=1):
@@ -173,7 +138,7 @@ def incidents_validate(*, store: Store, data: bytes, filename: str) -> list[sc.I
     if len(data) > limit:
         raise sc.ValidationError([sc.Issue(filename, None, None,
                                            f"file is {len(data):,} bytes, over the {limit:,}-byte upload limit")])
-    incidents = _parse_incident_file(data, filename)
+    incidents = sc.parse_incidents(data, filename)
     issues: list[sc.Issue] = []
     wanted = {m for inc in incidents for m in inc.retrieved}
     known: set[str] = set()
@@ -256,13 +221,11 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
         if agent["connector"] == "openai-chat":
             agent.setdefault("base_url", conf.LLM_BASE_URL)
         # The connector's own checks (top_k, url...), with the same messages as agent.json.
-        col = sc._Collector()
-        parsed = sc._parse_agent(json.dumps(agent).encode(), "agent", col)
-        if col.issues:
+        try:
+            s["agent"] = sc.parse_agent_config(agent, filename="agent").to_dict()
+        except sc.ValidationError as exc:
             errors.setdefault("agent", []).extend(f"{i.field}: {i.message}" if i.field else i.message
-                                                  for i in col.issues)
-        elif parsed is not None:
-            s["agent"] = parsed.to_dict()
+                                                  for i in exc.issues)
 
     def number(key: str, lo: float, hi: float, *, integer: bool = False, nullable: bool = False) -> None:
         v = s[key]
@@ -295,12 +258,10 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
             isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1 for x in gt):
         errors.setdefault("group_thresholds", []).append("a non-empty list of numbers in (0, 1]")
     if s["harm"] is not None:
-        col = sc._Collector()
-        spec = sc._parse_harm(s["harm"], "settings", None, "harm", col)
-        if col.issues:
-            errors.setdefault("harm", []).extend(i.message for i in col.issues)
-        elif spec is not None:
-            s["harm"] = spec.to_dict()
+        try:
+            s["harm"] = sc.parse_harm_spec(s["harm"], filename="settings").to_dict()
+        except sc.ValidationError as exc:
+            errors.setdefault("harm", []).extend(i.message for i in exc.issues)
     if errors:
         raise DjangoValidationError(errors)
     return s

@@ -39,8 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from audits.engine.agents import make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
-from audits.engine.evaluate import KEYS, METHODS, evaluate_all, incidents_from_probes  # noqa: E402
-from audits.engine.evaluate import _ProbeRunner as ProbeRunner  # noqa: E402
+from audits.engine.evaluate import KEYS, METHODS, ProbeRunner, evaluate_all, incidents_from_probes  # noqa: E402
 from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402

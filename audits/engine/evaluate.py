@@ -33,7 +33,9 @@ KEYS = ("asr_before", "asr_after", "removed", "true_positives", "false_positives
         "recall", "agent_calls", "seconds")
 
 
-class _ProbeRunner:
+class ProbeRunner:
+    """Replays every probe of a scenario with a removal set; one row per probe."""
+
     def __init__(self, scenario: Scenario, replayer: Replayer, embedder: QueryEncoder) -> None:
         self.scenario = scenario
         self.replayer = replayer
@@ -62,11 +64,11 @@ def incidents_from_probes(rows: list[dict[str, Any]]) -> list[Incident]:
             for r in rows if r["probe"].observed and r["harmful"]]
 
 
-def _asr(rows: list[dict[str, Any]]) -> float:
+def attack_success_rate(rows: list[dict[str, Any]]) -> float:
     return sum(1 for r in rows if r["harmful"]) / len(rows) if rows else 0.0
 
 
-def _score(removed: list[str], truth: set[str] | None) -> dict[str, Any]:
+def score_removed(removed: list[str], truth: set[str] | None) -> dict[str, Any]:
     if truth is None:
         return {"true_positives": None, "false_positives": None, "precision": None, "recall": None}
     tp = len(set(removed) & truth)
@@ -94,9 +96,9 @@ def evaluate_all(scenario: Scenario, embedder: QueryEncoder, *, methods: Collect
     p.top_k = scenario.agent.top_k
     retriever = Retriever(scenario.memories, embeddings, None, embedder=embedder)
     probe_replayer = Replayer(agent, retriever, p.top_k, {})
-    runner = _ProbeRunner(scenario, probe_replayer, embedder)
+    runner = ProbeRunner(scenario, probe_replayer, embedder)
     before = runner.run(())
-    asr_before = _asr(before)
+    asr_before = attack_success_rate(before)
     incidents = scenario.incidents if scenario.incidents is not None else \
         incidents_from_probes(before)
     embed_s = time.perf_counter() - t0
@@ -119,8 +121,8 @@ def evaluate_all(scenario: Scenario, embedder: QueryEncoder, *, methods: Collect
                               "mcg": result.timings["graph"],
                               "nn-contradiction": result.timings["graph"]}.get(method, 0.0)
         after = runner.run(removed)
-        row = {"asr_before": asr_before, "asr_after": _asr(after), "removed": len(removed),
-               **_score(removed, scenario.truth), "agent_calls": calls,
+        row = {"asr_before": asr_before, "asr_after": attack_success_rate(after), "removed": len(removed),
+               **score_removed(removed, scenario.truth), "agent_calls": calls,
                "seconds": round(secs, 3)}
         out[method] = {k: row[k] for k in KEYS}
     return out

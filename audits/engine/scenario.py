@@ -615,3 +615,58 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     names = (*MEMORY_FILENAMES, "incidents.jsonl", "probes.jsonl", "agent.json", "truth.json")
     files = {n: (root / n).read_bytes() for n in names if (root / n).is_file()}
     return parse_scenario_files(files, source=str(root))
+
+
+# ----------------------------------------------------------------------------- public parsers
+
+
+def parse_incidents(data: bytes, filename: str) -> list[Incident]:
+    """Parse an incidents upload (JSONL, or a JSON array) or raise ValidationError.
+
+    A JSON array is re-laid as JSONL with each element on the line where it starts in the
+    upload, so the issues name the lines the analyst sees. No incident at all is an issue.
+    """
+    col = _Collector()
+    text = _decode(data, filename, col)
+    if text is None:
+        raise ValidationError(col.issues)
+    lower = filename.lower()
+    is_array = lower.endswith(".json") or (
+        not lower.endswith((".jsonl", ".ndjson")) and text.lstrip().startswith("["))
+    if is_array:
+        elements = list(_iter_json_array(text, filename, col))
+        if col.issues:
+            raise ValidationError(col.issues)
+        lines: dict[int, str] = {}
+        for line, obj in elements:
+            if line in lines:  # several elements on one line: number them instead
+                lines = {n: json.dumps(o) for n, (_, o) in enumerate(elements, start=1)}
+                break
+            lines[line] = json.dumps(obj)
+        top = max(lines, default=0)
+        data = "\n".join(lines.get(n, "") for n in range(1, top + 1)).encode("utf-8")
+    incidents = _parse_incidents(data, filename, col)
+    if not incidents and not col.issues:
+        col.add(filename, None, None, "no incidents found")
+    if col.issues:
+        raise ValidationError(col.issues)
+    return incidents
+
+
+def parse_agent_config(obj: Mapping[str, Any], *, filename: str = "agent.json") -> AgentConfig:
+    """Check an agent configuration object (as in agent.json) or raise ValidationError."""
+    col = _Collector()
+    parsed = _parse_agent(json.dumps(obj).encode("utf-8"), filename, col)
+    if col.issues or parsed is None:
+        raise ValidationError(col.issues or [Issue(filename, 1, None, "not a usable agent")])
+    return parsed
+
+
+def parse_harm_spec(obj: Any, *, filename: str = "harm", line: int | None = None,
+                    fld: str = "harm") -> HarmSpec:
+    """Check a harm spec object (DESIGN section 5) or raise ValidationError."""
+    col = _Collector()
+    spec = _parse_harm(obj, filename, line, fld, col)
+    if col.issues or spec is None:
+        raise ValidationError(col.issues or [Issue(filename, line, fld, "not a usable harm spec")])
+    return spec

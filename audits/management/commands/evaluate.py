@@ -96,7 +96,7 @@ def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict
     import uuid
 
     from audits import services
-    from audits.engine.evaluate import _asr, _score
+    from audits.engine.evaluate import attack_success_rate, score_removed
     from audits.scenario_import import ScenarioImportError, scenario_import
     from ledger.services import housekeeper_init
     from ledger.signing import housekeeper_role
@@ -130,7 +130,7 @@ def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict
     out = {}
     for m in methods:
         after = runner.run(removed_by[m])
-        row = {"asr_before": _asr(before), "asr_after": _asr(after), "removed": len(removed_by[m]),
-               **_score(removed_by[m], scenario.truth), "agent_calls": calls[m], "seconds": round(secs, 3)}
+        row = {"asr_before": attack_success_rate(before), "asr_after": attack_success_rate(after), "removed": len(removed_by[m]),
+               **score_removed(removed_by[m], scenario.truth), "agent_calls": calls[m], "seconds": round(secs, 3)}
         out[m] = {k: row[k] for k in KEYS}
     return out

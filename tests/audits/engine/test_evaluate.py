@@ -67,13 +67,13 @@ def test_evaluate_reads_a_section_5_folder(tmp_path, hashing_embedder):
 
 def test_run_audit_reports_suspects_graph_residual_and_baselines(hashing_embedder):
     sc = qa_scenario(n_targets=2)
-    from audits.engine.evaluate import _ProbeRunner, incidents_from_probes
+    from audits.engine.evaluate import ProbeRunner, incidents_from_probes
     from audits.engine.replay import Replayer
     from audits.engine.retriever import Retriever
 
     E = hashing_embedder.encode([m.text for m in sc.memories])
     agent = make_agent(sc.agent)
-    rows = _ProbeRunner(sc, Replayer(agent, Retriever(sc.memories, E, embedder=hashing_embedder),
+    rows = ProbeRunner(sc, Replayer(agent, Retriever(sc.memories, E, embedder=hashing_embedder),
                                      5), hashing_embedder).run(())
     incidents = incidents_from_probes(rows)
     stages = []

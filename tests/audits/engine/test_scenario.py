@@ -117,3 +117,27 @@ def test_it_needs_a_memories_file(tmp_path):
     with pytest.raises(ValidationError) as exc:
         load_scenario(tmp_path)
     assert "memories" in _issues(exc)[0].message
+
+
+def test_parse_incidents_reads_a_json_array_and_names_the_line_of_a_bad_element():
+    from audits.engine.scenario import ValidationError, parse_incidents
+
+    good = b'[{"id": "e1", "query": "q", "output": "y", "retrieved": ["m1"]}]'
+    assert [i.id for i in parse_incidents(good, "incidents.json")] == ["e1"]
+    bad = b'[\n{"id": "e1", "query": "q", "output": "y", "retrieved": ["m1"]},\n{"id": "e2", "query": "q"}\n]'
+    with pytest.raises(ValidationError) as exc:
+        parse_incidents(bad, "incidents.json")
+    assert {(i.line, i.field) for i in exc.value.issues} >= {(3, "retrieved")}
+
+
+def test_parse_agent_config_and_harm_spec_raise_validation_errors_with_the_field():
+    from audits.engine.scenario import ValidationError, parse_agent_config, parse_harm_spec
+
+    assert parse_agent_config({"connector": "builtin-vote", "top_k": 3}).top_k == 3
+    with pytest.raises(ValidationError) as exc:
+        parse_agent_config({"connector": "builtin-vote", "top_k": 0})
+    assert exc.value.issues[0].field == "top_k"
+    assert parse_harm_spec({"type": "contains", "target": "x"}).to_dict()["target"] == "x"
+    with pytest.raises(ValidationError) as exc:
+        parse_harm_spec({"type": "regex", "pattern": "("})
+    assert exc.value.issues[0].field == "harm.pattern"
