@@ -31,7 +31,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Count, Max, OuterRef, Q, Subquery
+from django.db.models import Max
 from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
 
@@ -152,29 +152,22 @@ def _epoch_set(organization_id: int, tenant: str) -> EpochSet:
 # The KeyEpoch rows of an organization, summarized by values that change whenever the set does:
 # a new epoch raises the count and the newest id (and brings a fresh random key, so ids reused
 # after a rollback do not match), a revocation raises the revoked count and sets a revoked_at.
-# They are read in the statement that locks the memories, so a cached EpochSet is only used
-# while the rows it was built from are still the rows in the database.
-_EPOCH_MARKS: dict[str, Any] = {
-    "epoch_n": Count("id"), "epoch_max_id": Max("id"), "epoch_revoked_n": Count("id", filter=~Q(revoked_at="")),
-    "epoch_revoked_max": Max("revoked_at"),
+# They are read in the statement that locks the memories (:func:`_lock_memories`), so a cached
+# EpochSet is only used while the rows it was built from are still the rows in the database.
+_EPOCH_MARKS = {
+    "epoch_n": "COUNT(*)",
+    "epoch_max_id": "MAX(e.id)",
+    "epoch_revoked_n": "SUM(CASE WHEN e.revoked_at <> '' THEN 1 ELSE 0 END)",
+    "epoch_revoked_max": "MAX(e.revoked_at)",
 }
 _epoch_sets: dict[tuple, tuple[tuple, EpochSet]] = {}
-
-
-def _epoch_mark_annotations() -> dict[str, Subquery]:
-    rows = KeyEpoch.objects.filter(organization_id=OuterRef("organization_id")).order_by().values("organization_id")
-    marks = {name: Subquery(rows.annotate(v=agg).values("v")[:1]) for name, agg in _EPOCH_MARKS.items()}
-    marks["epoch_newest_key"] = Subquery(KeyEpoch.objects.filter(organization_id=OuterRef("organization_id"))
-                                         .order_by("-id").values("public_key")[:1])
-    return marks
 
 
 def _epoch_set_of(memory: Memory) -> EpochSet:
     """The organization's EpochSet for a memory locked by :func:`_lock_memories` (cached by its marks)."""
     tenant = memory.organization.slug
     key = (connection.alias, connection.settings_dict["NAME"], memory.organization_id, tenant)
-    newest = memory.epoch_newest_key
-    mark = (*(getattr(memory, name) for name in _EPOCH_MARKS), bytes(newest) if newest is not None else None)
+    mark = memory.epoch_mark
     cached = _epoch_sets.get(key)
     if cached is not None and cached[0] == mark:
         return cached[1]
@@ -414,12 +407,56 @@ def _verify_into(chain: _Chain, entries: Iterable[SignedEntry], epochs: EpochSet
                             "nothing written", cause=exc)
 
 
+def _converted(row: tuple, converters: list[tuple[int, list, Any]]) -> list:
+    """Apply the backend's and the fields' from-database converters, as the ORM would."""
+    out = list(row)
+    for i, convs, col in converters:
+        for conv in convs:
+            out[i] = conv(out[i], col, connection)
+    return out
+
+
 def _lock_memories(ids: list[int]) -> dict[int, Memory]:
-    """Lock the memory rows (by id) and read, in the same statement, their organization's
-    key-epoch marks (see :func:`_epoch_set_of`)."""
-    qs = (Memory.objects.select_for_update(of=("self",)).select_related("organization", "store")
-          .annotate(**_epoch_mark_annotations()).filter(pk__in=sorted(set(ids))).order_by("pk"))
-    return {m.pk: m for m in qs}
+    """Lock the memory rows (by id; the organization and store come along unlocked) and read, in
+    the same statement, their organization's key-epoch marks (``memory.epoch_mark``, see
+    :func:`_epoch_set_of`). Raw SQL: the ORM compiles this query slower than the database runs it."""
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    qn = connection.ops.quote_name
+    models_ = ((Memory, "m"), (Organization, "o"), (Store, "s"))
+    names = {alias: [f.attname for f in model._meta.concrete_fields] for model, alias in models_}
+    cols = [f"{alias}.{qn(f.column)}" for model, alias in models_ for f in model._meta.concrete_fields]
+    ke = qn(KeyEpoch._meta.db_table)
+    marks = [f"(SELECT {agg} FROM {ke} e WHERE e.organization_id = m.organization_id)" for agg in _EPOCH_MARKS.values()]
+    marks.append(f"(SELECT e.public_key FROM {ke} e WHERE e.organization_id = m.organization_id "
+                 "ORDER BY e.id DESC LIMIT 1)")
+    lock = " FOR UPDATE OF m" if connection.features.has_select_for_update_of else ""
+    columns = [f.get_col(alias) for model, alias in models_ for f in model._meta.concrete_fields]
+    converters = [(i, convs, col) for i, col in enumerate(columns)
+                  if (convs := connection.ops.get_db_converters(col) + col.target.get_db_converters(connection))]
+    out: dict[int, Memory] = {}
+    for start in range(0, len(ids), 900):
+        chunk = ids[start:start + 900]
+        sql = (f"SELECT {', '.join(cols + marks)} FROM {qn(Memory._meta.db_table)} m "
+               f"JOIN {qn(Organization._meta.db_table)} o ON o.id = m.organization_id "
+               f"JOIN {qn(Store._meta.db_table)} s ON s.id = m.store_id "
+               f"WHERE m.id IN ({', '.join(['%s'] * len(chunk))}) ORDER BY m.id{lock}")
+        with connection.cursor() as cur:
+            cur.execute(sql, chunk)
+            rows = cur.fetchall()
+        nm, no, ns = len(names["m"]), len(names["o"]), len(names["s"])
+        for raw in rows:
+            row = _converted(raw, converters)
+            m = Memory.from_db(connection.alias, names["m"], row[:nm])
+            org = Organization.from_db(connection.alias, names["o"], row[nm:nm + no])
+            store = Store.from_db(connection.alias, names["s"], row[nm + no:nm + no + ns])
+            Memory.organization.field.set_cached_value(m, org)
+            Memory.store.field.set_cached_value(m, store)
+            *counts, newest = row[nm + no + ns:]
+            m.epoch_mark = (*counts, bytes(newest) if newest is not None else None)
+            out[m.pk] = m
+    return out
 
 
 def _lock_log(organization_id: int) -> int:
@@ -463,9 +500,16 @@ def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> tuple[st
     """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (all concrete fields but the pk)."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     qn = connection.ops.quote_name
+    # Integers and strings go to the driver as they are (the bodies were schema-checked);
+    # only JSON and bytes need the field's adaptation. Saves most of the per-row cost.
+    plain = (models.IntegerField, models.CharField, models.ForeignKey)
+    attrs = [(f.attname, None if isinstance(f, plain) and not isinstance(f, models.JSONField) else f)
+             for f in fields]
     params: list = []
     for row in rows:
-        params.extend(f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields)
+        for attname, f in attrs:
+            v = getattr(row, attname)
+            params.append(v if f is None or v is None else f.get_db_prep_save(v, connection))
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     sql = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
            f"VALUES {', '.join([one] * len(rows))} RETURNING {qn(model._meta.pk.column)}")
