@@ -32,6 +32,7 @@ from .cmis import (
     run_replay,
 )
 from .consistency import ConsistencyBackend, RulesBackend
+from .expansion import expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, make_harm
@@ -58,6 +59,11 @@ class AuditParams:
     top_n: int | None = None
     residual_rounds: int = 3
     conditional_rounds: int = 2
+    # Pattern expansion (engine/expansion.py): rounds (0 turns it off), the answer-slot
+    # agreement a record needs with a confirmed poison, the shortest answer that is a pattern.
+    expansion_rounds: int = 4
+    expansion_agreement: float = 0.6
+    expansion_min_tokens: int = 3
     group_credit_filter: bool = True
     baselines: bool = True
     baseline_residual: bool = True
@@ -182,6 +188,55 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
     return batch, residual, rounds
 
 
+def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
+               events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
+               replayer: Replayer, retriever: Retriever, p: AuditParams
+               ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    """Pattern expansion from the batch's confirmed poisons (engine/expansion.py).
+
+    Joined memories enter the ranking as suspects with their derived-event CMIS, so the
+    analyst sees why they were proposed; the residual is recomputed over the incidents.
+    """
+    by_id = {s.id: s for s in ranked}
+    seeds: dict[str, AuditEvent] = {}
+    for mid in batch:
+        s = by_id.get(mid)
+        if s is None:
+            continue
+        credited = [e for e in s.per_event if e.get("score", 0.0) > 0 and e["event"] in evmap]
+        if credited:
+            seeds[mid] = evmap[max(credited, key=lambda e: e["score"])["event"]]
+    if not seeds:
+        return batch, residual, []
+    exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
+                       alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
+                       min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
+                       group_thresholds=p.group_thresholds, combine=p.combine,
+                       carries_harm=_carries_harm(retriever.memories)
+                       if p.group_credit_filter else None)
+    if not exp.added:
+        return batch, residual, exp.rounds
+    for mid in exp.added:
+        sc = exp.scores[mid]
+        agree = exp.agreement.get(mid, 0.0)
+        rows = [{**e, "derived": True} for e in sc.per_event]
+        s = by_id.get(mid)
+        if s is None:
+            s = Suspect(id=mid, rank=0, ds=0.0, cmis=0.0, cas=0.0, cmis_hat=0.0, cas_hat=0.0)
+            ranked.append(s)
+            by_id[mid] = s
+        s.per_event.extend(rows)
+        s.signals["answer_agreement"] = agree
+        s.ds = max(s.ds, p.alpha * min(sc.cmis, 1.0) + (1 - p.alpha) * max(s.cas_hat, agree))
+    ranked.sort(key=lambda s: (-s.ds, -s.cmis, -s.cas, s.id))
+    for i, s in enumerate(ranked, start=1):
+        s.rank = i
+    residual = residual_harm(events, replayer, exp.batch)
+    rounds = exp.rounds + [{"batch_size": len(exp.batch), "harmful": residual["harmful"],
+                            "derived_events": len(exp.derived)}]
+    return exp.batch, residual, rounds
+
+
 def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
               weights: Sequence[float] | np.ndarray | None, incidents: Sequence[Incident],
               agent: Agent, harm: Harm | Callable[[Incident], Harm] | None,
@@ -252,6 +307,10 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
         batch, residual, extra_rounds = _conditional_rounds(
             batch, residual, ranked, events, evmap, replayer, retriever, p)
         rounds += extra_rounds
+    if p.top_n is None and p.expansion_rounds:
+        batch, residual, exp_rounds = _expansion(batch, residual, ranked, events, evmap, replayer,
+                                                 retriever, p)
+        rounds += exp_rounds
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 

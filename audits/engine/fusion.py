@@ -9,7 +9,8 @@
    credit plus a quarter of the structural range, or half the causal credit plus the
    strongest structural anomaly; a memory without causal evidence never reaches it (≤ 0.4).
 4. Verification: replay every incident with the whole batch removed. If harm remains, the
-   suspects now retrieved by a still-harmful incident with DS ≥ threshold/2 join the batch and
+   suspects now retrieved by a still-harmful incident with DS ≥ threshold/2 and a positive
+   CMIS join the batch and
    the check repeats (a bounded number of rounds). What the final check shows is reported as
    the residual harm.
 """
@@ -119,8 +120,10 @@ def decide_batch(ranked: Sequence[Suspect], events: Sequence[AuditEvent], replay
                 continue
             for mid in row["retrieved"]:
                 s = by_id.get(mid)
+                # Only with causal credit: a retrieved memory that merely looks anomalous
+                # (a clean near-duplicate family) did not cause what is left.
                 if s is not None and mid not in in_batch and mid not in extra \
-                        and s.ds >= threshold / 2:
+                        and s.ds >= threshold / 2 and s.cmis > 0:
                     extra.append(mid)
         if not extra:
             break
