@@ -14,6 +14,16 @@ at 127.0.0.1:5432 as user postgres, created when missing; SQLite: a temporary fi
   foreign keys 8, blobs/strings/JSON their encoded length); log leaves reported separately;
 * ``batch_transitions_per_s``: ``transitions_append`` in batches of 500 (one transaction each);
 * ``verify_entries_per_s``: the portable verifier over the exported bundle, one core.
+
+Because a shared machine's load moves these wall-clock figures a lot, the run also records what
+explains them: ``commit_floor_ms`` (median of durable one-row INSERT commits on the same
+database: the disk flush every durable append pays at least once), ``round_trips_per_append``
+(round trips one append makes, BEGIN and COMMIT included), and client CPU time
+(``cpu_ms_per_append``, ``batch_transitions_per_cpu_s``, ``verify_entries_per_cpu_s``: seconds
+this process ran, which other processes' load does not inflate; the database server's CPU is
+not included). ``--concurrency K`` adds durable appends from K processes at once (each to its
+own memories): PostgreSQL flushes the WAL of commits that arrive together once (group commit),
+so the aggregate rate is not bounded by one flush per transition.
 """
 
 from __future__ import annotations
@@ -79,6 +89,64 @@ def _row_bytes(values: dict, ints4: set[str]) -> int:
     return total
 
 
+def _commit_floor_ms(connection, n: int = 200) -> float:
+    """Median wall time of a one-row INSERT committed on its own (autocommit): the flush floor."""
+    with connection.cursor() as c:
+        c.execute("CREATE TABLE IF NOT EXISTS bench_commit_probe (x integer)")
+        lat = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            c.execute("INSERT INTO bench_commit_probe (x) VALUES (%s)", [i])
+            lat.append((time.perf_counter() - t0) * 1000)
+        c.execute("DROP TABLE bench_commit_probe")
+    return statistics.median(lat)
+
+
+def _appender(memory_ids: list[int], n: int, no_fsync_wait: bool, barrier, out) -> None:
+    from django.db import connection, connections
+
+    from ledger.services import transition_append
+
+    connections["default"].close()  # never share the parent's socket
+    if no_fsync_wait:
+        with connection.cursor() as c:
+            c.execute("SET synchronous_commit = off")
+    transition_append(memory_id=memory_ids[0], valence_q=100, evidence=["warm-up"])
+    barrier.wait()
+    lat = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        transition_append(memory_id=memory_ids[i % len(memory_ids)], valence_q=100 if i % 2 else -100,
+                          evidence=[f"c:{os.getpid()}:{i}"])
+        lat.append((time.perf_counter() - t0) * 1000)
+    connections.close_all()
+    out.put(lat)
+
+
+def _concurrent(ids: list[int], n: int, k: int, no_fsync_wait: bool) -> dict:
+    """Durable single appends from ``k`` processes at once, each to its own memories."""
+    import multiprocessing
+
+    from django.db import connections
+
+    connections.close_all()
+    ctx = multiprocessing.get_context("fork")  # children inherit settings, key dir and role
+    barrier, out = ctx.Barrier(k + 1), ctx.Queue()
+    share = [ids[w::k] for w in range(k)]
+    procs = [ctx.Process(target=_appender, args=(share[w], n // k, no_fsync_wait, barrier, out)) for w in range(k)]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    lat = sorted(x for _ in procs for x in out.get(timeout=600))
+    wall = time.perf_counter() - t0
+    for p in procs:
+        p.join(60)
+    return {"concurrent_appenders": k, "concurrent_transitions_per_s": round(len(lat) / wall),
+            "concurrent_median_ms": round(statistics.median(lat), 3),
+            "concurrent_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -86,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memories", type=int, default=100)
     ap.add_argument("--json", dest="json_out", help="write the figures here")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of 300 single appends")
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="also run durable single appends from this many processes at once (group commit)")
     ap.add_argument("--no-fsync-wait", action="store_true",
                     help="PostgreSQL synchronous_commit=off: NOT durable; isolates the cost of the code from the "
                          "disk flush (reported as durable=false)")
@@ -94,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup(args.db, workdir)
 
     from django.db import connection
+    from django.test.utils import CaptureQueriesContext
 
     from ledger.core.bundle import parse_bundle
     from ledger.core.verify import verify_parsed
@@ -122,14 +193,24 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(50):  # warm-up: connection, signer and weight caches
         transition_append(memory_id=ids[i % len(ids)], valence_q=100, evidence=[f"outcome:{i}"])
 
+    commit_floor_ms = _commit_floor_ms(connection)
+    with CaptureQueriesContext(connection) as queries:
+        transition_append(memory_id=ids[0], valence_q=100, evidence=["outcome:count"])
+    statements = len(queries.captured_queries)
+
     lat = []
+    cpu0 = time.process_time()
     for i in range(args.n):
         t0 = time.perf_counter()
         transition_append(memory_id=ids[i % len(ids)], valence_q=(250 if i % 3 else -250), evidence=[f"outcome:{i}"])
         lat.append((time.perf_counter() - t0) * 1000)
+    cpu_ms_per_append = (time.process_time() - cpu0) * 1000 / args.n
     lat.sort()
     median_ms = statistics.median(lat)
     p95_ms = lat[int(0.95 * (len(lat) - 1))]
+
+    concurrent = _concurrent(ids, args.n, args.concurrency, args.no_fsync_wait and args.db == "postgres") \
+        if args.concurrency > 1 else {}
 
     profile_text = ""
     if args.profile:
@@ -144,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     batch = 500
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     done = 0
     while done < args.n:
         size = min(batch, args.n - done)
@@ -151,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "evidence": [f"outcome:b{done + j}"]} for j in range(size)])
         done += size
     batch_per_s = args.n / (time.perf_counter() - t0)
+    batch_per_cpu_s = args.n / (time.process_time() - cpu0)
 
     node_fields = [f.attname for f in ProvenanceNode._meta.concrete_fields]
     tc_fields = [f.attname for f in TransitionCommitment._meta.concrete_fields]
@@ -164,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                              .values(*leaf_fields)[:1000])
 
     parsed = parse_bundle(bundle_build(org))
+    cpu0 = time.process_time()
     report = verify_parsed(parsed)
+    verify_per_cpu_s = report.entries / (time.process_time() - cpu0)
     assert not report.findings, report.findings[:3]
     verify_per_s = report.entries / report.seconds
 
@@ -176,13 +261,24 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_provenance_node": round(node_b, 1), "bytes_transition_commitment": round(tc_b, 1),
         "bytes_log_leaves_per_transition": round(2 * leaf_b, 1),
         "batch_transitions_per_s": round(batch_per_s), "verify_entries_per_s": round(verify_per_s),
-        "verified_entries": report.entries, "mutmem": MUTMEM, "targets": TARGETS,
+        "verified_entries": report.entries,
+        "commit_floor_ms": round(commit_floor_ms, 3), "round_trips_per_append": statements,
+        "cpu_ms_per_append": round(cpu_ms_per_append, 3), "batch_transitions_per_cpu_s": round(batch_per_cpu_s),
+        "verify_entries_per_cpu_s": round(verify_per_cpu_s), "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(), **concurrent, "mutmem": MUTMEM, "targets": TARGETS,
     }
     print(f"{'metric':<28}{'this run':>14}{'MutMem':>12}{'target':>12}")
     for k in ("median_ms", "p95_ms", "bytes_per_transition", "batch_transitions_per_s", "verify_entries_per_s"):
         print(f"{k:<28}{result[k]:>14}{MUTMEM.get(k, '-'):>12}{TARGETS[k]:>12}")
     print(f"({args.db}; {args.n} single appends over {args.memories} memories, log leaves add "
           f"{result['bytes_log_leaves_per_transition']} B per transition)")
+    print(f"durable commit floor {result['commit_floor_ms']} ms; {statements} round trips per append; client CPU "
+          f"{result['cpu_ms_per_append']} ms per append, {result['batch_transitions_per_cpu_s']} batched transitions "
+          f"and {result['verify_entries_per_cpu_s']} verified entries per CPU second; load average "
+          f"{result['load_average_1m']} on {result['cpu_count']} CPUs")
+    if concurrent:
+        print(f"{args.concurrency} concurrent appenders: {concurrent['concurrent_transitions_per_s']} durable "
+              f"transitions/s, median {concurrent['concurrent_median_ms']} ms, p95 {concurrent['concurrent_p95_ms']} ms")
     if profile_text:
         print(profile_text)
     if args.json_out:

@@ -24,7 +24,7 @@ mode serializes writers instead of row locks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -466,7 +466,25 @@ def _lock_log(organization_id: int) -> int:
     return 0 if last is None else last + 1
 
 
-def _run_statements(statements: list[tuple[str, list]]) -> list[list[tuple]]:
+# A statement is a list of (SQL fragment, parameters) parts, concatenated in order: bulk
+# VALUES lists are one short part per row, so on PostgreSQL each row is bound with psycopg's
+# cached parse of the short template instead of one parse of a template with thousands of
+# placeholders (which cost more than the signatures of the batch).
+_Statement = list[tuple[str, Sequence[Any]]]
+
+
+def _pg_mogrifier() -> Callable[[str, Sequence[Any]], str]:
+    connection.ensure_connection()
+    raw = connection.connection
+    try:
+        from psycopg import ClientCursor
+    except ImportError:  # psycopg2: any cursor binds on the client, returning bytes
+        cur2 = raw.cursor()
+        return lambda sql, params: cur2.mogrify(sql, params).decode()
+    return ClientCursor(raw).mogrify
+
+
+def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
     """Run ``statements`` in order in the current transaction; return each one's rows.
 
     On PostgreSQL they go to the server as one simple-protocol query (parameters bound on the
@@ -477,8 +495,10 @@ def _run_statements(statements: list[tuple[str, list]]) -> list[list[tuple]]:
     """
     out: list[list[tuple]] = []
     with connection.cursor() as cur:
-        if connection.vendor == "postgresql" and len(statements) > 1:
-            cur.execute(";\n".join(connection.ops.compose_sql(sql, params) for sql, params in statements))
+        if connection.vendor == "postgresql":
+            bind = _pg_mogrifier()
+            cur.execute(";\n".join("".join(bind(sql, params) if params else sql for sql, params in stmt)
+                                   for stmt in statements))
             raw = cur.cursor
             while True:
                 out.append(raw.fetchall() if raw.description is not None else [])
@@ -487,8 +507,8 @@ def _run_statements(statements: list[tuple[str, list]]) -> list[list[tuple]]:
             if len(out) != len(statements):
                 raise RuntimeError(f"expected {len(statements)} results from the ledger write, got {len(out)}")
             return out
-        for sql, params in statements:
-            cur.execute(sql, params)
+        for stmt in statements:
+            cur.execute("".join(sql for sql, _ in stmt), [v for _, params in stmt for v in params])
             out.append(cur.fetchall() if cur.description is not None else [])
     return out
 
@@ -496,43 +516,44 @@ def _run_statements(statements: list[tuple[str, list]]) -> list[list[tuple]]:
 _WRITE_CHUNK = 500
 
 
-def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> tuple[str, list]:
+def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> _Statement:
     """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (all concrete fields but the pk)."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     qn = connection.ops.quote_name
     # Integers and strings go to the driver as they are (the bodies were schema-checked);
-    # only JSON and bytes need the field's adaptation. Saves most of the per-row cost.
+    # only JSON and bytes need the field's adaptation.
     plain = (models.IntegerField, models.CharField, models.ForeignKey)
     attrs = [(f.attname, None if isinstance(f, plain) and not isinstance(f, models.JSONField) else f)
              for f in fields]
-    params: list = []
-    for row in rows:
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    stmt: _Statement = [(f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                         "VALUES ", ())]
+    for i, row in enumerate(rows):
+        values = []
         for attname, f in attrs:
             v = getattr(row, attname)
-            params.append(v if f is None or v is None else f.get_db_prep_save(v, connection))
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-           f"VALUES {', '.join([one] * len(rows))} RETURNING {qn(model._meta.pk.column)}")
-    return sql, params
+            values.append(v if f is None or v is None else f.get_db_prep_save(v, connection))
+        stmt.append((one if i == 0 else ", " + one, values))
+    stmt.append((f" RETURNING {qn(model._meta.pk.column)}", ()))
+    return stmt
 
 
-def _leaves_sql(organization_id: int, leaves: list[tuple[int, str, int, bytes]]) -> tuple[str, list]:
+def _leaves_sql(organization_id: int, leaves: list[tuple[int, str, int, bytes]]) -> _Statement:
     """Append ``leaves`` (memory id, kind, seq, leaf hash) to the organization's log after its
     current last index. The index is read by this statement, after the organization row is
     locked by an earlier one, so it sees every leaf committed before."""
     qn = connection.ops.quote_name
-    t = LogLeaf._meta.db_table
+    t = qn(LogLeaf._meta.db_table)
     cols = ", ".join(qn(LogLeaf._meta.get_field(n).column) for n in
                      ("organization", "index", "memory", "kind", "seq", "leaf_hash"))
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(leaves))
-    params: list = []
+    stmt: _Statement = [(f"INSERT INTO {t} ({cols}) SELECT %s, base.i + v.column1, v.column2, v.column3, "
+                         "v.column4, v.column5 FROM (VALUES ", [organization_id])]
     for offset, (memory_id, kind, seq, h) in enumerate(leaves):
-        params.extend((offset, memory_id, kind, seq, h))
-    index = qn("index")
-    sql = (f"INSERT INTO {qn(t)} ({cols}) SELECT %s, base.i + v.column1, v.column2, v.column3, v.column4, v.column5 "
-           f"FROM (VALUES {values}) AS v, (SELECT COALESCE(MAX({index}) + 1, 0) AS i FROM {qn(t)} "
-           f"WHERE {qn('organization_id')} = %s) AS base ORDER BY v.column1")
-    return sql, [organization_id, *params, organization_id]
+        stmt.append(("(%s, %s, %s, %s, %s)" if offset == 0 else ", (%s, %s, %s, %s, %s)",
+                     (offset, memory_id, kind, seq, h)))
+    stmt.append((f") AS v, (SELECT COALESCE(MAX({qn('index')}) + 1, 0) AS i FROM {t} "
+                 f"WHERE {qn('organization_id')} = %s) AS base ORDER BY v.column1", [organization_id]))
+    return stmt
 
 
 def _write(chains: list[_Chain]) -> None:
@@ -547,9 +568,9 @@ def _write(chains: list[_Chain]) -> None:
         return
     qn = connection.ops.quote_name
     org_ids = sorted({c.memory.organization_id for c in chains})
-    statements: list[tuple[str, list]] = []
+    statements: list[_Statement] = []
     if connection.features.has_select_for_update:
-        statements += [(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])
+        statements += [[(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])]
                        for o in org_ids]
     by_model: dict[type, list[models.Model]] = {}
     for c in chains:
@@ -580,8 +601,8 @@ def _write(chains: list[_Chain]) -> None:
             updates.update(label_seq=c.label_seq, epistemic_state=c.state)
         if updates:
             sets = ", ".join(f"{qn(Memory._meta.get_field(k).column)} = %s" for k in updates)
-            statements.append((f"UPDATE {qn(Memory._meta.db_table)} SET {sets} WHERE {qn('id')} = %s",
-                               [*updates.values(), m.pk]))
+            statements.append([(f"UPDATE {qn(Memory._meta.db_table)} SET {sets} WHERE {qn('id')} = %s",
+                                [*updates.values(), m.pk])])
             moved.append((m, updates))
     results = _run_statements(statements)
     for at, chunk in inserted:
