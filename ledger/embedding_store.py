@@ -34,7 +34,7 @@ _EMBEDDERS_LOCK = threading.Lock()
 
 
 def embedder_for_store(store: Store | None = None) -> TextEmbedder:
-    backend = getattr(settings, "EMBEDDING_BACKEND", "")
+    backend = settings.EMBEDDING_BACKEND
     path = (store.embedding_model if store is not None else "") or getattr(settings, "EMBEDDING_MODEL_PATH", "")
     key = backend or f"st:{path}"
     embedder = _EMBEDDERS.get(key)

@@ -218,6 +218,9 @@ CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 HOUSEKEEPER_KEY_DIR = Path(envstr("HOUSEKEEPER_KEY_DIR", str(VAR_DIR / "keys")))
 RECEIPT_KEY_DIR = Path(envstr("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
 EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
+# A dotted embedder class overriding the model choice for every store (tests and load benches
+# use "ledger.embeddings.HashingEmbedder", a labelled test double); empty = the real model.
+EMBEDDING_BACKEND = os.getenv("EMBEDDING_BACKEND", "")
 LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 
 REST_FRAMEWORK = {
