@@ -127,8 +127,12 @@ class Embedder(_EncodeCachedMixin):
                     # A model hub is never reachable from here, and must not be tried.
                     os.environ["HF_HUB_OFFLINE"] = "1"
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    import torch
                     from sentence_transformers import SentenceTransformer
 
+                    # Intra-op threads spin-wait: with 2+ threads on a busy host (web, workers
+                    # and tests sharing cores) one query took ~1 s instead of ~30 ms here.
+                    torch.set_num_threads(int(os.environ.get("EMBEDDING_THREADS", "1")))
                     model = SentenceTransformer(path, device=self.device)
                     _MODELS[key] = model
         return model
