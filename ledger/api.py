@@ -84,7 +84,8 @@ class StoreListCreateApi(APIView):
     OutputSerializer = StoreSerializer
 
     def get_permissions(self):
-        self.required_capability = "admin" if self.request.method == "POST" else "member"
+        # Analysts upload memory stores (as in the UI); reviewers only decide labels.
+        self.required_capability = "propose" if self.request.method == "POST" else "member"
         return super().get_permissions()
 
     @extend_schema(operation_id="stores_list", responses={200: StoreSerializer(many=True)})

@@ -36,12 +36,15 @@ def token(facts, dana) -> str:
 # --------------------------------------------------------------------------- stores
 
 
-def test_members_list_their_stores_and_admins_create_them(store, alice, dana):
+def test_members_list_their_stores_and_analysts_and_admins_create_them(store, alice, bob, dana):
     r = client_for(alice).get("/api/v1/stores/")
     assert r.status_code == 200 and [s["slug"] for s in r.json()] == ["main"]
 
-    r = client_for(alice).post("/api/v1/stores/", {"name": "Agent B"}, format="json")
+    r = client_for(bob).post("/api/v1/stores/", {"name": "Agent A"}, format="json")
     assert r.status_code == 403
+
+    r = client_for(alice).post("/api/v1/stores/", {"name": "Agent A"}, format="json")
+    assert r.status_code == 201 and r.json()["slug"] == "agent-a"
 
     r = client_for(dana).post("/api/v1/stores/", {"name": "Agent B", "exclude_suspect": False}, format="json")
     assert r.status_code == 201 and r.json()["slug"] == "agent-b" and r.json()["exclude_suspect"] is False
