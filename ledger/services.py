@@ -416,41 +416,63 @@ def _converted(row: tuple, converters: list[tuple[int, list, Any]]) -> list:
     return out
 
 
-def _lock_memories(ids: list[int]) -> dict[int, Memory]:
-    """Lock the memory rows (by id; the organization and store come along unlocked) and read, in
-    the same statement, their organization's key-epoch marks (``memory.epoch_mark``, see
-    :func:`_epoch_set_of`). Raw SQL: the ORM compiles this query slower than the database runs it."""
-    ids = sorted(set(ids))
-    if not ids:
-        return {}
+@dataclass(frozen=True)
+class _LockQuery:
+    """The parts of the memory-lock statement that depend only on the database backend."""
+
+    head: str  # SELECT ... WHERE m.id IN (
+    tail: str  # ) ORDER BY m.id [FOR UPDATE OF m]
+    names: tuple[list[str], ...]  # attnames of Memory, Organization, Store columns
+    converters: list[tuple[int, list, Any]]
+
+
+_lock_queries: dict[str, _LockQuery] = {}
+
+
+def _lock_query() -> _LockQuery:
+    q = _lock_queries.get(connection.vendor)
+    if q is not None:
+        return q
     qn = connection.ops.quote_name
     models_ = ((Memory, "m"), (Organization, "o"), (Store, "s"))
-    names = {alias: [f.attname for f in model._meta.concrete_fields] for model, alias in models_}
     cols = [f"{alias}.{qn(f.column)}" for model, alias in models_ for f in model._meta.concrete_fields]
     ke = qn(KeyEpoch._meta.db_table)
     marks = [f"(SELECT {agg} FROM {ke} e WHERE e.organization_id = m.organization_id)" for agg in _EPOCH_MARKS.values()]
     marks.append(f"(SELECT e.public_key FROM {ke} e WHERE e.organization_id = m.organization_id "
                  "ORDER BY e.id DESC LIMIT 1)")
-    lock = " FOR UPDATE OF m" if connection.features.has_select_for_update_of else ""
     columns = [f.get_col(alias) for model, alias in models_ for f in model._meta.concrete_fields]
-    converters = [(i, convs, col) for i, col in enumerate(columns)
-                  if (convs := connection.ops.get_db_converters(col) + col.target.get_db_converters(connection))]
+    q = _LockQuery(
+        head=(f"SELECT {', '.join(cols + marks)} FROM {qn(Memory._meta.db_table)} m "
+              f"JOIN {qn(Organization._meta.db_table)} o ON o.id = m.organization_id "
+              f"JOIN {qn(Store._meta.db_table)} s ON s.id = m.store_id WHERE m.id IN ("),
+        tail=") ORDER BY m.id" + (" FOR UPDATE OF m" if connection.features.has_select_for_update_of else ""),
+        names=tuple([f.attname for f in model._meta.concrete_fields] for model, _ in models_),
+        converters=[(i, convs, col) for i, col in enumerate(columns)
+                    if (convs := connection.ops.get_db_converters(col) + col.target.get_db_converters(connection))],
+    )
+    _lock_queries[connection.vendor] = q
+    return q
+
+
+def _lock_memories(ids: list[int]) -> dict[int, Memory]:
+    """Lock the memory rows (by id; the organization and store come along unlocked) and read, in
+    the same statement, their organization's key-epoch marks (``memory.epoch_mark``, see
+    :func:`_epoch_set_of`). Raw SQL: the ORM compiles this query slower than the database runs it."""
+    ids = sorted(set(ids))
+    q = _lock_query()
+    names_m, names_o, names_s = q.names
+    nm, no, ns = len(names_m), len(names_o), len(names_s)
     out: dict[int, Memory] = {}
     for start in range(0, len(ids), 900):
         chunk = ids[start:start + 900]
-        sql = (f"SELECT {', '.join(cols + marks)} FROM {qn(Memory._meta.db_table)} m "
-               f"JOIN {qn(Organization._meta.db_table)} o ON o.id = m.organization_id "
-               f"JOIN {qn(Store._meta.db_table)} s ON s.id = m.store_id "
-               f"WHERE m.id IN ({', '.join(['%s'] * len(chunk))}) ORDER BY m.id{lock}")
         with connection.cursor() as cur:
-            cur.execute(sql, chunk)
+            cur.execute(q.head + ", ".join(["%s"] * len(chunk)) + q.tail, chunk)
             rows = cur.fetchall()
-        nm, no, ns = len(names["m"]), len(names["o"]), len(names["s"])
         for raw in rows:
-            row = _converted(raw, converters)
-            m = Memory.from_db(connection.alias, names["m"], row[:nm])
-            org = Organization.from_db(connection.alias, names["o"], row[nm:nm + no])
-            store = Store.from_db(connection.alias, names["s"], row[nm + no:nm + no + ns])
+            row = _converted(raw, q.converters)
+            m = Memory.from_db(connection.alias, names_m, row[:nm])
+            org = Organization.from_db(connection.alias, names_o, row[nm:nm + no])
+            store = Store.from_db(connection.alias, names_s, row[nm + no:nm + no + ns])
             Memory.organization.field.set_cached_value(m, org)
             Memory.store.field.set_cached_value(m, store)
             *counts, newest = row[nm + no + ns:]
