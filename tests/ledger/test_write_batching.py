@@ -104,3 +104,20 @@ def test_evidence_with_quotes_percent_signs_and_sql_is_stored_verbatim(memories,
                                   evidence={"q": "%s", "n": 1}, actor="user:o'brien")
     assert (label.reason, label.evidence, label.actor) == ("50% 'sure'; --", {"q": "%s", "n": 1}, "user:o'brien")
     assert organization_verify(organization) == []
+
+
+def test_a_batch_split_into_several_insert_statements_still_logs_contiguously(memories, organization, monkeypatch):
+    monkeypatch.setattr(services, "_WRITE_CHUNK", 2)  # 5 transitions: 3 node, 3 commitment and 5 leaf statements
+    before = LogLeaf.objects.filter(organization=organization).count()
+    nodes = services.transitions_append(items=[{"memory_id": memories[i % 3].pk, "valence_q": 100 * (i + 1),
+                                                "evidence": [f"chunk:{i}"]} for i in range(5)])
+    assert len({n.pk for n in nodes}) == 5 and all(n.pk for n in nodes)
+    leaves = list(LogLeaf.objects.filter(organization=organization, index__gte=before).order_by("index")
+                  .values_list("index", "memory_id", "kind", "seq"))
+    assert [i for i, *_ in leaves] == list(range(before, before + 10))
+    # grouped by memory (in order of first appearance), each memory's entries in causal order
+    order = list(dict.fromkeys(n.memory_id for n in nodes))
+    assert [(m, k, s) for _, m, k, s in leaves] == [
+        (n.memory_id, kind, n.seq) for mid in order for n in nodes if n.memory_id == mid
+        for kind in ("provenance", "transition")]
+    assert organization_verify(organization) == []
