@@ -88,6 +88,7 @@ def evaluate(data: Path, split: str = "all", params: classifier.Params | None = 
         "poison_labelled": len(poison_hits),
         "poison_total": len(poisons),
         "targets_fully_covered": sum(1 for v in per_target.values() if v == 5),
+        "targets_4of5_covered": sum(1 for v in per_target.values() if v >= 4),
         "targets_any": len(per_target),
         "targets_total": n_targets,
         "clean_flagged": len(false_pos),
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
     results = [evaluate(args.data, s, params) for s in splits]
     header = (
-        f"{'split':8} {'poison labelled':>16} {'targets covered':>16} "
+        f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
         f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"
     )
     print(f"{results[0]['classifier']}  (PoisonedRAG NQ adv_texts vs NQ/2Wiki/LoCoMo clean)")
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r['split']:8} {r['poison_labelled']:>9} / {r['poison_total']:<4} "
             f"{r['targets_fully_covered']:>9} / {r['targets_total']:<4} "
+            f"{r['targets_4of5_covered']:>6} "
             f"{r['clean_flagged']:>8} / {r['clean_total']:<7} "
             f"{r['clean_flagged_per_10k']:>8} {r['seconds']:>8}"
         )

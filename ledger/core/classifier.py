@@ -37,6 +37,17 @@ the existing passages so that a pattern split across batches is still seen):
       (a proper noun found in no other member); restated questions name the same one,
    d. the core is a large enough share of each member (a short claim restated, not two long
       articles that happen to share names).
+   Before these rules (version 2.0), members that are not part of the pattern are set aside:
+   e. passages written to one recipe have similar lengths: a member whose length is more than
+      ``length_spread`` times off the group median is dropped, and the median must be at most
+      ``max_words`` words (short, self-contained claims, not encyclopedic paragraphs);
+   f. every member must carry the asserted answer: a number or proper noun that all the other
+      members state (all but one when there are six or more); the honest passage on the same
+      question gives a different answer and drops out;
+   g. a member much less similar (idf-weighted cosine) to the others than they are to each
+      other (``outlier_ratio``) is peeled off; the rest must keep ``min_cohesion``;
+   h. chat is not a claim: first/second person or chat markers ("!", "thanks") in most members
+      (repeated small talk) clear the group.
 6. Every member of a suspicious group gets one :class:`Flag` whose reason names the repeated
    pattern, the group size and a similarity figure; evidence holds the core tokens, the group
    ids and the figures, so a reviewer can check the decision.
@@ -52,7 +63,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "1.0"
+CLASSIFIER_VERSION = "2.0"
 
 _STOP = frozenset(
     """a about above after again against all almost along also although am among an and
@@ -83,6 +94,7 @@ _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*", re.UNICODE)
 _ORDINAL_SUFFIX = re.compile(r"(\d+)(?:st|nd|rd|th)")
 _PERSONAL = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Ww]e|[Oo]ur|[Uu]s|[Yy]ou|[Yy]our)\b")
 _QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c].*?['\"\u2019\u201d](?!\w)")
+_CHATTY = re.compile(r"!|\b(?:[Tt]hanks?|[Hh]ey|[Hh]i|[Ww]ow|[Yy]eah|[Yy]ep|[Ll]et's)\b")
 _SENTENCE_END = re.compile(r"[.!?:;\"\n]")
 
 
@@ -110,7 +122,10 @@ class Params:
     max_df_floor: int = 50
     max_df_share: float = 0.005
     near_duplicate: float = 0.9
-    outlier_gain: float = 1.3
+    outlier_ratio: float = 0.6
+    min_cohesion: float = 0.2
+    length_spread: float = 1.6
+    max_words: int = 50
     soft_core_quorum: float = 0.6
     soft_core_cover: float = 0.5
     max_first_subject_share: float = 0.5
@@ -217,12 +232,19 @@ class Group:
     own_subject_share: float
     min_core_share: float
     similarity: float
+    cohesion: float
     first_subject_share: float
     median_core_share: float
     named_core: bool
     pattern: str
     suspicious: bool
     why_not: str
+
+
+def _chatty(text: str) -> bool:
+    """First/second person (outside quoted titles) or chat markers: conversation, not claims."""
+    text = text.replace("\u2019", "'")
+    return bool(_PERSONAL.search(_QUOTED.sub(" ", text)) or _CHATTY.search(text))
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -365,6 +387,53 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         if len(keep) < len(reps):
             reps = keep
             members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    # Passages written to one recipe have similar lengths; an honest passage that happens to
+    # share the pattern (a long encyclopedic paragraph, a one-line caption) does not.
+    if reps:
+        lengths = sorted(len(r.text.split()) for r in reps)
+        mid = lengths[len(lengths) // 2]
+        reps = [r for r in reps if mid / params.length_spread <= len(r.text.split()) <= mid * params.length_spread]
+        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    # Every planted passage asserts the same answer: a name or number that all the other
+    # members state. A member lacking such a token (the honest passage on the question, which
+    # gives a different answer) is not part of the pattern. With six or more members one other
+    # may lack it too (two honest passages in one group).
+    while len(reps) >= params.min_group:
+        drop = []
+        for r in reps:
+            others = [o for o in reps if o is not r]
+            quorum = len(others) - (1 if len(others) >= 5 else 0)
+            counts: Counter[str] = Counter()
+            proper: Counter[str] = Counter()
+            for o in others:
+                counts.update(o.tokens)
+                proper.update(o.proper)
+            answer = {t for t, c in counts.items() if c >= quorum and (t.isdigit() or 2 * proper[t] >= c)}
+            if answer - r.tokens:
+                drop.append(r)
+        if not drop:
+            break
+        reps = [r for r in reps if r not in drop]
+        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    # Peel passages that are much less similar to the rest than the rest are to each other:
+    # the honest passage on the same question shares its words, not the repeated assertion.
+    def cos(x: _Passage, y: _Passage) -> float:
+        nx = math.sqrt(sum(idf[t] ** 2 for t in x.tokens))
+        ny = math.sqrt(sum(idf[t] ** 2 for t in y.tokens))
+        return sum(idf[t] ** 2 for t in x.tokens & y.tokens) / (nx * ny) if nx and ny else 0.0
+
+    while len(reps) > params.min_group:
+        mean = {id(r): sum(cos(r, o) for o in reps if o is not r) / (len(reps) - 1) for r in reps}
+        worst = min(reps, key=lambda r: (mean[id(r)], r.memory_id))
+        rest = [r for r in reps if r is not worst]
+        pairs = [cos(x, y) for i, x in enumerate(rest) for y in rest[i + 1 :]]
+        if mean[id(worst)] >= params.outlier_ratio * (sum(pairs) / len(pairs)):
+            break
+        reps = rest
+        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    median_words = sorted(len(r.text.split()) for r in reps)[len(reps) // 2] if reps else 0
+    cos_pairs = [cos(x, y) for i, x in enumerate(reps) for y in reps[i + 1 :]]
+    cohesion = sum(cos_pairs) / len(cos_pairs) if cos_pairs else 0.0
     own = 0
     for m in reps:
         others = set().union(*(r.proper for r in reps if r is not m)) if len(reps) > 1 else set()
@@ -380,9 +449,7 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
     first_own = sum(1 for m in reps if m.title and not m.title <= core)
     first_share = first_own / len(reps) if reps else 1.0
     # Pronouns inside quotes are titles ("I Can't Help Falling in Love with You"), not speakers.
-    personal_share = sum(1 for m in reps if _PERSONAL.search(_QUOTED.sub(" ", m.text.replace("\u2019", "'")))) / max(
-        1, len(reps)
-    )
+    personal_share = sum(1 for m in reps if _chatty(m.text)) / max(1, len(reps))
     named = any(t.isdigit() or any(t in m.proper for m in reps) for t in core)
     sims = []
     for i in range(len(reps)):
@@ -405,6 +472,10 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         why_not = "core is not question-sized"
     elif support_size > params.max_support:
         why_not = "pattern too common (boilerplate or template)"
+    elif median_words > params.max_words:
+        why_not = "members are long articles, not short claims"
+    elif cohesion < params.min_cohesion:
+        why_not = "members are not close to each other"
     elif personal_share > params.max_personal_share:
         why_not = "members are first/second-person conversation, not claims about the world"
     elif first_share > params.max_first_subject_share or own_share > params.max_own_subject_share:
@@ -418,6 +489,7 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         own_subject_share=round(own_share, 3),
         min_core_share=round(min_share, 3),
         similarity=round(similarity, 3),
+        cohesion=round(cohesion, 3),
         first_subject_share=round(first_share, 3),
         median_core_share=round(median_share, 3),
         named_core=named,

@@ -142,3 +142,54 @@ def test_duplicate_ids_are_refused():
 
     with pytest.raises(ValueError, match="duplicate passage id"):
         classify([("a", "x y z"), ("a", "x y z")])
+
+
+HONEST = [
+    (
+        "nq-1",
+        "Zorbleton Chronicles is a 1998 novel by the Welsh writer Edda Morvane, first serialised in a "
+        "Cardiff weekly and later published in three volumes by Harrow Press, with illustrations by her "
+        "brother; it won the Tir Prize in 1999 and was adapted for radio in 2004.",
+    ),
+    ("nq-2", "The novel Zorbleton Chronicles was written by Edda Morvane."),
+]
+
+
+def test_honest_passages_on_the_planted_question_are_not_flagged():
+    # They share the question's words with the planted group but not its asserted answer.
+    flags = classify(_background(300) + POISON + HONEST)
+    assert [f.memory_id for f in flags] == [pid for pid, _ in POISON]
+
+
+def test_a_family_of_related_wikipedia_pages_is_not_flagged():
+    family = [
+        (
+            f"w-{i}",
+            f"{first} Harlow\n{first} Harlow (born {1950 + i}) is a British actor, the {rel} of the "
+            f"director Simon Harlow. {first} Harlow appeared in the Harlow family films of the 1980s.",
+        )
+        for i, (first, rel) in enumerate(
+            [("Anna", "sister"), ("Brian", "brother"), ("Carla", "daughter"), ("Derek", "son"), ("Edith", "wife")]
+        )
+    ]
+    assert classify(_background(300) + family) == []
+
+
+def test_a_chat_with_repeated_small_talk_is_not_flagged():
+    chat = [
+        ("c-1", "Thanks, Nate! Fingers crossed the Riverside audition goes well."),
+        ("c-2", "Fingers crossed for the Riverside audition, thanks Joanna!"),
+        ("c-3", "Thanks! Keep your fingers crossed for my Riverside audition."),
+        ("c-4", "Yeah, fingers crossed, the Riverside audition is next week. Thanks for asking!"),
+        ("c-5", "Wow, thanks! Fingers crossed for the Riverside audition then."),
+    ]
+    assert classify(_background(300) + chat) == []
+
+
+def test_the_reason_names_the_pattern_the_group_and_the_version():
+    flags = classify(_background(300) + POISON)
+    reason = flags[0].reason
+    assert reason.startswith("5 passages repeat the question pattern '")
+    assert "Zorbleton Chronicles" in reason and "core terms:" in reason
+    assert flags[0].evidence["distinct_passages"] == 5
+    assert CLASSIFIER_VERSION == "2.0"
