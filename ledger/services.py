@@ -15,6 +15,12 @@ below), which, inside one transaction holding the memory's row lock:
 5. inserts the rows, appends one log leaf per entry (log index serialized by a lock on the
    organization row) and moves the memory's live state.
 
+Cost (PostgreSQL): an append is four round trips — BEGIN; one statement that locks the memory
+rows and reads their organization's key-epoch marks (the EpochSet is cached while they match);
+one multi-statement write (organization lock, bulk inserts, log leaves, memory update); COMMIT.
+The organization lock is held until COMMIT (the log must stay gap-free), so one organization's
+appends commit one after another: each pays its own WAL flush.
+
 A rejection raises :class:`EntryRejected` (a ``ValidationError``; ``.cause`` is the typed
 ``ledger.core.errors`` error) and nothing is written. Lock order is always memory rows (by id),
 then the organization row, so appenders never deadlock; on SQLite the IMMEDIATE transaction

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 from ledger.core.bundle import MemoryRecord, ParsedBundle, load_bundle, parse_bundle
+from ledger.core.canonical import parse_time
 from ledger.core.entries import (
     GENESIS,
     LABEL,
@@ -40,7 +41,6 @@ from ledger.core.entries import (
     check_label_chain,
     check_provenance_chain,
 )
-from ledger.core.canonical import parse_time
 from ledger.core.errors import BundleError, LedgerError
 from ledger.core.keys import EpochSet, verify_epoch_chain
 from ledger.core.merkle import leaf_hash, roots_at, verify_consistency
