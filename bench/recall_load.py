@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/recall_load.py --memories 20000 --clients 50 --duration 60 --json bench/out/recall_load.json
 
-1. Creates a fresh PostgreSQL database (``--db``, default ``memaudit_bench`` on 127.0.0.1:5432,
-   dropped first) and migrates it; key directories and VAR_DIR live in a temporary folder.
+1. Creates a fresh PostgreSQL database (``--db``, default ``memaudit_recall_load`` on
+   127.0.0.1:5432, dropped first and after) and migrates it; key directories and VAR_DIR live in a temporary folder.
 2. As the housekeeper (``MEMAUDIT_ROLE=housekeeper``, a separate process): initializes the
    organization's key epoch, imports ``--memories`` synthetic memories through the one import
    path (signed genesis entries, embeddings; the ingest classifier is skipped — it is measured
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2))
     ap.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    ap.add_argument("--db", default="memaudit_bench")
+    ap.add_argument("--db", default="memaudit_recall_load")  # its own: bench/ledger_bench.py uses memaudit_bench
     ap.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
@@ -261,8 +261,11 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
-    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
-        pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+    try:
+        with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
+            pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+    except psycopg.Error as exc:
+        print(f"note: database {args.db} left in place: {exc}")
     return 0 if n_err == 0 and check["failed"] == 0 else 1
 
 
