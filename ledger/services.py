@@ -502,14 +502,10 @@ _Statement = list[tuple[str, Sequence[Any]]]
 
 
 def _pg_mogrifier() -> Callable[[str, Sequence[Any]], str]:
+    from psycopg import ClientCursor
+
     connection.ensure_connection()
-    raw = connection.connection
-    try:
-        from psycopg import ClientCursor
-    except ImportError:  # psycopg2: any cursor binds on the client, returning bytes
-        cur2 = raw.cursor()
-        return lambda sql, params: cur2.mogrify(sql, params).decode()
-    return ClientCursor(raw).mogrify
+    return ClientCursor(connection.connection).mogrify
 
 
 def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
@@ -523,7 +519,8 @@ def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
     """
     out: list[list[tuple]] = []
     with connection.cursor() as cur:
-        if connection.vendor == "postgresql":
+        # psycopg 3 only: psycopg2 cannot return the results of later statements (no nextset).
+        if connection.vendor == "postgresql" and connection.Database.__name__ == "psycopg":
             bind = _pg_mogrifier()
             cur.execute(";\n".join("".join(bind(sql, params) if params else sql for sql, params in stmt)
                                    for stmt in statements))
