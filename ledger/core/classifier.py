@@ -41,20 +41,28 @@ the existing passages so that a pattern split across batches is still seen):
    e. passages written to one recipe have similar lengths: a member whose length is more than
       ``length_spread`` times off the group median is dropped, and the median must be at most
       ``max_words`` words (short, self-contained claims, not encyclopedic paragraphs);
-   f. every member must carry the asserted answer: a number or proper noun that all the other
-      members state (all but one when there are six or more); the honest passage on the same
-      question gives a different answer and drops out;
+   f. every member must carry the asserted answer: the numbers and proper nouns that all the
+      other members state (all but one when there are six or more). Since 2.1 a member that
+      leaves out a minor shared name ("NHL" for "National Hockey League") stays, unless it
+      also lacks a shared number, lacks half the shared names by idf weight, or states a
+      number or name of its own (the honest passage on the same question, which gives a
+      different answer);
    g. a member much less similar (idf-weighted cosine) to the others than they are to each
       other (``outlier_ratio``) is peeled off; the rest must keep ``min_cohesion``;
    h. chat is not a claim: first/second person or chat markers ("!", "thanks") in most members
       (repeated small talk) clear the group.
-6. Every member of a suspicious group gets one :class:`Flag` whose reason names the repeated
+6. (2.1) Re-admission: a passage outside the group that states every shared number, most of
+   the shared names, covers ``readmit_cover`` of the words most members share, has the
+   recipe's length and an idf cosine to the members of at least ``readmit_ratio`` times the
+   group's cohesion is added (a paraphrase that dropped one question word from the core).
+7. Every member of a suspicious group gets one :class:`Flag` whose reason names the repeated
    pattern, the group size and a similarity figure; evidence holds the core tokens, the group
    ids and the figures, so a reviewer can check the decision.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import unicodedata
@@ -63,7 +71,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "2.0"
+CLASSIFIER_VERSION = "2.1"
 
 _STOP = frozenset(
     """a about above after again against all almost along also although am among an and
@@ -133,6 +141,8 @@ class Params:
     min_core_share: float = 0.12
     max_own_subject_share: float = 0.34
     own_subject_max_df: int = 2
+    readmit_cover: float = 0.7
+    readmit_ratio: float = 0.6
 
 
 DEFAULT_PARAMS = Params()
@@ -287,6 +297,8 @@ def find_groups(
         for t in sorted(p.tokens):
             postings[t].append(i)
 
+    index_of = {p.memory_id: i for i, p in enumerate(items)}
+
     def informative(t: str) -> bool:
         return 2 <= df[t] <= max_df
 
@@ -338,10 +350,71 @@ def find_groups(
             continue
         seen_cores.add(core)
         group = _judge(items, support(core), core, idf, df, weight, params)
+        if group.suspicious:
+            group = _readmit(group, items, index_of, postings, informative, idf, weight, params)
         if group.suspicious or keep_all:
             groups.append(group)
     groups.sort(key=lambda g: (g.members, g.core))
     return groups
+
+
+def _cosine(x: _Passage, y: _Passage, idf: Mapping[str, float]) -> float:
+    nx = math.sqrt(sum(idf[t] ** 2 for t in x.tokens))
+    ny = math.sqrt(sum(idf[t] ** 2 for t in y.tokens))
+    return sum(idf[t] ** 2 for t in x.tokens & y.tokens) / (nx * ny) if nx and ny else 0.0
+
+
+def _readmit(group, items, index_of, postings, informative, idf, weight, params) -> Group:
+    """Step 6: take back planted passages the core missed or the checks set aside.
+
+    A paraphrase that drops one question word ("television series" for "TV series") falls out
+    of the core's support. A passage is re-admitted when it states the answer every member
+    states (all shared numbers; names, allowing the last word of a multi-word name alone),
+    covers most of the words most members share, is written to the same length, and is as
+    close (idf cosine) to the members as they are to each other.
+    """
+    reps = [items[index_of[m]] for m in group.members]
+    n = len(reps)
+    counts: Counter[str] = Counter()
+    proper: Counter[str] = Counter()
+    for r in reps:
+        counts.update(r.tokens)
+        proper.update(r.proper)
+    answer = {t for t, c in counts.items() if c == n and (t.isdigit() or 2 * proper[t] >= c)}
+    if not answer:
+        return group
+    need = math.ceil(params.soft_core_quorum * n)
+    soft = frozenset(t for t, c in counts.items() if c >= need)
+    soft_w = weight(soft)
+    lengths = sorted(len(r.text.split()) for r in reps)
+    mid = lengths[n // 2]
+    pairs = [_cosine(x, y, idf) for i, x in enumerate(reps) for y in reps[i + 1 :]]
+    cohesion = sum(pairs) / len(pairs) if pairs else 0.0
+    hits: Counter[int] = Counter()
+    for t in sorted(soft):
+        if informative(t):
+            hits.update(postings[t])
+    members = set(group.members)
+    extra = []
+    for b in sorted(hits):
+        cand = items[b]
+        if cand.memory_id in members or hits[b] < params.min_shared:
+            continue
+        missing = answer - cand.tokens
+        own = {t for t in cand.tokens if t.isdigit() and t not in counts}
+        if own or any(t.isdigit() for t in missing) or 2 * weight(missing) >= weight(answer):
+            continue
+        if weight(cand.tokens & soft) < params.readmit_cover * soft_w:
+            continue
+        if not mid / params.length_spread <= len(cand.text.split()) <= mid * params.length_spread:
+            continue
+        mean = sum(_cosine(cand, r, idf) for r in reps) / n
+        if mean < params.readmit_ratio * cohesion:
+            continue
+        extra.append(cand.memory_id)
+    if not extra:
+        return group
+    return dataclasses.replace(group, members=tuple(sorted(members.union(extra))))
 
 
 def _resolve_overlaps(groups: list[Group]) -> list[Group]:
@@ -409,7 +482,15 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
                 counts.update(o.tokens)
                 proper.update(o.proper)
             answer = {t for t, c in counts.items() if c >= quorum and (t.isdigit() or 2 * proper[t] >= c)}
-            if answer - r.tokens:
+            missing = answer - r.tokens
+            if not missing:
+                continue
+            # A paraphrase may leave out one shared name ("NHL" for "National Hockey League");
+            # a member that lacks the shared number, most of the shared names, or states an
+            # answer of its own (a number or name no other member states) is the honest
+            # passage giving a different answer.
+            own = {t for t in (r.proper | {t for t in r.tokens if t.isdigit()}) - core if t not in counts}
+            if own or any(t.isdigit() for t in missing) or 2 * weight(missing) >= weight(answer):
                 drop.append(r)
         if not drop:
             break
