@@ -64,6 +64,7 @@ class AuditParams:
     expansion_rounds: int = 4
     expansion_agreement: float = 0.6
     expansion_min_tokens: int = 3
+    expansion_dormant: bool = True
     group_credit_filter: bool = True
     baselines: bool = True
     baseline_residual: bool = True
@@ -211,6 +212,7 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
     exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
                        alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
                        min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
+                       dormant=p.expansion_dormant,
                        group_thresholds=p.group_thresholds, combine=p.combine,
                        carries_harm=_carries_harm(retriever.memories)
                        if p.group_credit_filter else None)

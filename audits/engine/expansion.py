@@ -23,6 +23,10 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    DS = α·CMIS + (1 − α)·max(CAS^, agreement) reaches the batch threshold: causal and
    structural evidence both speak, as for the incidents.
 5. Repeat with the grown batch (bounded rounds) until no memory joins.
+6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
+   today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
+   where CMIS tests necessity. When that output meets the harm, its score is that harm and
+   it joins under the same DS rule.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from .cmis import (
 )
 from .fusion import HARMFUL
 from .replay import Replayer
-from .retriever import Retriever
+from .retriever import RetrievedMemory, Retriever
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -101,18 +105,18 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  retriever: Retriever, replayer: Replayer, *,
                  cas_hat: Mapping[str, float], alpha: float, threshold: float,
                  agreement: float = 0.6, min_tokens: int = 3, max_rounds: int = 4,
+                 dormant: bool = True,
                  group_thresholds: Sequence[float] = (0.9, 0.8), combine: str = "max",
                  carries_harm: Callable[[AuditEvent, str], bool] | None = None
                  ) -> ExpansionResult:
-    """Steps 1–5 of the module docstring. `seed_events`: confirmed poison -> its event."""
+    """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event."""
     res = ExpansionResult(batch=list(batch))
     seeds: dict[str, AuditEvent] = {m: ev for m, ev in seed_events.items() if m in retriever.index}
     mems = retriever.memories
     slots = [slot_tokens(answer_slot(m.metadata, m.text)) for m in mems]
     allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
-    for rnd in range(max_rounds):
-        if not seeds:
-            break
+
+    def candidates() -> dict[str, AuditEvent]:
         in_batch = set(res.batch)
         seed_ids = list(seeds)
         patterns = [slots[retriever.index[s]] for s in seed_ids]
@@ -127,6 +131,13 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 continue
             cands[mid] = ev
             res.agreement[mid] = max(res.agreement.get(mid, 0.0), j)
+        return cands
+
+    for rnd in range(max_rounds):
+        if not seeds:
+            break
+        in_batch = set(res.batch)
+        cands = candidates()
         if not cands:
             break
         # 3. derived events: the candidates' own queries, replayed over M \ B
@@ -178,4 +189,25 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             break
         res.batch = res.batch + sorted(added)
         res.added += sorted(added)
+    if dormant and seeds:
+        # 6. what is left of the pattern, each record alone with its own query
+        joined: list[str] = []
+        for mid, ev in candidates().items():
+            m = mems[retriever.index[mid]]
+            q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+            q = q if isinstance(q, str) and q.strip() else m.text
+            out = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata),
+                                        ev.candidates)
+            harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
+            h = sum(harms) / len(harms) if harms else 0.0
+            agree = res.agreement.get(mid, 0.0)
+            if h >= HARMFUL and alpha * min(h, 1.0) + (1 - alpha) * max(
+                    cas_hat.get(mid, 0.0), agree) >= threshold:
+                joined.append(mid)
+                res.scores[mid] = CmisScore(mid, h, h, h, 0.0, 0.0, 1, [
+                    {"event": f"alone:{mid}", "score": h, "single": 0.0, "group": 0.0,
+                     "sufficiency": True, "query": q, "output": out.text}])
+        res.rounds.append({"expansion": True, "dormant": True, "added": sorted(joined)})
+        res.batch = res.batch + sorted(joined)
+        res.added += sorted(joined)
     return res

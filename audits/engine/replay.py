@@ -51,3 +51,18 @@ class Replayer:
             self.calls += 1
         self.cache[key] = out.to_dict()
         return retrieved, out
+
+    def answer_alone(self, query: str, memory: RetrievedMemory,
+                     candidates: Sequence[str] | None = None) -> AgentOutput:
+        """f(q, {m}): the agent given this one memory (cached like any replay)."""
+        key = replay_key(query, [memory.id, "\x1ealone"] + list(candidates or ()), self.agent_hash)
+        hit = self.cache.get(key)
+        if hit is not None:
+            with self._lock:
+                self.cache_hits += 1
+            return AgentOutput.from_dict(hit)
+        out = self.agent.answer(query, [memory], candidates)
+        with self._lock:
+            self.calls += 1
+        self.cache[key] = out.to_dict()
+        return out
