@@ -139,7 +139,7 @@ class Params:
     max_first_subject_share: float = 0.5
     max_personal_share: float = 0.5
     min_core_share: float = 0.12
-    max_own_subject_share: float = 0.34
+    max_own_subject_share: float = 0.5
     own_subject_max_df: int = 2
     readmit_cover: float = 0.7
     readmit_ratio: float = 0.6
