@@ -74,6 +74,9 @@ class AuditRun(models.Model):
     # baselines, graph for Plotly, groups, events, agent calls, timings.
     results = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # What the analysis depends on (store's ledger state, incidents, settings): a later run with
+    # the same fingerprint reuses a finished run's analysis instead of recomputing it.
+    fingerprint = models.CharField(max_length=64, blank=True, db_index=True)
     created_by = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

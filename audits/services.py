@@ -29,6 +29,7 @@ twice); ``proposal_sync`` marks the proposal decided once its label exists.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -542,7 +543,10 @@ def audit_run_execute(*, audit_run_id: int) -> None:
     run.refresh_from_db()
     try:
         if not run.jobs.exists():
-            AuditRun.objects.filter(pk=run.pk).update(stage=AuditRun.Stage.PREPARE)
+            fingerprint = audit_run_fingerprint(run)
+            AuditRun.objects.filter(pk=run.pk).update(stage=AuditRun.Stage.PREPARE, fingerprint=fingerprint)
+            if _reuse_finished_analysis(run, fingerprint):
+                return
             ctx = _run_context(run)
             p = ctx.params
             candidates = list(dict.fromkeys(m for ev in ctx.events for m in ev.retrieved
@@ -580,6 +584,66 @@ def audit_run_execute(*, audit_run_id: int) -> None:
         return
     for chunk in _chunks(pending, REPLAY_CHUNK):
         audit_replay_task.delay(run.pk, list(chunk))
+
+
+# ---------------------------------------------------------------------------- analysis reuse
+
+_ENGINE_DIGEST: str | None = None
+
+
+def _engine_digest() -> str:
+    """A digest of the engine's source, so a changed algorithm never reuses old results."""
+    global _ENGINE_DIGEST
+    if _ENGINE_DIGEST is None:
+        from pathlib import Path
+
+        import audits.engine
+
+        h = hashlib.sha256()
+        for path in sorted(Path(audits.engine.__file__).parent.glob("*.py")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+        _ENGINE_DIGEST = h.hexdigest()
+    return _ENGINE_DIGEST
+
+
+def audit_run_fingerprint(run: AuditRun) -> str:
+    """1. the store's ledger state: the organization's log size (every genesis, weight change
+    and label is a log leaf) and the store's signed-memory count; 2. the incidents' contents;
+    3. the run's settings; 4. the engine's code. Equal fingerprints give equal analyses."""
+    from ledger.models import LogLeaf
+
+    log_size = LogLeaf.objects.filter(organization_id=run.organization_id).count()
+    signed = Memory.objects.filter(store_id=run.store_id, chain_head__isnull=False).count()
+    incidents = sorted(
+        (i.external_id, i.query, i.output, list(i.retrieved), i.harm, i.harm_value, i.candidates)
+        for i in run.incidents.all())
+    payload = json.dumps({"store": run.store_id, "log": log_size, "signed": signed, "incidents": incidents,
+                          "settings": run.settings, "engine": _engine_digest()}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _reuse_finished_analysis(run: AuditRun, fingerprint: str) -> bool:
+    """Copy the analysis of a finished run with the same fingerprint; True when it did."""
+    source = (AuditRun.objects.filter(store_id=run.store_id, fingerprint=fingerprint, status=AuditRun.Status.DONE)
+              .exclude(pk=run.pk).order_by("-finished_at").first())
+    if source is None:
+        return False
+    t0 = time.perf_counter()
+    results = dict(source.results)
+    results["reused_from"] = source.pk
+    results["agent_calls"] = 0
+    results["timings"] = {**results.get("timings", {}), "reuse_wall": time.perf_counter() - t0}
+    with transaction.atomic():
+        if not AuditRun.objects.filter(pk=run.pk, status=AuditRun.Status.RUNNING).update(
+                status=AuditRun.Status.DONE, stage=AuditRun.Stage.FINISHED, results=results,
+                replays_total=source.replays_total, replays_done=source.replays_total, finished_at=timezone.now()):
+            return True  # someone else finished it meanwhile
+        AuditSuspect.objects.bulk_create([
+            AuditSuspect(run=run, memory_id=s.memory_id, rank=s.rank, ds=s.ds, cmis=s.cmis,
+                         cmis_ci_low=s.cmis_ci_low, cmis_ci_high=s.cmis_ci_high, cmis_hat=s.cmis_hat, cas=s.cas,
+                         cas_hat=s.cas_hat, per_event=s.per_event, signals=s.signals, in_batch=s.in_batch)
+            for s in source.suspects.all()], batch_size=500)
+    return True
 
 
 class _AuditError(Exception):

@@ -53,10 +53,40 @@ def test_a_re_audit_of_an_unchanged_store_calls_the_agent_zero_times(poisoned, a
 
     services._CONTEXTS.items.clear()  # as if another worker process took the re-audit
     agents.clear()
-    second = _audit(poisoned, alice, ids)
+    # Another alpha: the analysis is recomputed (no reuse), every replay comes from the cache.
+    second = _audit(poisoned, alice, ids, alpha=0.5)
+    assert "reused_from" not in second.results
     assert sum(a.calls for a in agents) == 0
     assert second.results["agent_calls"] == 0
     assert second.results["batch"] == first.results["batch"]
+
+
+def test_a_re_audit_with_nothing_changed_reuses_the_analysis(poisoned, alice, agents, monkeypatch):
+    ids = [i.pk for i in services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
+                                                   filename="incidents.jsonl", user=alice)]
+    first = _audit(poisoned, alice, ids)
+    monkeypatch.setattr(services, "run_audit", lambda *a, **k: pytest.fail("the analysis was recomputed"))
+    agents.clear()
+    second = _audit(poisoned, alice, ids)
+    assert second.results["reused_from"] == first.pk and second.fingerprint == first.fingerprint
+    assert sum(a.calls for a in agents) == 0
+    assert [(s.memory_id, s.rank, s.ds, s.in_batch) for s in second.suspects.order_by("rank")] == \
+        [(s.memory_id, s.rank, s.ds, s.in_batch) for s in first.suspects.order_by("rank")]
+
+
+def test_a_ledger_change_in_the_store_invalidates_the_reuse(poisoned, alice, agents, monkeypatch):
+    from ledger.services import label_append
+    from ledger.signing import housekeeper_role
+
+    ids = [i.pk for i in services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
+                                                   filename="incidents.jsonl", user=alice)]
+    first = _audit(poisoned, alice, ids)
+    top = first.suspects.order_by("rank").first()
+    with housekeeper_role():
+        label_append(memory_id=top.memory_id, label="poison_likely", reason="confirmed", evidence={},
+                     actor="user:bob")
+    second = _audit(poisoned, alice, ids)
+    assert "reused_from" not in second.results and second.fingerprint != first.fingerprint
 
 
 def test_another_agent_config_does_not_reuse_the_cache(poisoned, alice, agents):
