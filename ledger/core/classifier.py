@@ -417,24 +417,6 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params)
     return dataclasses.replace(group, members=tuple(sorted(members.union(extra))))
 
 
-def _resolve_overlaps(groups: list[Group]) -> list[Group]:
-    """Of suspicious groups sharing members, keep the one with the heaviest core.
-
-    A question-only core (the question's words) is also shared by the honest passages on
-    that question; the heavier core that adds the asserted answer picks out the planted ones.
-    """
-    kept: list[Group] = []
-    claimed: set[str] = set()
-    ranked = sorted((g for g in groups if g.suspicious), key=lambda g: (-g.core_weight, g.members))
-    for g in ranked:
-        if claimed.intersection(g.members):
-            continue
-        kept.append(g)
-        claimed.update(g.members)
-    rest = [g for g in groups if not g.suspicious]
-    return sorted(kept + rest, key=lambda g: (g.members, g.core))
-
-
 def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
     core_w = weight(core)
     support_size = len(member_idx)
