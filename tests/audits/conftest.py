@@ -10,18 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from orgs.models import Membership, Organization, Role
+from orgs.models import Organization
 from tests.audits.factories import PoisonedStore, poisoned_store_import
-
-PASSWORD = "correct-horse-battery-staple"
 
 
 @pytest.fixture(autouse=True)
 def _audit_test_settings(settings):
     settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     from audits import services
     from ledger.embedding_store import index_invalidate
 
@@ -31,24 +27,6 @@ def _audit_test_settings(settings):
     yield
     index_invalidate()
     services._CONTEXTS.items.clear()
-
-
-@pytest.fixture(autouse=True)
-def _eager_celery():
-    from memaudit_site.celery import app
-
-    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = previous
-
-
-def _member(org, username: str, role: str):
-    user = get_user_model().objects.create_user(username=username, email=f"{username}@example.com",
-                                                password=PASSWORD)
-    Membership.objects.create(organization=org, user=user, role=role)
-    return user
 
 
 @pytest.fixture
@@ -61,24 +39,15 @@ def globex(db) -> Organization:
     return Organization.objects.create(name="Globex", slug="globex")
 
 
+# The shared personas (tests/conftest.py) live in org_a / org_b: here those are Acme and Globex.
 @pytest.fixture
-def alice(acme):
-    return _member(acme, "alice", Role.ANALYST)
-
-
-@pytest.fixture
-def bob(acme):
-    return _member(acme, "bob", Role.REVIEWER)
+def org_a(acme) -> Organization:
+    return acme
 
 
 @pytest.fixture
-def dana(acme):
-    return _member(acme, "dana", Role.ADMIN)
-
-
-@pytest.fixture
-def charlie(globex):
-    return _member(globex, "charlie", Role.ADMIN)
+def org_b(globex) -> Organization:
+    return globex
 
 
 @pytest.fixture
