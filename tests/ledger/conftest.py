@@ -1,17 +1,15 @@
 """Fixtures for the recall-side tests (import, recall, API). Opt-in, so the ledger write-path
-tests here are untouched: those modules say ``pytestmark = pytest.mark.usefixtures("recall_settings",
-"eager_celery")``.
+tests here are untouched: those modules say ``pytestmark = pytest.mark.usefixtures("recall_settings")``.
 
-Personas follow healthchecks: in Acme (the shared ``organization``) Alice is an analyst and
-Dana the org admin; Charlie is the admin of Globex and must see nothing of Acme's.
+The shared personas (tests/conftest.py) live in Acme (the shared ``organization``) and Globex.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from orgs.models import Organization, Role
-from tests.ledger.recall_support import FACTS, import_inline, member
+from orgs.models import Organization
+from tests.ledger.recall_support import FACTS, import_inline
 
 
 @pytest.fixture
@@ -21,7 +19,6 @@ def recall_settings(settings):
     from ledger.recall import verification_cache_clear
 
     settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Per-process caches are keyed by primary keys, which a rolled-back test database reuses.
     index_invalidate()
     verification_cache_clear()
@@ -31,24 +28,8 @@ def recall_settings(settings):
 
 
 @pytest.fixture
-def eager_celery():
-    from memaudit_site.celery import app
-
-    previous = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = previous
-
-
-@pytest.fixture
-def alice(organization):
-    return member(organization, "alice", Role.ANALYST)
-
-
-@pytest.fixture
-def dana(organization):
-    return member(organization, "dana", Role.ADMIN)
+def org_a(organization):
+    return organization
 
 
 @pytest.fixture
@@ -57,8 +38,8 @@ def globex(db):
 
 
 @pytest.fixture
-def charlie(globex):
-    return member(globex, "charlie", Role.ADMIN)
+def org_b(globex):
+    return globex
 
 
 @pytest.fixture

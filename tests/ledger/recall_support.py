@@ -4,19 +4,6 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth import get_user_model
-
-from orgs.models import Membership
-
-PASSWORD = "correct-horse-battery-staple"
-
-
-def member(org, username: str, role: str):
-    user = get_user_model().objects.create_user(username=username, email=f"{username}@example.com",
-                                                password=PASSWORD)
-    Membership.objects.create(organization=org, user=user, role=role)
-    return user
-
 
 def jsonl(records) -> bytes:
     return "\n".join(json.dumps(r) for r in records).encode("utf-8") + b"\n"

@@ -12,7 +12,7 @@ from ledger.core.receipts import verify_receipt
 from ledger.models import AgentToken, Memory, Outcome
 from tests.ledger.recall_support import import_inline
 
-pytestmark = pytest.mark.usefixtures("recall_settings", "eager_celery")
+pytestmark = pytest.mark.usefixtures("recall_settings")
 
 EIFFEL = {"query": "When was the Eiffel Tower in Paris completed?", "k": 2}
 

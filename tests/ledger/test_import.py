@@ -18,7 +18,7 @@ from ledger.models import (
 )
 from tests.ledger.recall_support import FACTS, POISON, filler, import_inline, jsonl
 
-pytestmark = pytest.mark.usefixtures("recall_settings", "eager_celery")
+pytestmark = pytest.mark.usefixtures("recall_settings")
 
 RECORDS = [{"id": i, "text": t} for i, t in FACTS[:3]]
 

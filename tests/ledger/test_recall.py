@@ -16,7 +16,7 @@ from ledger.models import Memory, ProvenanceNode, Receipt, ReceiptKey
 from ledger.recall import outcome_record, recall
 from tests.ledger.recall_support import import_inline
 
-pytestmark = pytest.mark.usefixtures("recall_settings", "eager_celery")
+pytestmark = pytest.mark.usefixtures("recall_settings")
 
 EIFFEL = "When was the Eiffel Tower in Paris completed?"
 

@@ -15,18 +15,15 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from ledger.core.verify import Finding, verify_bundle
 from ledger.models import ImportJob, Memory, Store, TreeHead
-from tests.audits.conftest import (  # noqa: F401  (fixtures: personas, keys, a poisoned store)
+from tests.audits.conftest import (  # noqa: F401  (fixtures: the personas' orgs, keys, a poisoned store)
     _audit_test_settings,
-    _eager_celery,
     acme,
-    alice,
-    bob,
-    charlie,
-    dana,
     globex,
     globex_store,
     housekeeping,
     jsonl,
+    org_a,
+    org_b,
     poisoned,
 )
 
