@@ -210,7 +210,9 @@ class StoreMemoriesApi(APIView):
         elif isinstance(request.data, list):
             # One record per line, so an issue's "line" is the record's position in the list.
             filename = "request.jsonl"
-            data = "\n".join(json.dumps(r, ensure_ascii=False) for r in request.data).encode("utf-8")
+            # ASCII escapes: a lone surrogate in the request reaches the parser, which names it,
+            # instead of failing to encode here.
+            data = "\n".join(json.dumps(r) for r in request.data).encode("utf-8")
         else:
             return Response({"detail": "Send a JSON list of memories or a multipart upload with a 'file' field."},
                             status=status.HTTP_400_BAD_REQUEST)

@@ -264,6 +264,18 @@ def _is_rfc3339(s: str) -> bool:
     return dt.tzinfo is not None
 
 
+# Memory and incident ids are stored in 255-character columns.
+MAX_ID_LENGTH = 255
+
+
+def _req_id(obj: Mapping[str, Any], file: str, line: int | None, col: _Collector) -> str | None:
+    v = _req_str(obj, "id", file, line, col)
+    if v is not None and len(v) > MAX_ID_LENGTH:
+        col.add(file, line, "id", f"is {len(v)} characters long; ids have at most {MAX_ID_LENGTH}")
+        return None
+    return v
+
+
 def _req_str(obj: Mapping[str, Any], key: str, file: str, line: int | None, col: _Collector,
              *, non_empty: bool = True) -> str | None:
     if key not in obj:
@@ -332,7 +344,7 @@ def _memory_from_obj(obj: Any, file: str, line: int | None, col: _Collector) -> 
         col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
         return None
     n_before = len(col.issues)
-    mid = _req_str(obj, "id", file, line, col)
+    mid = _req_id(obj, file, line, col)
     text = _req_str(obj, "text", file, line, col)
     meta = obj.get("metadata", {})
     if meta is None:
@@ -447,7 +459,7 @@ def _parse_incidents(data: bytes, file: str, col: _Collector) -> list[Incident]:
             col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
             continue
         n0 = len(col.issues)
-        iid = _req_str(obj, "id", file, line, col)
+        iid = _req_id(obj, file, line, col)
         query = _req_str(obj, "query", file, line, col)
         output = _req_str(obj, "output", file, line, col, non_empty=False)
         retrieved = obj.get("retrieved")
@@ -486,7 +498,7 @@ def _parse_probes(data: bytes, file: str, col: _Collector) -> list[Probe]:
             col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
             continue
         n0 = len(col.issues)
-        pid = _req_str(obj, "id", file, line, col)
+        pid = _req_id(obj, file, line, col)
         query = _req_str(obj, "query", file, line, col)
         harm = None
         if "harm" not in obj:

@@ -102,3 +102,12 @@ def test_the_api_answers_503_when_the_database_is_unreachable(client, alice, mon
     assert r.status_code == 503
     assert r["Retry-After"] == "5"
     assert "temporarily unavailable" in r.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_deeply_nested_json_body_is_a_clear_400(client, alice):
+    client.force_login(alice)
+    body = "[" * 100_000 + "]" * 100_000
+    r = client.post("/api/v1/stores/", body, content_type="application/json")
+    assert r.status_code == 400
+    assert "nested too deeply" in r.json()["detail"]
