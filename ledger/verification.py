@@ -60,15 +60,17 @@ def _database_findings(parts: dict) -> list[Finding]:
     return findings
 
 
-def memory_verify(memory: Memory) -> list[Finding]:
+def memory_verify(memory: Memory, *, cached: bool = True) -> list[Finding]:
     """Findings for one memory's chains, live state and log leaves (empty = verified).
 
     Clean results are cached in-process by (memory, chain head, label seq, live state); any
-    legitimate append moves one of those, so the next call re-verifies.
+    legitimate append moves one of those, so the next call re-verifies. That is what recall
+    needs; a raw edit that bypasses the triggers leaves the key as it was, so the memory page
+    and the API's memory detail ask with ``cached=False`` and always check the rows.
     """
     key = _cache_key(memory)
     with _lock:
-        if key in _clean:
+        if cached and key in _clean:
             _clean.move_to_end(key)
             return []
     org = memory.organization

@@ -105,7 +105,7 @@ def import_progress(request, job_id: int):
 def memory_detail(request, memory_id: int):
     memory = store_selectors.memory_get(organization=request.organization, memory_id=memory_id)
     history = ui_selectors.memory_history(memory=memory)
-    findings = verification.memory_verify(memory)
+    findings = verification.memory_verify(memory, cached=False)
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
         "weights_json": json.dumps(history["weights"]),

@@ -83,7 +83,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("switch-organization", "GET"): "405 405 405 405 405 | 405 405 405 405 405",
     ("switch-organization", "POST"): "302 302 302 302 403 | 302 302 302 302 403",
     ("store-list", "GET"): "302 200 200 200 403 | 302 200 200 200 403",
-    ("store-list", "POST"): "302 403 403 302 403 | 302 403 403 302 403",  # DESIGN 2: org admins own stores
+    # Analysts upload memory stores (the product brief); reviewers only decide labels.
+    ("store-list", "POST"): "302 302 403 302 403 | 302 302 403 302 403",
     ("store-detail", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
     ("store-detail", "POST"): "302 405 405 405 403 | 302 405 405 405 403",
     ("store-import", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
@@ -141,7 +142,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("api-members", "GET"): "403 403 403 200 403 | 403 403 403 200 403",
     ("api-members", "POST"): "403 403 403 405 403 | 403 403 403 405 403",
     ("api-stores", "GET"): "403 200 200 200 403 | 403 200 200 200 403",
-    ("api-stores", "POST"): "403 403 403 201 403 | 403 403 403 201 403",
+    ("api-stores", "POST"): "403 201 403 201 403 | 403 201 403 201 403",
     ("api-store", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
     ("api-store", "POST"): "403 405 405 405 403 | 403 405 405 405 403",
     ("api-store-memories", "GET"): "403 200 200 200 403 | 403 404 404 404 403",

@@ -113,7 +113,7 @@ def test_the_memory_page_shows_text_chains_timeline_and_a_live_verified_badge(cl
 def test_a_memory_that_fails_verification_shows_broken_with_the_reason(client, alice, poisoned, monkeypatch):
     from ledger import verification
 
-    monkeypatch.setattr(verification, "memory_verify", lambda memory: [
+    monkeypatch.setattr(verification, "memory_verify", lambda memory, cached=True: [
         Finding(f"memory={memory.ledger_id}", "label seq=0", "signature does not verify", "SignatureInvalidError")])
     client.force_login(alice)
     m = Memory.objects.filter(store=poisoned.store).first()
