@@ -316,6 +316,17 @@ def audit_run_resume(*, audit_run_id: int, user=None) -> AuditRun:
     return run
 
 
+def audit_runs_resume_unfinished() -> int:
+    """Re-drive every run still pending or running (a worker was killed, a broker lost its
+    messages). Safe while another worker still holds some of its jobs: a job is recorded once
+    (conditional UPDATE), the analysis starts once, and replays come from the cache."""
+    ids = list(AuditRun.objects.filter(status__in=[AuditRun.Status.PENDING, AuditRun.Status.RUNNING])
+               .values_list("pk", flat=True))
+    for run_id in ids:
+        _enqueue_execute(run_id)
+    return len(ids)
+
+
 def audit_run_fail(*, audit_run_id: int, error: str) -> None:
     AuditRun.objects.filter(pk=audit_run_id).exclude(status=AuditRun.Status.DONE).update(
         status=AuditRun.Status.FAILED, error=error[:5000], finished_at=timezone.now())

@@ -8,6 +8,7 @@ is killed is delivered again; every service here is idempotent for that reason.
 from __future__ import annotations
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from audits import services
 from audits.engine.agents import AgentError
@@ -47,3 +48,16 @@ def audit_analysis_task(audit_run_id: int) -> None:
 @shared_task(name="audits.tasks.proposals_sync_task")
 def proposals_sync_task() -> int:
     return services.proposals_sync()
+
+
+@shared_task(name="audits.tasks.audit_runs_resume_unfinished_task")
+def audit_runs_resume_unfinished_task() -> int:
+    return services.audit_runs_resume_unfinished()
+
+
+@worker_ready.connect
+def _resume_after_a_worker_restart(sender=None, **kwargs) -> None:
+    """A worker that (re)starts picks up audits whose worker died mid-run: with the embedded
+    broker a killed worker's message is not redelivered, and Redis redelivers only after its
+    visibility timeout."""
+    audit_runs_resume_unfinished_task.delay()

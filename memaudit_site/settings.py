@@ -197,6 +197,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # An unacknowledged task (its worker died) comes back after this long; every task is
+    # idempotent, so an early redelivery of a slow one costs time, never correctness.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("REDIS_VISIBILITY_TIMEOUT", "900")}
 CELERY_RESULT_BACKEND = os.getenv("CELERY_RESULT_BACKEND", "") or None
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 CELERY_TASK_EAGER_PROPAGATES = True

@@ -106,11 +106,14 @@ def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poiso
     assert run.replays_done == done_before
 
     # The worker comes back: a fresh process (no cached context) resumes the run.
+    # A worker that starts resumes every unfinished run by itself (worker_ready).
     services._CONTEXTS.items.clear()
     agents: list[CountingAgent] = []
     monkeypatch.setattr(services, "agent_for", lambda config: agents.append(
         CountingAgent(services.make_agent(config))) or agents[-1])
-    services.audit_run_resume(audit_run_id=run.pk, user=alice)
+    from audits.tasks import _resume_after_a_worker_restart
+
+    _resume_after_a_worker_restart()
     run.refresh_from_db()
     assert run.status == AuditRun.Status.DONE, run.error
     assert run.replays_done == run.replays_total == total
