@@ -114,20 +114,23 @@ def _stop(proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
 
 
 def _publish(run_id: int, broker_url: str, tmp_path) -> None:
-    """Enqueue audit_run_task on the worker's broker (not this process's configured one)."""
-    from kombu import Connection
+    """Enqueue audit_run_task on the worker's broker through a separate Celery app (this
+    process's app stays on its own broker, which other test runs may share)."""
+    from celery import Celery
+    from kombu import Exchange, Queue
 
-    from audits.tasks import audit_run_task
-
-    options = {}
+    publisher = Celery("hardening-publisher", broker=broker_url, set_as_current=False)
     if broker_url.startswith("filesystem://"):
         folder = tmp_path / "var" / "broker"
-        options = {"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-                   "control_folder": str(folder / "control"), "store_processed": False}
         for sub in ("queue", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
-    with Connection(broker_url, transport_options=options) as conn:
-        audit_run_task.apply_async(args=[run_id], connection=conn, queue="audit")
+        publisher.conf.broker_transport_options = {
+            "data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
+            "control_folder": str(folder / "control"), "store_processed": False}
+    # Declared, so the exchange is bound to the queue (the filesystem transport keeps bindings per process).
+    publisher.conf.task_queues = [Queue("audit", Exchange("audit", type="direct"), routing_key="audit")]
+    publisher.send_task("audits.tasks.audit_run_task", args=[run_id], queue="audit")
+    publisher.close()
 
 
 def _wait(predicate, timeout: float, step: float = 0.2) -> bool:
@@ -159,26 +162,36 @@ def test_an_audit_survives_a_fault_and_finishes_like_an_undisturbed_run(store, h
     if fault == "restart broker":
         if not redis_url.startswith("redis://"):
             pytest.skip("restarting the broker is exercised on the Redis run (CELERY_BROKER_URL=redis://...)")
-        host_port, _, db = redis_url.removeprefix("redis://").partition("/")
-        proxy = TcpProxy(int(host_port.rsplit(":", 1)[1])).start()
-        broker_url = f"redis://127.0.0.1:{proxy.port}/{db or 0}"
         import redis
 
-        redis.Redis.from_url(broker_url).delete("audit", "replay", "housekeeper")
+        host_port = redis_url.removeprefix("redis://").partition("/")[0]
+        port = int(host_port.rsplit(":", 1)[1]) if ":" in host_port else 6379
+        # Not the suite's Redis database (other test runs' workers consume its queues, and ours
+        # would take theirs): the first idle one of a few spare databases; nothing is deleted.
+        def idle(n: int) -> bool:
+            r = redis.Redis(port=port, db=n)
+            return not any(r.llen(q) for q in ("audit", "replay", "housekeeper", "celery"))
+
+        db = next((n for n in (13, 12, 11) if idle(n)), None)
+        if db is None:
+            pytest.skip("no idle spare Redis database (13, 12, 11) for an isolated broker")
+        proxy = TcpProxy(port).start()
+        broker_url = f"redis://127.0.0.1:{proxy.port}/{db}"
     else:
         broker_url = "filesystem://"
-    incident_ids = _scenario(store)
-    agent = {"connector": "webhook", "url": agent_url, "top_k": 5, "retries": 5, "backoff": 0.2}
+    from ledger.services import store_create
 
-    reference = audit_run_create(store=store, incident_ids=incident_ids, settings={"agent": agent}, enqueue=False)
+    agent = {"connector": "webhook", "url": agent_url, "top_k": 5, "retries": 5, "backoff": 0.2}
+    # The undisturbed run audits a twin store (same memories and incidents): a second audit of
+    # one store would reuse the first one's analysis (runs carry a fingerprint of their inputs).
+    twin = store_create(organization=store.organization, name="Twin", slug="twin")
+    reference = audit_run_create(store=twin, incident_ids=_scenario(twin), settings={"agent": agent}, enqueue=False)
     reference = audit_run_now(audit_run_id=reference.pk)
     assert reference.status == AuditRun.Status.DONE, reference.error
     expected = _suspects(reference.pk)
     assert expected
 
-    from audits.models import ReplayCacheEntry
-
-    ReplayCacheEntry.objects.filter(store=store).delete()  # the faulted run replays for real
+    incident_ids = _scenario(store)
     run = audit_run_create(store=store, incident_ids=incident_ids, settings={"agent": agent}, enqueue=False)
     env = _worker_env(settings, tmp_path, broker_url)
     workers = [_start_worker(env, tmp_path, 1)]
@@ -190,8 +203,10 @@ def test_an_audit_survives_a_fault_and_finishes_like_an_undisturbed_run(store, h
             r = AuditRun.objects.get(pk=run.pk)
             return r.replays_total > 0 and 0 < r.replays_done < r.replays_total
 
-        assert _wait(mid_replay, 120), (AuditRun.objects.get(pk=run.pk).__dict__,
-                                        (tmp_path / "worker-1.log").read_text()[-3000:])
+        if not _wait(mid_replay, 120):
+            r = AuditRun.objects.get(pk=run.pk)
+            pytest.fail(f"the run never reached mid-replay: {r.status}/{r.stage} {r.replays_done}/{r.replays_total} "
+                        f"{r.error[:300]}\n{(tmp_path / 'worker-1.log').read_text(errors='replace')[-1500:]}")
         done_at_fault = AuditRun.objects.get(pk=run.pk).replays_done
         if fault == "kill worker":
             _stop(workers[0], signal.SIGKILL)
