@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from audits import selectors, services
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from ledger.models import Store
+from orgs.api import DbIdField
 from orgs.permissions import OrgMember, request_membership
 
 
@@ -72,7 +73,7 @@ class IncidentOutputSerializer(serializers.Serializer):
 
 class IncidentListApi(_Scoped):
     class FilterSerializer(serializers.Serializer):
-        store = serializers.IntegerField(required=False)
+        store = DbIdField(required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=IncidentOutputSerializer(many=True))
     def get(self, request):
@@ -87,7 +88,7 @@ class IncidentCreateApi(_Scoped):
     required_capability = "propose"
 
     class InputSerializer(serializers.Serializer):
-        store = serializers.IntegerField()
+        store = DbIdField()
         external_id = serializers.CharField(required=False, max_length=255)
         query = serializers.CharField()
         output = serializers.CharField(allow_blank=True)
@@ -113,7 +114,7 @@ class IncidentUploadApi(_Scoped):
     parser_classes = (MultiPartParser, FormParser)
 
     class InputSerializer(serializers.Serializer):
-        store = serializers.IntegerField()
+        store = DbIdField()
         file = serializers.FileField()
 
     @extend_schema(request={"multipart/form-data": InputSerializer},
@@ -179,7 +180,7 @@ class AuditRunOutputSerializer(serializers.Serializer):
 
 class AuditRunListApi(_Scoped):
     class FilterSerializer(serializers.Serializer):
-        store = serializers.IntegerField(required=False)
+        store = DbIdField(required=False)
         status = serializers.ChoiceField(choices=["pending", "running", "done", "failed"], required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=AuditRunOutputSerializer(many=True))
@@ -195,8 +196,8 @@ class AuditRunCreateApi(_Scoped):
     required_capability = "propose"
 
     class InputSerializer(serializers.Serializer):
-        store = serializers.IntegerField()
-        incident_ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+        store = DbIdField()
+        incident_ids = serializers.ListField(child=DbIdField(), allow_empty=False)
         settings = serializers.JSONField(required=False, help_text=(
             "agent {connector, top_k, ...}, alpha (0.6), harm, budget, top_n, threshold (0.7), combine, "
             "consistency (rules|cross-encoder|onnx-conflict), group_ablation, group_thresholds, baselines"))
@@ -284,7 +285,7 @@ class AuditRunProposeApi(_Scoped):
     required_capability = "propose"
 
     class InputSerializer(serializers.Serializer):
-        memory_ids = serializers.ListField(child=serializers.IntegerField(), required=False)
+        memory_ids = serializers.ListField(child=DbIdField(), required=False)
         reason = serializers.CharField(required=False, allow_blank=True, default="")
 
     @extend_schema(request=InputSerializer, responses={201: ProposalOutputSerializer(many=True)})
@@ -305,7 +306,7 @@ class ReviewListApi(_Scoped):
     class FilterSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=["open", "applying", "approved", "refuted", "all"],
                                          required=False, default="open")
-        store = serializers.IntegerField(required=False)
+        store = DbIdField(required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
     def get(self, request):
@@ -350,7 +351,7 @@ class ReviewRefuteApi(_Scoped):
 
 
 class _BulkInput(serializers.Serializer):
-    ids = serializers.ListField(child=serializers.IntegerField(), allow_empty=False, max_length=1000)
+    ids = serializers.ListField(child=DbIdField(), allow_empty=False, max_length=1000)
     reason = serializers.CharField(allow_blank=False, trim_whitespace=True)
 
 

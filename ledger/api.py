@@ -31,6 +31,7 @@ from ledger.store_selectors import (
     store_get,
     store_list,
 )
+from orgs.api import StrictFloatField
 from orgs.permissions import OrgMember, membership_allows, request_membership
 
 
@@ -429,7 +430,7 @@ class OutcomeCreateApi(APIView):
             ref_name = "OutcomeCreateInput"
 
         memory = serializers.CharField(help_text="The receipt's memory id (store/external id) or the external id.")
-        reward = serializers.FloatField(min_value=-1.0, max_value=1.0)
+        reward = StrictFloatField(min_value=-1.0, max_value=1.0)
 
     class OutputSerializer(serializers.Serializer):
         class Meta:

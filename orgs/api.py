@@ -18,6 +18,24 @@ from orgs.selectors import membership_list
 logger = logging.getLogger(__name__)
 
 
+class DbIdField(serializers.IntegerField):
+    """A primary key in a request: bounded, so a huge number is a 400 rather than a database error."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(**kwargs)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number; JSON true/false are refused instead of read as 1.0/0.0."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class AutoSchema(SpectacularAutoSchema):
     """Names nested ``InputSerializer``/``OutputSerializer`` components after their API class
     (``MeApiOutput``), so one-class-per-operation APIs do not collide in the schema."""

@@ -111,3 +111,16 @@ def test_a_deeply_nested_json_body_is_a_clear_400(client, alice):
     r = client.post("/api/v1/stores/", body, content_type="application/json")
     assert r.status_code == 400
     assert "nested too deeply" in r.json()["detail"]
+
+
+def test_request_fields_refuse_out_of_range_ids_and_boolean_numbers():
+    from rest_framework.exceptions import ValidationError
+
+    from orgs.api import DbIdField, StrictFloatField
+
+    with pytest.raises(ValidationError):
+        DbIdField().run_validation(2**63)
+    assert DbIdField().run_validation(7) == 7
+    with pytest.raises(ValidationError):
+        StrictFloatField().run_validation(True)
+    assert StrictFloatField().run_validation(0.5) == 0.5
