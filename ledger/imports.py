@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterator, Sequence
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -85,8 +86,19 @@ def memories_import(*, store: Store, data: bytes, filename: str, user=None, inli
         job.finished_at = timezone.now()
         job.save(update_fields=["status", "errors", "finished_at"])
         return job
-    return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress,
-                                   classify=classify)
+    try:
+        return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress,
+                                       classify=classify)
+    except DjangoValidationError as exc:
+        # A constraint the parser does not know (the insert is atomic, so nothing was written):
+        # the job says so instead of staying "running".
+        job.status = ImportJob.Status.FAILED
+        by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
+        job.errors = [{"file": filename, "line": None, "field": field, "message": message}
+                      for field, messages in by_field for message in messages]
+        job.finished_at = timezone.now()
+        job.save(update_fields=["status", "errors", "finished_at"])
+        return job
 
 
 def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,

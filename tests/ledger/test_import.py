@@ -176,3 +176,18 @@ def test_the_command_imports_inline_and_reports_errors(store, tmp_path, housekee
     with pytest.raises(CommandError, match="nothing was imported"):
         call_command("import_memories", str(store.pk), str(bad), "--inline")
     assert "bad.jsonl:1 [text]: missing" in capsys.readouterr().err
+
+
+def test_a_database_refusal_fails_the_job_instead_of_leaving_it_running(store, housekeeper, monkeypatch):
+    from django.core.exceptions import ValidationError as DjangoValidationError
+
+    from ledger import imports
+
+    def refuse(**kwargs):
+        raise DjangoValidationError({"id": ["duplicate id 'x' in the store"]})
+
+    monkeypatch.setattr(imports, "memories_import_records", refuse)
+    job = imports.memories_import(store=store, data=b'{"id": "x", "text": "t"}\n', filename="m.jsonl", inline=True)
+    assert job.status == ImportJob.Status.FAILED
+    assert job.errors == [{"file": "m.jsonl", "line": None, "field": "id", "message": "duplicate id 'x' in the store"}]
+    assert not Memory.objects.filter(store=store).exists()
