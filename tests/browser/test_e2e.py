@@ -122,11 +122,16 @@ def worker(live_server, settings, tmp_path):
 
 
 def _reset_producers(app) -> None:
+    """Drop every cached broker connection and producer, so the next publish connects with the
+    current transport options. kombu also keeps producer pools in a global registry keyed by
+    connection: a pool closed here must leave it too, or a later test acquires a closed pool."""
+    from kombu import pools
+
     if getattr(app, "_pool", None) is not None:
         app._pool.force_close_all()
         app._pool = None
-    if getattr(app.amqp, "_producer_pool", None) is not None:
-        app.amqp._producer_pool = None
+    app.amqp._producer_pool = None
+    pools.reset()
 
 
 # ----------------------------------------------------------------------------- browser helpers
