@@ -92,6 +92,32 @@ def housekeeper(organization, settings, monkeypatch) -> Housekeeper:
 
 
 @pytest.fixture
+def ledger(memories, organization, store, housekeeper):
+    """A small history to tamper with: acme/main m0 (2 transitions, 2 labels), m1 (1 transition),
+    m2 (genesis only), m3 unsigned; an epoch rotation; two tree heads; an empty organization
+    globex (a target for cross-tenant moves)."""
+    from ledger import services
+    from ledger.models import Store
+    from ledger.verification import memory_verify_cache_clear
+
+    m0, m1, m2 = memories
+    services.transition_append(memory_id=m0.pk, valence_q=1000, evidence=["outcome:1"])
+    services.label_append(memory_id=m0.pk, label="poison_suspect", reason="query pattern", evidence={"s": 1},
+                          actor="user:alice")
+    services.transition_append(memory_id=m1.pk, valence_q=-600, evidence=["outcome:2"])
+    services.tree_head_issue(organization=organization)
+    services.housekeeper_rotate(organization=organization, now=now_utc())
+    services.transition_append(memory_id=m0.pk, valence_q=-200, evidence=["outcome:3"])
+    services.label_append(memory_id=m0.pk, label="poison_refuted", reason="checked", evidence={}, actor="user:bob")
+    services.tree_head_issue(organization=organization)
+    [m3] = services.memories_create(store=store, records=[{"id": "m3", "text": "never signed"}])
+    Store.objects.create(organization=organization, name="Other", slug="other")
+    Organization.objects.create(name="Globex", slug="globex")
+    memory_verify_cache_clear()
+    return {"m0": m0, "m1": m1, "m2": m2, "m3": m3}
+
+
+@pytest.fixture
 def memories(store, housekeeper):
     """Three memories m0..m2 in acme/main with signed genesis entries."""
     from ledger.services import memories_create, memory_genesis_sign

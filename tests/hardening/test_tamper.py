@@ -28,31 +28,6 @@ M0, M1, M2 = "main/m0", "main/m1", "main/m2"
 RESULTS: list[tuple[str, str, str, str, str]] = []
 
 
-@pytest.fixture
-def ledger(memories, organization, store, housekeeper):
-    """The ledger of tests/ledger/test_verification.py: acme/main m0 (2 transitions, 2 labels),
-    m1 (1 transition), m2 (genesis only), m3 unsigned; an epoch rotation; two tree heads; an
-    empty organization globex."""
-    from ledger import services
-    from ledger.core.canonical import now_utc
-
-    m0, m1, m2 = memories
-    services.transition_append(memory_id=m0.pk, valence_q=1000, evidence=["outcome:1"])
-    services.label_append(memory_id=m0.pk, label="poison_suspect", reason="query pattern", evidence={"s": 1},
-                          actor="user:alice")
-    services.transition_append(memory_id=m1.pk, valence_q=-600, evidence=["outcome:2"])
-    services.tree_head_issue(organization=organization)
-    services.housekeeper_rotate(organization=organization, now=now_utc())
-    services.transition_append(memory_id=m0.pk, valence_q=-200, evidence=["outcome:3"])
-    services.label_append(memory_id=m0.pk, label="poison_refuted", reason="checked", evidence={}, actor="user:bob")
-    services.tree_head_issue(organization=organization)
-    [m3] = services.memories_create(store=store, records=[{"id": "m3", "text": "never signed"}])
-    Store.objects.create(organization=organization, name="Other", slug="other")
-    Organization.objects.create(name="Globex", slug="globex")
-    memory_verify_cache_clear()
-    return {"m0": m0, "m1": m1, "m2": m2, "m3": m3}
-
-
 def disable_all_triggers() -> None:
     with connection.cursor() as c:
         if connection.vendor == "postgresql":

@@ -13,8 +13,6 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from ledger import services
-from ledger.core.canonical import now_utc
 from ledger.core.verify import main as portable_verify
 from ledger.export import bundle_write
 from ledger.models import KeyEpoch, LogLeaf, Memory, Store, TreeHead
@@ -30,27 +28,6 @@ pytestmark = pytest.mark.django_db
 T_OTHER = "2025-06-01T00:00:00Z"
 ZERO = bytes(32)
 SIG = bytes(64)
-
-
-@pytest.fixture
-def ledger(memories, organization, store, housekeeper):
-    """acme/main: m0 (2 transitions, 2 labels), m1 (1 transition), m2 (genesis only), m3 unsigned;
-    an epoch rotation; two tree heads; globex exists (a target for cross-tenant moves)."""
-    m0, m1, m2 = memories
-    services.transition_append(memory_id=m0.pk, valence_q=1000, evidence=["outcome:1"])
-    services.label_append(memory_id=m0.pk, label="poison_suspect", reason="query pattern", evidence={"s": 1},
-                          actor="user:alice")
-    services.transition_append(memory_id=m1.pk, valence_q=-600, evidence=["outcome:2"])
-    services.tree_head_issue(organization=organization)
-    services.housekeeper_rotate(organization=organization, now=now_utc())
-    services.transition_append(memory_id=m0.pk, valence_q=-200, evidence=["outcome:3"])
-    services.label_append(memory_id=m0.pk, label="poison_refuted", reason="checked", evidence={}, actor="user:bob")
-    services.tree_head_issue(organization=organization)
-    [m3] = services.memories_create(store=store, records=[{"id": "m3", "text": "never signed"}])
-    Store.objects.create(organization=organization, name="Other", slug="other")
-    Organization.objects.create(name="Globex", slug="globex")
-    memory_verify_cache_clear()
-    return {"m0": m0, "m1": m1, "m2": m2, "m3": m3}
 
 
 def disable_triggers(table: str) -> None:
