@@ -59,5 +59,7 @@ def audit_runs_resume_unfinished_task() -> int:
 def _resume_after_a_worker_restart(sender=None, **kwargs) -> None:
     """A worker that (re)starts picks up audits whose worker died mid-run: with the embedded
     broker a killed worker's message is not redelivered, and Redis redelivers only after its
-    visibility timeout."""
-    audit_runs_resume_unfinished_task.delay()
+    visibility timeout. Only workers of the ``audit`` queue do it (not the housekeeper)."""
+    consumes = {q.name for q in sender.app.amqp.queues.consume_from.values()} if sender is not None else {"audit"}
+    if "audit" in consumes:
+        audit_runs_resume_unfinished_task.delay()
