@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -452,9 +452,14 @@ def _parse_incidents(data: bytes, file: str, col: _Collector) -> list[Incident]:
     text = _decode(data, file, col)
     if text is None:
         return []
+    return _incidents_from(_iter_jsonl(text, file, col), file, col)
+
+
+def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Collector) -> list[Incident]:
+    """Incidents from (line, object) pairs, the line being where the object starts in the upload."""
     out: list[Incident] = []
     ids: list[tuple[str, int | None]] = []
-    for line, obj in _iter_jsonl(text, file, col):
+    for line, obj in pairs:
         if not isinstance(obj, dict):
             col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
             continue
@@ -635,8 +640,8 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 def parse_incidents(data: bytes, filename: str) -> list[Incident]:
     """Parse an incidents upload (JSONL, or a JSON array) or raise ValidationError.
 
-    A JSON array is re-laid as JSONL with each element on the line where it starts in the
-    upload, so the issues name the lines the analyst sees. No incident at all is an issue.
+    Each element is numbered by the line where it starts in the upload (JSON array or JSONL),
+    so the issues name lines the analyst sees. No incident at all is an issue.
     """
     col = _Collector()
     text = _decode(data, filename, col)
@@ -649,15 +654,9 @@ def parse_incidents(data: bytes, filename: str) -> list[Incident]:
         elements = list(_iter_json_array(text, filename, col))
         if col.issues:
             raise ValidationError(col.issues)
-        lines: dict[int, str] = {}
-        for line, obj in elements:
-            if line in lines:  # several elements on one line: number them instead
-                lines = {n: json.dumps(o) for n, (_, o) in enumerate(elements, start=1)}
-                break
-            lines[line] = json.dumps(obj)
-        top = max(lines, default=0)
-        data = "\n".join(lines.get(n, "") for n in range(1, top + 1)).encode("utf-8")
-    incidents = _parse_incidents(data, filename, col)
+        incidents = _incidents_from(elements, filename, col)
+    else:
+        incidents = _incidents_from(_iter_jsonl(text, filename, col), filename, col)
     if not incidents and not col.issues:
         col.add(filename, None, None, "no incidents found")
     if col.issues:

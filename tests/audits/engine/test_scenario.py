@@ -141,3 +141,12 @@ def test_parse_agent_config_and_harm_spec_raise_validation_errors_with_the_field
     with pytest.raises(ValidationError) as exc:
         parse_harm_spec({"type": "regex", "pattern": "("})
     assert exc.value.issues[0].field == "harm.pattern"
+
+
+def test_incident_issues_in_a_one_line_json_array_name_line_1():
+    from audits.engine.scenario import ValidationError, parse_incidents
+
+    data = b'[null, {"id": "a", "query": "q", "output": "o", "retrieved": ["m1"]}, 3]'
+    with pytest.raises(ValidationError) as exc:
+        parse_incidents(data, "incidents.json")
+    assert {(i.file, i.line) for i in exc.value.issues} == {("incidents.json", 1)}
