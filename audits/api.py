@@ -17,16 +17,12 @@ from audits import selectors, services
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from ledger.models import Store
 from orgs.api import DbIdField
-from orgs.permissions import OrgMember, request_membership
-
-
-def _org(request):
-    return request_membership(request).organization
+from orgs.permissions import OrgMember, request_organization
 
 
 def _store(request, store_id: int) -> Store:
     try:
-        return Store.objects.get(pk=store_id, organization=_org(request))
+        return Store.objects.get(pk=store_id, organization=request_organization(request))
     except Store.DoesNotExist:
         raise Http404 from None
 
@@ -80,7 +76,7 @@ class IncidentListApi(_Scoped):
         f = self.FilterSerializer(data=request.query_params)
         f.is_valid(raise_exception=True)
         store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
-        qs = selectors.incident_list(organization=_org(request), store=store)
+        qs = selectors.incident_list(organization=request_organization(request), store=store)
         return Response(IncidentOutputSerializer(qs, many=True).data)
 
 
@@ -131,7 +127,7 @@ class IncidentUploadApi(_Scoped):
 class IncidentDetailApi(_Scoped):
     @extend_schema(responses=IncidentOutputSerializer)
     def get(self, request, incident_id: int):
-        inc = selectors.incident_get(organization=_org(request), incident_id=incident_id)
+        inc = selectors.incident_get(organization=request_organization(request), incident_id=incident_id)
         return Response(IncidentOutputSerializer(inc).data)
 
 
@@ -188,7 +184,7 @@ class AuditRunListApi(_Scoped):
         f = self.FilterSerializer(data=request.query_params)
         f.is_valid(raise_exception=True)
         store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
-        qs = selectors.audit_run_list(organization=_org(request), store=store, status=f.validated_data.get("status"))
+        qs = selectors.audit_run_list(organization=request_organization(request), store=store, status=f.validated_data.get("status"))
         return Response(AuditRunOutputSerializer(qs.prefetch_related("incidents"), many=True).data)
 
 
@@ -216,7 +212,7 @@ class AuditRunCreateApi(_Scoped):
 class AuditRunDetailApi(_Scoped):
     @extend_schema(responses=AuditRunOutputSerializer)
     def get(self, request, audit_run_id: int):
-        run = selectors.audit_run_get(organization=_org(request), audit_run_id=audit_run_id)
+        run = selectors.audit_run_get(organization=request_organization(request), audit_run_id=audit_run_id)
         return Response(AuditRunOutputSerializer(run).data)
 
 
@@ -234,7 +230,7 @@ class AuditRunProgressApi(_Scoped):
 
     @extend_schema(responses=OutputSerializer)
     def get(self, request, audit_run_id: int):
-        data = selectors.audit_run_progress(organization=_org(request), audit_run_id=audit_run_id)
+        data = selectors.audit_run_progress(organization=request_organization(request), audit_run_id=audit_run_id)
         return Response(self.OutputSerializer(data).data)
 
 
@@ -273,7 +269,7 @@ class AuditRunSuspectsApi(_Scoped):
     def get(self, request, audit_run_id: int):
         f = self.FilterSerializer(data=request.query_params)
         f.is_valid(raise_exception=True)
-        data = selectors.suspects_for_run(organization=_org(request), audit_run_id=audit_run_id,
+        data = selectors.suspects_for_run(organization=request_organization(request), audit_run_id=audit_run_id,
                                           limit=f.validated_data["limit"])
         data["suspects"] = self.SuspectSerializer(data["suspects"], many=True).data
         return Response(self.OutputSerializer(data).data)
@@ -292,7 +288,7 @@ class AuditRunProposeApi(_Scoped):
     def post(self, request, audit_run_id: int):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
-        run = selectors.audit_run_get(organization=_org(request), audit_run_id=audit_run_id)
+        run = selectors.audit_run_get(organization=request_organization(request), audit_run_id=audit_run_id)
         got = services.proposals_create_from_run(audit_run=run, user=request.user,
                                                  memory_ids=s.validated_data.get("memory_ids"),
                                                  reason=s.validated_data["reason"])
@@ -312,7 +308,7 @@ class ReviewListApi(_Scoped):
     def get(self, request):
         f = self.FilterSerializer(data=request.query_params)
         f.is_valid(raise_exception=True)
-        org = _org(request)
+        org = request_organization(request)
         store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
         # Pick up what the housekeeper has signed meanwhile, and the classifier's flags.
         services.proposals_sync(organization=org)
@@ -333,7 +329,7 @@ class ReviewApproveApi(_Scoped):
     def post(self, request, proposal_id: int):
         s = _DecisionInput(data=request.data)
         s.is_valid(raise_exception=True)
-        p = services.proposal_approve(organization=_org(request), proposal_id=proposal_id, user=request.user,
+        p = services.proposal_approve(organization=request_organization(request), proposal_id=proposal_id, user=request.user,
                                       reason=s.validated_data["reason"])
         return Response(ProposalOutputSerializer(p).data)
 
@@ -345,7 +341,7 @@ class ReviewRefuteApi(_Scoped):
     def post(self, request, proposal_id: int):
         s = _DecisionInput(data=request.data)
         s.is_valid(raise_exception=True)
-        p = services.proposal_refute(organization=_org(request), proposal_id=proposal_id, user=request.user,
+        p = services.proposal_refute(organization=request_organization(request), proposal_id=proposal_id, user=request.user,
                                      reason=s.validated_data["reason"])
         return Response(ProposalOutputSerializer(p).data)
 
@@ -367,7 +363,7 @@ class ReviewBulkApproveApi(_Scoped):
     def post(self, request):
         s = _BulkInput(data=request.data)
         s.is_valid(raise_exception=True)
-        return Response(services.proposals_approve_bulk(organization=_org(request), proposal_ids=s.validated_data["ids"],
+        return Response(services.proposals_approve_bulk(organization=request_organization(request), proposal_ids=s.validated_data["ids"],
                                                         user=request.user, reason=s.validated_data["reason"]))
 
 
@@ -378,5 +374,5 @@ class ReviewBulkRefuteApi(_Scoped):
     def post(self, request):
         s = _BulkInput(data=request.data)
         s.is_valid(raise_exception=True)
-        return Response(services.proposals_refute_bulk(organization=_org(request), proposal_ids=s.validated_data["ids"],
+        return Response(services.proposals_refute_bulk(organization=request_organization(request), proposal_ids=s.validated_data["ids"],
                                                        user=request.user, reason=s.validated_data["reason"]))

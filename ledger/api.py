@@ -33,11 +33,7 @@ from ledger.store_selectors import (
 )
 from orgs.api import StrictFloatField
 from orgs.parsers import JSONParser
-from orgs.permissions import OrgMember, membership_allows, request_membership
-
-
-def _organization(request):
-    return request_membership(request).organization
+from orgs.permissions import OrgMember, membership_allows, request_membership, request_organization
 
 
 class ImportJobSerializer(serializers.Serializer):
@@ -92,7 +88,7 @@ class StoreListCreateApi(APIView):
 
     @extend_schema(operation_id="stores_list", responses={200: StoreSerializer(many=True)})
     def get(self, request):
-        return Response(self.OutputSerializer(store_list(organization=_organization(request)), many=True).data)
+        return Response(self.OutputSerializer(store_list(organization=request_organization(request)), many=True).data)
 
     @extend_schema(operation_id="stores_create", request=CreateInputSerializer, responses={201: StoreSerializer})
     def post(self, request):
@@ -100,7 +96,7 @@ class StoreListCreateApi(APIView):
 
         data = self.CreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        store = store_create(organization=_organization(request), **data.validated_data)
+        store = store_create(organization=request_organization(request), **data.validated_data)
         return Response(self.OutputSerializer(store).data, status=status.HTTP_201_CREATED)
 
 
@@ -116,7 +112,7 @@ class StoreDetailApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, store_id: int):
-        store = store_get(organization=_organization(request), store_id=store_id)
+        store = store_get(organization=request_organization(request), store_id=store_id)
         memories = Memory.objects.filter(store=store)
         store.memory_count = memories.count()
         store.signed = memories.filter(chain_head__isnull=False).count()
@@ -187,7 +183,7 @@ class StoreMemoriesApi(APIView):
         responses={200: MemorySerializer(many=True)},
     )
     def get(self, request, store_id: int):
-        store = store_get(organization=_organization(request), store_id=store_id)
+        store = store_get(organization=request_organization(request), store_id=store_id)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         qs = memory_search(store=store, **filters.validated_data).select_related("store")
@@ -205,7 +201,7 @@ class StoreMemoriesApi(APIView):
         responses={202: ImportJobSerializer, 400: RejectedSerializer},
     )
     def post(self, request, store_id: int):
-        store = store_get(organization=_organization(request), store_id=store_id)
+        store = store_get(organization=request_organization(request), store_id=store_id)
         upload = request.FILES.get("file")
         if upload is not None:
             filename, data = upload.name, upload.read()
@@ -231,7 +227,7 @@ class ImportJobDetailApi(APIView):
 
     @extend_schema(responses={200: ImportJobSerializer})
     def get(self, request, job_id: int):
-        return Response(ImportJobSerializer(import_job_get(organization=_organization(request), job_id=job_id)).data)
+        return Response(ImportJobSerializer(import_job_get(organization=request_organization(request), job_id=job_id)).data)
 
 
 class MemoryDetailApi(APIView):
@@ -250,7 +246,7 @@ class MemoryDetailApi(APIView):
     def get(self, request, memory_id: int):
         from ledger.verification import memory_verify
 
-        memory = memory_get(organization=_organization(request), memory_id=memory_id)
+        memory = memory_get(organization=request_organization(request), memory_id=memory_id)
         genesis = getattr(memory, "genesis", None) if memory.is_signed else None
         memory.chains = {
             "genesis": None if genesis is None else {
@@ -300,7 +296,7 @@ class StoreTokenCreateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
     def post(self, request, store_id: int):
-        store = store_get(organization=_organization(request), store_id=store_id)
+        store = store_get(organization=request_organization(request), store_id=store_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         token, raw = agent_token_create(store=store, name=data.validated_data["name"])
@@ -328,7 +324,7 @@ def _agent_store(request, store_id: int) -> Store:
         if request.auth.store_id != store_id:
             raise Http404("No such store.")
         return request.auth.store
-    return store_get(organization=_organization(request), store_id=store_id)
+    return store_get(organization=request_organization(request), store_id=store_id)
 
 
 AGENT_AUTH = (AgentTokenAuthentication, SessionAuthentication, TokenAuthentication)
@@ -382,7 +378,7 @@ def _receipt_for(request, receipt_id: int):
         if receipt.store_id != request.auth.store_id:
             raise Http404("No such receipt.")
         return receipt
-    return receipt_get(organization=_organization(request), receipt_id=receipt_id)
+    return receipt_get(organization=request_organization(request), receipt_id=receipt_id)
 
 
 class ReceiptDetailApi(APIView):

@@ -52,6 +52,11 @@ def request_membership(request):
     return getattr(django_request, "membership", None)
 
 
+def request_organization(request):
+    """The organization every API query of this request is scoped to."""
+    return request_membership(request).organization
+
+
 class OrgMember(BasePermission):
     """DRF: the user is a member of an organization; ``required_capability`` on the view narrows it."""
 
