@@ -125,11 +125,8 @@ def actor_for(user) -> str:
 
 
 def _line_of(data: bytes, incident_id: str) -> int | None:
-    needle = json.dumps(incident_id).encode("utf-8")
-    for n, raw in enumerate(data.splitlines(), start=1):
-        if needle in raw:
-            return n
-    return None
+    # The id as a JSON string, so an id that is a substring of another's text is not matched.
+    return sc.first_line_containing(data, json.dumps(incident_id).encode("utf-8"))
 
 
 def incidents_validate(*, store: Store, data: bytes, filename: str) -> list[sc.Incident]:

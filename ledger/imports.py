@@ -25,21 +25,12 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from audits.engine.scenario import Issue, MemoryRecord, ValidationError, parse_memories
+from audits.engine.scenario import Issue, MemoryRecord, ValidationError, first_line_containing, parse_memories
 from ledger.models import ImportJob, Memory, Store
 
 logger = logging.getLogger(__name__)
 
 CHUNK = 2000  # memories per insert batch and per signing/embedding task
-
-
-def _line_of(data: bytes, memory_id: str) -> int | None:
-    """Best-effort line of a record: the first line naming the id (the parser keeps no lines)."""
-    needle = memory_id.encode("utf-8")
-    for n, raw in enumerate(data.splitlines(), start=1):
-        if needle in raw:
-            return n
-    return None
 
 
 def memories_validate(*, store: Store, data: bytes, filename: str) -> list[MemoryRecord]:
@@ -55,7 +46,7 @@ def memories_validate(*, store: Store, data: bytes, filename: str) -> list[Memor
         existing.update(Memory.objects.filter(store=store, external_id__in=ids[i:i + 500])
                         .values_list("external_id", flat=True))
     if existing:
-        issues = [Issue(filename, _line_of(data, r.id), "id", f"duplicate id {r.id!r}: already in store {store.slug!r}")
+        issues = [Issue(filename, first_line_containing(data, r.id.encode("utf-8")), "id", f"duplicate id {r.id!r}: already in store {store.slug!r}")
                   for r in records if r.id in existing]
         raise ValidationError(issues)
     return records

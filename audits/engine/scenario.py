@@ -264,6 +264,15 @@ def _is_rfc3339(s: str) -> bool:
     return dt.tzinfo is not None
 
 
+def first_line_containing(data: bytes, needle: bytes) -> int | None:
+    """Best-effort line of a record found after parsing (the records keep no line): the first
+    line of the upload holding ``needle``."""
+    for n, raw in enumerate(data.splitlines(), start=1):
+        if needle in raw:
+            return n
+    return None
+
+
 # Memory and incident ids are stored in 255-character columns.
 MAX_ID_LENGTH = 255
 
