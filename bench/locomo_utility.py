@@ -7,14 +7,18 @@ Each LoCoMo conversation becomes one store (an agent's memory: every dialogue tu
 ``speaker: text``), imported through the product's import path. For every question with
 evidence turns, recall@k is the share of its evidence turns found in the top-k of
 ``ledger.recall.recall``. It is measured twice on the same stores: **before** (no labels) and
-**after** the ingest classifier has appended its signed ``poison_likely`` labels. All
-LoCoMo turns are clean, so any drop is the price of the defence (false quarantines).
+**after** the ingest classifier (``ledger.classifier_service.ingest_classify``, run per store)
+has appended its signed ``poison_likely`` labels. Nothing adversarial is mixed in: all LoCoMo
+turns are clean, so the quarantine is only the classifier's false labels on them, and any drop
+is the price of the defence. Reported too: the quarantined turn ids and how many questions had
+an evidence turn among them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     ks = sorted(int(k) for k in args.k.split(","))
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     work = ledger_env.setup(args.workdir, embedder=args.embedder)
     from ledger.classifier_service import ingest_classify
     from ledger.imports import memories_import
@@ -90,20 +95,35 @@ def main(argv: list[str] | None = None) -> int:
     before, t_before = measure()
     for store in stores:
         ingest_classify(store=store, inline=True)
-    flagged = Memory.objects.filter(store__in=stores).exclude(epistemic_state="").count()
+    quarantined = sorted(Memory.objects.filter(store__in=stores).exclude(epistemic_state="")
+                         .values_list("store__slug", "external_id"))
+    flagged = len(quarantined)
+    by_store = set(quarantined)
+    hit_questions = sum(1 for store, _, evidence in questions if any((store.slug, e) in by_store for e in evidence))
     after, t_after = measure()
+    try:
+        from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION
+        classifier = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
+    except ImportError:  # pragma: no cover
+        classifier = "unknown"
     result = {
         "conversations": len(stores), "turns": turns_total, "questions": len(questions), "embedder": args.embedder,
+        "classifier": classifier, "load_average_before": load_before,
         "quarantined_turns": flagged,
+        "quarantined_ids": [f"{store}/{ext}" for store, ext in quarantined],
+        "questions_with_quarantined_evidence": hit_questions,
         "recall_at_k_before": {str(k): v for k, v in before.items()},
         "recall_at_k_after": {str(k): v for k, v in after.items()},
         "recall_p50_ms": round(ledger_env.percentile(t_after, 50), 2),
     }
     print(f"LoCoMo evidence recall, {len(stores)} conversations ({turns_total} turns), {len(questions)} questions, "
-          f"embedder {args.embedder}; turns quarantined by the classifier: {flagged}")
+          f"embedder {args.embedder}, classifier {classifier}; load average before {load_before}")
+    print(f"turns quarantined by the classifier: {flagged} {result['quarantined_ids'][:10]}; "
+          f"questions with a quarantined evidence turn: {hit_questions}")
     print(f"{'k':>4} {'before':>8} {'after':>8}")
     for k in ks:
         print(f"{k:>4} {before[k]:>8.4f} {after[k]:>8.4f}")
+    print(f"recall p50 ms (after, end to end with the query encoding): {result['recall_p50_ms']}")
     print(f"work folder: {work}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
