@@ -62,13 +62,18 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify)."""
     slugs = selectors.organization_slugs()
     tenant = organization.slug
+    subset = memories is not None
     if memories is None:
         memories = list(selectors.memory_list(organization=organization))
     entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
     leaf_qs = LogLeaf.objects.filter(organization=organization).order_by("index")
-    if len(memories) == 1:
-        leaf_qs = leaf_qs.filter(memory=memories[0])
-    leaf_rows = list(leaf_qs.values_list("index", "memory_id", "kind", "seq", "leaf_hash"))
+    if subset:  # only these memories' leaves (ledger.verification checks one or a batch of memories)
+        ids = [m.pk for m in memories]
+        leaf_rows = sorted((row for i in range(0, len(ids), 500) for row in leaf_qs.filter(
+            memory_id__in=ids[i:i + 500]).values_list("index", "memory_id", "kind", "seq", "leaf_hash")),
+            key=lambda row: row[0])
+    else:
+        leaf_rows = list(leaf_qs.values_list("index", "memory_id", "kind", "seq", "leaf_hash"))
     names = {m.pk: m.ledger_id for m in memories}
     missing = {mid for _, mid, *_ in leaf_rows if mid not in names}
     if missing:  # a leaf naming a memory outside this export (moved or foreign): name it anyway

@@ -2,14 +2,17 @@
 
 ``recall(store, query, k)``:
 
-1. Embed the query; take the store's cached index (signed memories, live weights, states,
-   chain heads; see ``ledger.embedding_store``).
+1. Embed the query (``encode_query``: a bounded LRU by query text in front of the model);
+   take the store's cached index (signed memories, live weights, states, chain heads; see
+   ``ledger.embedding_store``).
 2. Score = cosine x live weight, over the memories the epistemic projection allows:
    ``poison_likely`` never, ``poison_suspect`` not when ``store.exclude_suspect``.
-3. Walk the candidates best first; adopt one only after ``memory_verify`` passes on its
-   chains (the result is cached by memory, chain head and label seq, so a memory is verified
-   once per state). A memory that fails is skipped, logged as an alert, counted, and listed
-   in the response's ``excluded``.
+3. Walk the candidates best first; adopt one only after its chains verify
+   (``ledger.verification.memories_verify``: the candidates not yet verified in their current
+   state are checked together, in one bundle, with findings per memory; the result is cached
+   by memory, chain head, label seq, live weight and state, so a memory is verified once per
+   state). A memory that fails is skipped, logged as an alert, counted, and listed in the
+   response's ``excluded``.
 4. Sign a receipt (``ledger.core.receipts.build_receipt``) over the ordered results, bound to
    the query hash, k, the latest signed tree head and the projection version; store it.
 
@@ -42,6 +45,8 @@ alert_logger = logging.getLogger("ledger.alerts")
 MAX_K = 100
 PROJECTION = "memaudit-projection/1"
 _VERIFIED_MAX = 200_000
+# Candidates verified beyond the ones a recall needs, in the same batch (measured: bench/recall_bench.py).
+VERIFY_AHEAD = 0
 try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
     from threadpoolctl import ThreadpoolController
 
@@ -70,26 +75,48 @@ def query_sha256(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
 
 
-def _verify_candidate(index: StoreIndex, row: int) -> tuple[bool, str]:
-    """memory_verify once per (memory, chain head, label seq, live state); cached."""
-    key = (int(index.pks[row]), index.chain_heads[row], int(index.label_seq[row]), int(index.weight_q[row]),
-           index.states[row])
-    hit = _verified.get(key)
-    if hit is not None:
-        return hit
-    from ledger.verification import memory_verify
+def _row_key(index: StoreIndex, row: int) -> tuple:
+    return (int(index.pks[row]), index.chain_heads[row], int(index.label_seq[row]), int(index.weight_q[row]),
+            index.states[row])
 
-    memory = Memory.objects.select_related("store", "organization").get(pk=key[0])
-    if (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q, memory.epistemic_state or "") != key[1:]:
-        # The row moved since the index was built: not what we would be vouching for.
-        return False, "live state changed during recall"
-    findings = memory_verify(memory)
-    result = (not findings, "; ".join(str(f) for f in findings[:3]))
-    with _verified_lock:
-        _verified[key] = result
-        while len(_verified) > _VERIFIED_MAX:
-            _verified.popitem(last=False)
-    return result
+
+def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, str]]:
+    """(verified, why not) per row: from the cache, keyed by (memory, chain head, label seq, live
+    weight, state), or by ``memories_verify`` on all the rows missing from it at once (one bundle)."""
+    from ledger.verification import memories_verify
+
+    out: dict[int, tuple[bool, str]] = {}
+    keys = {row: _row_key(index, row) for row in rows}
+    todo = []
+    for row, key in keys.items():
+        hit = _verified.get(key)
+        if hit is None:
+            todo.append(row)
+        else:
+            out[row] = hit
+    if not todo:
+        return out
+    memories = Memory.objects.select_related("store", "organization").in_bulk([keys[row][0] for row in todo])
+    check = []
+    for row in todo:
+        memory = memories.get(keys[row][0])
+        if memory is None:
+            out[row] = (False, "memory no longer in the database")
+        elif (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q,
+              memory.epistemic_state or "") != keys[row][1:]:
+            # The row moved since the index was built: not what we would be vouching for.
+            out[row] = (False, "live state changed during recall")
+        else:
+            check.append(row)
+    if check:
+        findings = memories_verify([memories[keys[row][0]] for row in check])
+        with _verified_lock:
+            for row in check:
+                found = findings[keys[row][0]]
+                out[row] = _verified[keys[row]] = (not found, "; ".join(str(f) for f in found[:3]))
+            while len(_verified) > _VERIFIED_MAX:
+                _verified.popitem(last=False)
+    return out
 
 
 def _matvec(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -133,7 +160,7 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     excluded: list[dict] = []
     scores = np.empty(0, dtype=np.float32)
     if len(index):
-        q = embedder.encode([query])[0]
+        q = embedder.encode_query(query)
         cosine = _matvec(index.matrix, q)
         scores = cosine * index.weights
         allowed = index.state_mask(excluded_set)
@@ -144,10 +171,15 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
         while len(adopted) < want:
             top = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
             order = top[np.argsort(-masked[top], kind="stable")]
-            for row in order:
+            checked: dict[int, tuple[bool, str]] = {}
+            for pos, row in enumerate(order.tolist()):
                 if len(adopted) >= want or not np.isfinite(masked[row]):
                     break
-                ok, why = _verify_candidate(index, int(row))
+                if row not in checked:
+                    # The rows this walk adopts if all verify, checked together (those not cached).
+                    ahead = order[pos:pos + want - len(adopted) + VERIFY_AHEAD].tolist()
+                    checked.update(_verify_rows(index, [r for r in ahead if r not in checked and np.isfinite(masked[r])]))
+                ok, why = checked[row]
                 masked[row] = -np.inf  # never look at this row again in this recall
                 if ok:
                     adopted.append(int(row))

@@ -68,29 +68,77 @@ def memory_verify(memory: Memory, *, cached: bool = True) -> list[Finding]:
     needs; a raw edit that bypasses the triggers leaves the key as it was, so the memory page
     and the API's memory detail ask with ``cached=False`` and always check the rows.
     """
-    key = _cache_key(memory)
-    with _lock:
-        if cached and key in _clean:
-            _clean.move_to_end(key)
-            return []
-    org = memory.organization
-    parts = export.bundle_parts(org, memories=[memory])
+    return memories_verify([memory], cached=cached)[memory.pk]
+
+
+def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
+    """Every finding of one bundle built from these memories' rows (their chains and leaves only)."""
+    parts = export.bundle_parts(org, memories=memories)
+    signed = {me.memory.pk for me in parts["entries"]}
+    findings = [Finding(f"memory={m.ledger_id}", "genesis", "genesis is not signed yet", "ChainBrokenError")
+                for m in memories if m.pk not in signed]
     if not parts["entries"]:
-        return [Finding(f"memory={memory.ledger_id}", "genesis", "genesis is not signed yet", "ChainBrokenError")]
+        return findings
     bundle = build_bundle(tenant=parts["tenant"], epochs=epochs_for(org),
                           memories=[export.memory_record_of(me) for me in parts["entries"]],
                           log_leaves=parts["refs"], tree_heads=[], consistency=[])
     try:
-        findings = verify_bundle(bundle)
+        checked = verify_bundle(bundle)
     except BundleError as exc:
-        findings = [Finding(f"memory={memory.ledger_id}", None, f"unusable: {exc}", "BundleError")]
-    findings += _database_findings(parts)
-    if not findings:
+        subject = f"memory={memories[0].ledger_id}" if len(memories) == 1 else "bundle"  # "bundle": no one's
+        checked = [Finding(subject, None, f"unusable: {exc}", "BundleError")]
+    # An unsigned memory fails on that alone, as when it is checked by itself (its leaves name
+    # entries this bundle lacks; saying so again would only differ from the one-memory answer).
+    unsigned = {f.subject for f in findings}
+    return findings + [f for f in checked + _database_findings(parts) if f.subject not in unsigned]
+
+
+def memories_verify(memories: list[Memory], *, cached: bool = True) -> dict[int, list[Finding]]:
+    """``memory_verify`` for several memories at once: their findings by primary key.
+
+    One ``bundle_parts`` and one ``verify_bundle`` for all of them (one per organization; recall
+    verifies its first-seen candidates together). Each finding names its memory ("memory=<ledger id>"), so a tampered
+    memory fails alone and the others are verified. A finding that names none of them (an
+    epoch, an unusable bundle) cannot be attributed: then each memory is verified on its own,
+    as ``memory_verify`` would, so a batch never condemns or clears a memory that a check of
+    that memory alone would not.
+    """
+    out: dict[int, list[Finding]] = {}
+    todo: list[Memory] = []
+    with _lock:
+        for m in memories:
+            key = _cache_key(m)
+            if cached and key in _clean:
+                _clean.move_to_end(key)
+                out[m.pk] = []
+            elif m.pk not in out:
+                out[m.pk] = []
+                todo.append(m)
+    if not todo:
+        return out
+    groups: dict[int, list[Memory]] = {}
+    for m in todo:  # one bundle per organization (a row moved to another one is checked as its own)
+        groups.setdefault(m.organization_id, []).append(m)
+    for group in groups.values():
+        findings = _bundle_findings(group[0].organization, group)
+        by_subject = {f"memory={m.ledger_id}": m.pk for m in group}
+        if len(group) == 1:
+            out[group[0].pk] = findings
+        elif len(by_subject) != len(group) or any(f.subject not in by_subject for f in findings):
+            for m in group:  # not attributable: each memory alone
+                out[m.pk] = _bundle_findings(m.organization, [m])
+        else:
+            for f in findings:
+                out[by_subject[f.subject]].append(f)
+    clean = [_cache_key(m) for m in todo if not out[m.pk]]
+    if clean:
         with _lock:
-            _clean[key] = True
+            for key in clean:
+                _clean[key] = True
+                _clean.move_to_end(key)
             while len(_clean) > _CACHE_MAX:
                 _clean.popitem(last=False)
-    return findings
+    return out
 
 
 def memory_verify_cache_clear() -> None:
@@ -131,4 +179,4 @@ def organization_verify(organization) -> list[Finding]:
     return findings
 
 
-__all__ = ["Finding", "memory_verify", "memory_verify_cache_clear", "organization_verify"]
+__all__ = ["Finding", "memories_verify", "memory_verify", "memory_verify_cache_clear", "organization_verify"]

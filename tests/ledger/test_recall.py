@@ -164,14 +164,16 @@ def test_unsigned_memories_are_not_recallable(store, housekeeper):
 def test_a_candidate_that_fails_verification_is_excluded_and_alerted(facts, monkeypatch, caplog):
     import ledger.verification
 
-    real = ledger.verification.memory_verify
+    real = ledger.verification.memories_verify
 
-    def broken_m1(memory):
-        if memory.external_id == "m1":
-            return [Finding("memory=main/m1", "genesis seq=0", "signature invalid", "SignatureInvalidError")]
-        return real(memory)
+    def broken_m1(memories):
+        out = real(memories)
+        for m in memories:
+            if m.external_id == "m1":
+                out[m.pk] = [Finding("memory=main/m1", "genesis seq=0", "signature invalid", "SignatureInvalidError")]
+        return out
 
-    monkeypatch.setattr(ledger.verification, "memory_verify", broken_m1)
+    monkeypatch.setattr(ledger.verification, "memories_verify", broken_m1)
     alerts = recall_module.verification_alerts
 
     result = recall(store=facts, query=EIFFEL, k=3)
@@ -251,3 +253,37 @@ def test_minilm_recall_ranks_a_paraphrase_first_and_signs_it(store, housekeeper,
 
     assert _ids(result)[0] == "fire" and result["results"][0]["cosine"] > 0.5
     verify_receipt(result["receipt"], _receipt_key(store))
+
+
+def test_first_seen_candidates_are_verified_together_a_tampered_one_excluded_the_rest_adopted(facts, monkeypatch,
+                                                                                             caplog):
+    from django.db import connection
+
+    import ledger.verification
+    from tests.ledger.test_verification import SIG, disable_triggers
+
+    disable_triggers("ledger_genesisentry")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_genesisentry SET signature = %s WHERE memory_id = %s",
+                  [SIG, Memory.objects.get(external_id="m1").pk])
+    batches = []
+    real = ledger.verification.memories_verify
+    monkeypatch.setattr(ledger.verification, "memories_verify",
+                        lambda memories: batches.append(sorted(m.external_id for m in memories)) or real(memories))
+    alerts = recall_module.verification_alerts
+
+    first = recall(store=facts, query=EIFFEL, k=3)
+
+    assert len(batches[0]) == 3 and "m1" in batches[0]  # the three best, checked in one bundle
+    assert "m1" not in _ids(first) and len(first["results"]) == 3
+    assert [e["memory"] for e in first["excluded"]] == ["main/m1"]
+    assert "genesis seq=0" in first["excluded"][0]["reason"]
+    assert recall_module.verification_alerts == alerts + 1 and "recall alert: memory main/m1" in caplog.text
+    assert set(batches[0]) - {"m1"} <= set(_ids(first))  # the good ones of the batch were adopted
+
+    checked = len(batches)
+    second = recall(store=facts, query=EIFFEL, k=3)
+
+    assert len(batches) == checked  # every candidate came from the cache, the failure included
+    assert _ids(second) == _ids(first) and second["excluded"] == first["excluded"]
+    assert recall_module.verification_alerts == alerts + 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -13,10 +14,12 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from ledger import export
 from ledger.core.verify import main as portable_verify
 from ledger.export import bundle_write
 from ledger.models import KeyEpoch, LogLeaf, Memory, Store, TreeHead
 from ledger.verification import (
+    memories_verify,
     memory_verify,
     memory_verify_cache_clear,
     organization_verify,
@@ -195,3 +198,65 @@ def test_the_portable_verifier_runs_as_a_module_without_django(ledger, tmp_path)
     assert {m["id"] for m in data["memories"]} == {"main/m0", "main/m1", "main/m2"}
     assert len(data["log"]["leaves"]) == LogLeaf.objects.filter(organization__slug="acme").count()
     assert data["receipt_keys"] == [] and len(data["epochs"]) == 2
+
+
+def _fresh(ledger) -> list[Memory]:
+    pks = [m.pk for m in ledger.values()]
+    return list(Memory.objects.select_related("store", "organization").filter(pk__in=pks).order_by("pk"))
+
+
+@pytest.mark.parametrize("table,column,value,where,expected,portable", CASES,
+                         ids=[f"{c[0].removeprefix('ledger_')}.{c[1]}" for c in CASES])
+def test_a_batch_attributes_each_finding_to_its_memory_as_one_by_one_checks_do(ledger, table, column, value, where,
+                                                                                expected, portable):
+    i = ids(ledger)
+    disable_triggers(table)
+    with connection.cursor() as c:
+        c.execute(f'UPDATE {table} SET "{column}" = %s WHERE {where.format(**i)}', [value(i)])
+    memories = _fresh(ledger)
+
+    def said(findings):  # "log leaf N" is a position in the bundle checked, which a batch shifts
+        return [re.sub(r"log leaf \d+", "log leaf N", str(f)) for f in findings]
+
+    alone = {m.pk: said(memory_verify(m, cached=False)) for m in memories}
+    batch = memories_verify(memories, cached=False)
+    assert batch.keys() == alone.keys()
+    for pk, found in batch.items():
+        assert said(found) == alone[pk]
+
+
+def test_a_batch_fails_only_the_tampered_memory_and_caches_the_clean_ones(ledger, monkeypatch):
+    disable_triggers("ledger_genesisentry")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_genesisentry SET signature = %s WHERE memory_id = %s", [SIG, ledger["m1"].pk])
+    memories = [m for m in _fresh(ledger) if m.external_id != "m3"]
+    parts = []
+    real = export.bundle_parts
+    monkeypatch.setattr(export, "bundle_parts", lambda org, memories: parts.append(len(memories)) or
+                        real(org, memories=memories))
+
+    found = memories_verify(memories)
+
+    assert parts == [3]  # one bundle for the three
+    assert [str(f) for f in found[ledger["m1"].pk]] and all(
+        f.subject == "memory=main/m1" for f in found[ledger["m1"].pk])
+    assert found[ledger["m0"].pk] == [] and found[ledger["m2"].pk] == []
+    assert memories_verify(memories)[ledger["m1"].pk]  # failures are never cached
+    assert parts == [3, 1]  # only m1 was checked again: m0 and m2 came from the cache
+
+
+def test_a_batch_with_a_finding_it_cannot_attribute_checks_each_memory_alone(ledger, monkeypatch):
+    disable_triggers("ledger_keyepoch")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_keyepoch SET endorsement = %s WHERE number = 2", [SIG])
+    memories = [m for m in _fresh(ledger) if m.external_id != "m3"]
+    parts = []
+    real = export.bundle_parts
+    monkeypatch.setattr(export, "bundle_parts", lambda org, memories: parts.append(len(memories)) or
+                        real(org, memories=memories))
+
+    found = memories_verify(memories)
+
+    assert parts == [3, 1, 1, 1]
+    assert found == {m.pk: memory_verify(m, cached=False) for m in memories}
+    assert any(f.subject == "epoch=2" for f in found[ledger["m0"].pk])
