@@ -2,7 +2,9 @@
 p50 <= 15 ms, p95 <= 40 ms at 20k; 100k reported).
 
     python bench/recall_bench.py [--sizes 20000,100000] [--queries 200] [--k 5]
-                                 [--embedder hashing384|minilm] [--workdir DIR] [--json OUT]
+                                 [--embedder hashing384|minilm|minilm-query] [--verify batch|one]
+                                 [--verify-ahead N] [--encode direct|sentence-transformers]
+                                 [--workdir DIR] [--reuse] [--json OUT]
 
 Memories are real texts (2WikiMultihopQA passages, LoCoMo turns, PoisonedRAG clean passages,
 read from ../shared/data at run time), cycled with a copy number until the size is reached;
@@ -15,7 +17,19 @@ time each is seen; warm: cached by chain head), receipt signing and the Receipt 
 ``--embedder hashing384`` (default) fills the matrix with the hashing test double at MiniLM's
 384 dimensions, so the scoring cost is exactly MiniLM's while a 100k store can be built in
 minutes on a small CPU; the MiniLM query-encoding time is measured separately and reported
-(add it to get the MiniLM figure). ``--embedder minilm`` runs the real model end to end.
+(add it to get the MiniLM figure). ``--embedder minilm`` runs the real model end to end: the
+memories are embedded by all-MiniLM-L6-v2 at import (slow on a small CPU: every text, copies
+included) and every timed recall encodes its query with it. ``--embedder minilm-query`` keeps
+the hashing384 matrix (fast to build) but encodes every query with the real MiniLM inside the
+timed recall: the timing is end to end (encoding, scoring at 384 dimensions, verification,
+receipt), the ranking is not semantic. The query LRU (``encode_query``) is off in every mode:
+the 200 queries are unique, and the warm pass repeats them.
+
+``--verify batch`` (default) is the product path: a recall's first-seen candidates are verified
+together in one bundle (``ledger.verification.memories_verify``); ``--verify one`` times the
+former path, one bundle per candidate, for comparison. Likewise ``--encode
+sentence-transformers`` times queries through ``SentenceTransformer.encode`` instead of the
+Embedder's direct path.
 """
 
 from __future__ import annotations
@@ -37,6 +51,25 @@ class Hashing384(HashingEmbedder):
 
     def __init__(self) -> None:
         super().__init__(dim=384)
+
+
+class Hashing384MiniLMQueries(Hashing384):
+    """Hashing384 memory vectors; each query encoded by the real all-MiniLM-L6-v2 (timing only)."""
+
+    def encode_query(self, text: str):
+        return minilm().encode([text])[0]
+
+
+def minilm():
+    from ledger.embeddings import Embedder
+
+    global _MINILM
+    if _MINILM is None:
+        _MINILM = Embedder()
+    return _MINILM
+
+
+_MINILM = None
 
 
 def real_texts(data: Path) -> list[str]:
@@ -83,6 +116,15 @@ def build_store(org, size: int, texts: list[str], *, reuse: bool = False):
     return store, import_s
 
 
+def verify_one_by_one() -> None:
+    """The path before batching: each first-seen candidate verified alone (one bundle each)."""
+    from ledger import recall as recall_module
+
+    batched = recall_module._verify_rows
+    recall_module._verify_rows = lambda index, rows: {
+        row: result for one in rows for row, result in batched(index, [one]).items()}
+
+
 def timed_recalls(store, queries: list[str], k: int) -> list[float]:
     from ledger.recall import recall
 
@@ -99,25 +141,51 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="20000,100000")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--k", type=int, default=5)
-    ap.add_argument("--embedder", choices=["hashing384", "minilm"], default="hashing384")
+    ap.add_argument("--embedder", choices=["hashing384", "minilm", "minilm-query"], default="hashing384")
+    ap.add_argument("--verify", choices=["batch", "one"], default="batch",
+                    help="first-seen candidates verified in one bundle per recall (product), or one by one")
+    ap.add_argument("--verify-ahead", type=int, default=None,
+                    help="with --verify batch: also verify this many candidates beyond those needed "
+                         "(ledger.recall.VERIFY_AHEAD; default: the product's)")
+    ap.add_argument("--encode", choices=["direct", "sentence-transformers"], default="direct",
+                    help="MiniLM queries through Embedder's direct path (product), or SentenceTransformer.encode "
+                         "as before it, for comparison")
     ap.add_argument("--data", type=Path, default=ledger_env.DEFAULT_DATA)
     ap.add_argument("--workdir")
     ap.add_argument("--reuse", action="store_true", help="time the stores an earlier run left in --workdir")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    import os
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     work = ledger_env.setup(args.workdir, embedder="minilm")
     from django.conf import settings
 
     from ledger.embedding_store import embedder_for_store, store_index
 
-    if args.embedder == "hashing384":
+    if args.embedder != "minilm":
         settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    from ledger import recall as recall_module
+
+    if args.encode == "sentence-transformers":
+        from ledger.embeddings import Embedder
+
+        Embedder._direct_parts = lambda self: None  # Embedder.encode falls back to model.encode
+    if args.verify == "one":
+        verify_one_by_one()
+    elif args.verify_ahead is not None:
+        recall_module.VERIFY_AHEAD = args.verify_ahead
     org = ledger_env.organization_get()
     texts, qs = real_texts(args.data), questions(args.data)[: args.queries]
     rows = []
     for size in [int(s) for s in args.sizes.split(",")]:
         store, import_s = build_store(org, size, texts, reuse=args.reuse)
+        if args.embedder == "minilm-query":
+            settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384MiniLMQueries"
+        embedder = embedder_for_store(store)
+        embedder.query_cache_size = 0  # unique queries; the warm pass repeats them
+        if args.embedder != "hashing384":
+            embedder.encode_query("warm up")  # load the model outside the timed calls
         t = time.perf_counter()
         index = store_index(store)
         index_ms = (time.perf_counter() - t) * 1000
@@ -131,33 +199,42 @@ def main(argv: list[str] | None = None) -> int:
             "warm_p50_ms": round(ledger_env.percentile(warm, 50), 2),
             "warm_p95_ms": round(ledger_env.percentile(warm, 95), 2),
         })
-    minilm = None
-    if args.embedder == "hashing384":
-        settings.EMBEDDING_BACKEND = ""
-        model = embedder_for_store(None)
-        model.encode(["warm up"])
-        enc = []
-        for q in qs[:50]:
-            t = time.perf_counter()
-            model.encode([q])
-            enc.append((time.perf_counter() - t) * 1000)
-        minilm = {"query_encode_p50_ms": round(ledger_env.percentile(enc, 50), 2),
-                  "query_encode_p95_ms": round(ledger_env.percentile(enc, 95), 2)}
-    import os
+    # MiniLM query encoding alone, interleaved: Embedder.encode (the direct path unless
+    # --encode sentence-transformers) and sentence-transformers' encode.
+    model = minilm()
+    model.encode(["warm up"])
+    direct, st = [], []
+    for q in qs[:50]:
+        t = time.perf_counter()
+        model.encode([q])
+        direct.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        model.model.encode([q], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+        st.append((time.perf_counter() - t) * 1000)
+    import torch
 
-    result = {"embedder": args.embedder, "k": args.k, "queries": len(qs), "cpus": os.cpu_count(),
+    minilm_enc = {"query_encode_p50_ms": round(ledger_env.percentile(direct, 50), 2),
+                  "query_encode_p95_ms": round(ledger_env.percentile(direct, 95), 2),
+                  "sentence_transformers_encode_p50_ms": round(ledger_env.percentile(st, 50), 2),
+                  "sentence_transformers_encode_p95_ms": round(ledger_env.percentile(st, 95), 2),
+                  "torch_threads": torch.get_num_threads()}
+    result = {"embedder": args.embedder, "encode": args.encode, "verify": args.verify,
+              "verify_ahead": None if args.verify == "one" else recall_module.VERIFY_AHEAD, "k": args.k, "queries": len(qs),
+              "cpus": os.cpu_count(), "load_average_before": load_before,
               "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
-              "minilm_query_encoding": minilm, "workdir": str(work)}
-    print(f"recall with receipt, k={args.k}, {len(qs)} LoCoMo queries, embedder {args.embedder}, "
-          f"load average {result['load_average']}")
+              "minilm_query_encoding": minilm_enc, "workdir": str(work)}
+    print(f"recall with receipt, k={args.k}, {len(qs)} LoCoMo queries, embedder {args.embedder} (encode "
+          f"{args.encode}), verify {args.verify} (ahead {result['verify_ahead']}), load average before {load_before}, after {result['load_average']}")
     print(f"{'memories':>9} {'import s':>9} {'index ms':>9} {'cold p50':>9} {'cold p95':>9} {'warm p50':>9} "
           f"{'warm p95':>9}")
     for r in rows:
         print(f"{r['memories']:>9} {r['import_seconds'] or '-':>9} {r['index_build_ms']:>9} {r['cold_p50_ms']:>9} "
               f"{r['cold_p95_ms']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
-    if minilm:
-        print(f"MiniLM query encoding (add for the real model): p50 {minilm['query_encode_p50_ms']} ms, "
-              f"p95 {minilm['query_encode_p95_ms']} ms")
+    end_to_end = "included above" if args.embedder != "hashing384" else "not included above: add it"
+    print(f"MiniLM query encoding alone ({end_to_end}): p50 {minilm_enc['query_encode_p50_ms']} ms, "
+          f"p95 {minilm_enc['query_encode_p95_ms']} ms (sentence-transformers encode: p50 "
+          f"{minilm_enc['sentence_transformers_encode_p50_ms']} ms, p95 "
+          f"{minilm_enc['sentence_transformers_encode_p95_ms']} ms; {minilm_enc['torch_threads']} torch thread(s))")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
