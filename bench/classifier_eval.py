@@ -69,12 +69,27 @@ def load_poisons(data: Path, split: str) -> tuple[list[tuple[str, str]], dict[st
     return poisons, target_of
 
 
-def evaluate(data: Path, split: str = "all", params: classifier.Params | None = None) -> dict:
+def dense_index(passages: list[tuple[str, str]]):
+    """MiniLM neighbourhoods of the passages (vectors cached in var/bench/embeddings.npz)."""
+    from bench.audit_bench import CachedEmbedder
+    from ledger.dense import DenseIndex
+
+    embedder = CachedEmbedder()
+    matrix = embedder.encode_cached([text for _, text in passages])
+    if embedder.encoded:
+        embedder.save()
+    return DenseIndex([pid for pid, _ in passages], matrix, model=embedder.model_name)
+
+
+def evaluate(data: Path, split: str = "all", params: classifier.Params | None = None,
+             embedder: str = "minilm") -> dict:
     clean = load_clean(data)
     poisons, target_of = load_poisons(data, split)
     params = params or classifier.DEFAULT_PARAMS
     started = time.perf_counter()
-    flags = classifier.classify(clean + poisons, params=params)
+    dense = dense_index(clean + poisons) if embedder == "minilm" else None
+    dense_seconds = time.perf_counter() - started
+    flags = classifier.classify(clean + poisons, params=params, dense=dense)
     seconds = time.perf_counter() - started
     flagged = {f.memory_id for f in flags}
     poison_hits = sorted(flagged & set(target_of))
@@ -85,6 +100,7 @@ def evaluate(data: Path, split: str = "all", params: classifier.Params | None = 
     return {
         "classifier": f"{classifier.CLASSIFIER_NAME}@{classifier.CLASSIFIER_VERSION}",
         "split": split,
+        "embedder": embedder,
         "poison_labelled": len(poison_hits),
         "poison_total": len(poisons),
         "targets_fully_covered": sum(1 for v in per_target.values() if v == 5),
@@ -96,6 +112,7 @@ def evaluate(data: Path, split: str = "all", params: classifier.Params | None = 
         "clean_flagged_per_10k": round(len(false_pos) / len(clean) * 10_000, 2),
         "false_positive_ids": false_pos,
         "seconds": round(seconds, 2),
+        "dense_index_seconds": round(dense_seconds, 2),
         "example_reason": flags[0].reason if flags else "",
     }
 
@@ -105,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
+    ap.add_argument("--embedder", choices=["minilm", "none"], default="minilm",
+                    help="embeddings for the classifier's paraphrase-aware steps (none: lexical only)")
     ap.add_argument(
         "--set",
         action="append",
@@ -125,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides[name] = type(getattr(classifier.DEFAULT_PARAMS, name))(value)
     params = dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
     splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
-    results = [evaluate(args.data, s, params) for s in splits]
+    results = [evaluate(args.data, s, params, args.embedder) for s in splits]
     header = (
         f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
         f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"

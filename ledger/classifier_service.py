@@ -11,7 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import numpy as np
+
 from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION, Flag, classify
+from ledger.dense import DenseIndex
+from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
+from ledger.embeddings import HashingEmbedder
 from ledger.models import EpistemicLabel, Memory, Store
 
 logger = logging.getLogger(__name__)
@@ -39,14 +44,28 @@ def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None) -> li
     The whole store is passed so that a pattern split across two imports is still seen; only
     the new batch (``memory_ids``; all when None) gets flags.
     """
-    rows = list(Memory.objects.filter(store=store).order_by("external_id").values_list("pk", "external_id", "text"))
-    pk_of = {ext: pk for pk, ext, _ in rows}
+    rows = list(Memory.objects.filter(store=store).order_by("external_id").values_list(
+        "pk", "external_id", "text", "content_sha256"))
+    pk_of = {ext: pk for pk, ext, _, _ in rows}
     only = None
     if memory_ids is not None:
         wanted = set(memory_ids)
-        only = [ext for pk, ext, _ in rows if pk in wanted]
-    flags = classify([(ext, text) for _, ext, text in rows], only=only)
+        only = [ext for pk, ext, _, _ in rows if pk in wanted]
+    flags = classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=store_dense(store, rows))
     return [(pk_of[f.memory_id], f) for f in flags]
+
+
+def store_dense(store: Store, rows: Sequence[tuple]) -> DenseIndex | None:
+    """The store's embedding neighbourhoods from the vectors recall uses (embedding the few
+    texts not embedded yet); None for an empty store, or when the store's embedder is the
+    hashing test double (the classifier's embedding thresholds assume a sentence model)."""
+    embedder = embedder_for_store(store)
+    if not rows or isinstance(embedder, HashingEmbedder):
+        return None
+    embeddings_compute(memories=Memory.objects.filter(store=store).select_related("store"), embedder=embedder)
+    vectors = cached_vectors(model=embedder.model_name, hashes=(bytes(h) for *_, h in rows))
+    matrix = np.stack([vectors[bytes(h)] for *_, h in rows])
+    return DenseIndex([ext for _, ext, _, _ in rows], matrix, model=embedder.model_name)
 
 
 def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, inline: bool = False) -> int:

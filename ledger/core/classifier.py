@@ -67,11 +67,12 @@ import math
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "2.1"
+CLASSIFIER_VERSION = "3.0"
 
 _STOP = frozenset(
     """a about above after again against all almost along also although am among an and
@@ -104,6 +105,12 @@ _PERSONAL = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Ww]e|[Oo]ur|[Uu]s|[Yy]ou|[Yy]our)\b
 _QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c].*?['\"\u2019\u201d](?!\w)")
 _CHATTY = re.compile(r"!|\b(?:[Tt]hanks?|[Hh]ey|[Hh]i|[Ww]ow|[Yy]eah|[Yy]ep|[Ll]et's)\b")
 _SENTENCE_END = re.compile(r"[.!?:;\"\n]")
+# Negation (version 3): a cue negates the phrase after it, up to the next comma, "but" or the
+# end of the sentence ("instead of 'IV', it is 'IIII'", "not 'Little Boy' but 'Big Man'").
+_NEGATION = re.compile(
+    r"(?:\b(?:instead of|rather than|unlike|contrary to|in contrast to|as opposed to|not)\b|n't\b)"
+    r"(?! (?:only|until|often|just|merely|also)\b)", re.IGNORECASE)
+_PHRASE_END = re.compile(r"[,.!?;\n]|\bbut\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,21 @@ class Flag:
     memory_id: str
     reason: str
     evidence: dict = field(hash=False, compare=False)
+
+
+class Dense(Protocol):
+    """Unit text embeddings of the passages (version 3): paraphrase-aware neighbours.
+
+    ``neighbours(id)`` lists the most similar other passages as (id, cosine), best first, at
+    most ``limit`` of them with a cosine of at least ``floor``; ``cosine(a, b)`` is the cosine of
+    two passages. The numpy implementation is ``ledger.dense.DenseIndex``.
+    """
+
+    model: str
+
+    def neighbours(self, memory_id: str) -> Sequence[tuple[str, float]]: ...
+
+    def cosine(self, a: str, b: str) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -143,6 +165,13 @@ class Params:
     own_subject_max_df: int = 2
     readmit_cover: float = 0.7
     readmit_ratio: float = 0.6
+    dense_seed: float = 0.75
+    dense_limit: int = 10
+    dense_readmit: float = 0.6
+    dense_readmit_ratio: float = 0.83
+    dense_sure_ratio: float = 0.95
+    dense_outlier_ratio: float = 0.8
+    dense_min_cohesion: float = 0.6
 
 
 DEFAULT_PARAMS = Params()
@@ -251,6 +280,24 @@ class Group:
     why_not: str
 
 
+def _refuted(text: str, core: frozenset[str]) -> frozenset[str]:
+    """Core tokens that ``text`` names only inside a negation: it refutes them, not states them."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+    inside: set[str] = set()
+    outside: list[str] = []
+    pos = 0
+    for m in _NEGATION.finditer(text):
+        if m.start() < pos:
+            continue
+        end = _PHRASE_END.search(text, m.end())
+        stop = end.start() if end else len(text)
+        outside.append(text[pos: m.start()])
+        inside.update(tokenize(text[m.end(): stop])[0])
+        pos = stop
+    outside.append(text[pos:])
+    return frozenset(core.intersection(inside) - set(tokenize(" ".join(outside))[0]))
+
+
 def _chatty(text: str) -> bool:
     """First/second person (outside quoted titles) or chat markers: conversation, not claims."""
     text = text.replace("\u2019", "'")
@@ -279,8 +326,12 @@ def find_groups(
     *,
     params: Params = DEFAULT_PARAMS,
     keep_all: bool = False,
+    dense: Dense | None = None,
 ) -> list[Group]:
-    """Steps 1-5 of the module docstring. ``keep_all`` also returns groups judged benign."""
+    """Steps 1-6 of the module docstring. ``keep_all`` also returns groups judged benign.
+
+    With ``dense`` (version 3) groups are also seeded from embedding neighbourhoods and
+    paraphrases are re-admitted by embedding similarity (steps 4b and 6b)."""
     items = _prepare(passages)
     n = len(items)
     if n == 0:
@@ -316,6 +367,17 @@ def find_groups(
 
     seen_cores: set[frozenset[str]] = set()
     groups: list[Group] = []
+
+    def consider(core: frozenset[str]) -> None:
+        if core in seen_cores:
+            return
+        seen_cores.add(core)
+        group = _judge(items, support(core), core, idf, df, weight, params, dense)
+        if group.suspicious:
+            group = _readmit(group, items, index_of, postings, informative, idf, weight, params, dense)
+        if group.suspicious or keep_all:
+            groups.append(group)
+
     for a, seed in enumerate(items):
         shared: Counter[int] = Counter()
         for t in sorted(seed.tokens):
@@ -343,17 +405,25 @@ def find_groups(
             core = nxt
             grown += 1
             remaining.remove(b)
-        if grown < params.min_group:
-            continue
-        core = frozenset(core)
-        if core in seen_cores:
-            continue
-        seen_cores.add(core)
-        group = _judge(items, support(core), core, idf, df, weight, params)
-        if group.suspicious:
-            group = _readmit(group, items, index_of, postings, informative, idf, weight, params)
-        if group.suspicious or keep_all:
-            groups.append(group)
+        if grown >= params.min_group:
+            consider(frozenset(core))
+    if dense is not None:
+        # 4b. Embedding neighbourhoods: paraphrases of one claim that share few rare words (the
+        # question's words are common in the corpus, or each passage words it differently) are
+        # still each other's nearest neighbours. The cores tried are the words shared by the
+        # seed and its closest neighbours, the closest first; each is judged like a lexical core.
+        for seed in items:
+            near = [b for b, c in dense.neighbours(seed.memory_id)[: params.dense_limit]
+                    if c >= params.dense_seed and b in index_of]
+            if len(near) < params.min_group - 1:
+                continue
+            core = seed.tokens
+            for size, b in enumerate(near, start=2):
+                core = core & items[index_of[b]].tokens
+                if len(core) < params.min_core_tokens or weight(core) < params.min_core_weight:
+                    break
+                if size >= params.min_group:
+                    consider(frozenset(core))
     groups.sort(key=lambda g: (g.members, g.core))
     return groups
 
@@ -364,7 +434,7 @@ def _cosine(x: _Passage, y: _Passage, idf: Mapping[str, float]) -> float:
     return sum(idf[t] ** 2 for t in x.tokens & y.tokens) / (nx * ny) if nx and ny else 0.0
 
 
-def _readmit(group, items, index_of, postings, informative, idf, weight, params) -> Group:
+def _readmit(group, items, index_of, postings, informative, idf, weight, params, dense=None) -> Group:
     """Step 6: take back planted passages the core missed or the checks set aside.
 
     A paraphrase that drops one question word ("television series" for "TV series") falls out
@@ -372,6 +442,17 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params)
     states (all shared numbers; names, allowing the last word of a multi-word name alone),
     covers most of the words most members share, is written to the same length, and is as
     close (idf cosine) to the members as they are to each other.
+
+    6b (version 3, with embeddings): a paraphrase that words the question its own way
+    ("inaugural" for "first", "America" for "USA") is re-admitted when its embedding is as
+    close to the members as they are to each other (``dense_readmit_ratio`` of their mean
+    pairwise cosine) and it is written to the same length. Embeddings barely see numbers, so
+    the numbers still decide: it must not both leave out a shared number and state one of its
+    own (the honest passage: "23 episodes" where the members say 24), nor leave out most of
+    the shared numbers' weight. Names: it may leave out a minority of the shared names' weight,
+    or more if it names nobody else instead (the honest passage names a different answer), or
+    anything if it is nearly as close as the members (``dense_sure_ratio``: "United States"
+    for "America").
     """
     reps = [items[index_of[m]] for m in group.members]
     n = len(reps)
@@ -381,8 +462,7 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params)
         counts.update(r.tokens)
         proper.update(r.proper)
     answer = {t for t, c in counts.items() if c == n and (t.isdigit() or 2 * proper[t] >= c)}
-    if not answer:
-        return group
+    numbers = {t for t in answer if t.isdigit()}
     need = math.ceil(params.soft_core_quorum * n)
     soft = frozenset(t for t, c in counts.items() if c >= need)
     soft_w = weight(soft)
@@ -391,22 +471,47 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params)
     pairs = [_cosine(x, y, idf) for i, x in enumerate(reps) for y in reps[i + 1 :]]
     cohesion = sum(pairs) / len(pairs) if pairs else 0.0
     hits: Counter[int] = Counter()
-    for t in sorted(soft):
-        if informative(t):
-            hits.update(postings[t])
+    if answer:
+        for t in sorted(soft):
+            if informative(t):
+                hits.update(postings[t])
+    near: set[int] = set()
+    dense_cohesion = 0.0
+    core = frozenset(group.core)
+    refuted = frozenset().union(*(_refuted(r.text, core) for r in reps)) if dense else frozenset()
+    if dense is not None:
+        dense_pairs = [dense.cosine(x.memory_id, y.memory_id) for i, x in enumerate(reps) for y in reps[i + 1 :]]
+        dense_cohesion = sum(dense_pairs) / len(dense_pairs) if dense_pairs else 0.0
+        for r in reps:
+            near.update(index_of[b] for b, c in dense.neighbours(r.memory_id) if c >= params.dense_readmit and b in index_of)
     members = set(group.members)
     extra = []
-    for b in sorted(hits):
+    for b in sorted(set(hits) | near):
         cand = items[b]
-        if cand.memory_id in members or hits[b] < params.min_shared:
-            continue
-        missing = answer - cand.tokens
-        own = {t for t in cand.tokens if t.isdigit() and t not in counts}
-        if own or any(t.isdigit() for t in missing) or 2 * weight(missing) >= weight(answer):
-            continue
-        if weight(cand.tokens & soft) < params.readmit_cover * soft_w:
+        if cand.memory_id in members:
             continue
         if not mid / params.length_spread <= len(cand.text.split()) <= mid * params.length_spread:
+            continue
+        missing = answer - cand.tokens
+        own_numbers = {t for t in cand.tokens if t.isdigit() and t not in counts}
+        if dense is not None and _refuted(cand.text, core) - refuted:
+            continue  # it refutes what the members state
+        if b in near:
+            close = sum(dense.cosine(cand.memory_id, r.memory_id) for r in reps) / n
+            missing_numbers = missing & numbers
+            own_names = {t for t in cand.proper if t not in counts}
+            names_kept = 2 * weight(missing - numbers) < weight(answer - numbers) or not own_names
+            if (close >= params.dense_readmit_ratio * dense_cohesion
+                    and not (missing_numbers and own_numbers)
+                    and (not missing_numbers or 2 * weight(missing_numbers) < weight(numbers))
+                    and (names_kept or close >= params.dense_sure_ratio * dense_cohesion)):
+                extra.append(cand.memory_id)
+                continue
+        if hits[b] < params.min_shared:
+            continue
+        if own_numbers or any(t.isdigit() for t in missing) or 2 * weight(missing) >= weight(answer):
+            continue
+        if weight(cand.tokens & soft) < params.readmit_cover * soft_w:
             continue
         mean = sum(_cosine(cand, r, idf) for r in reps) / n
         if mean < params.readmit_ratio * cohesion:
@@ -417,7 +522,7 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params)
     return dataclasses.replace(group, members=tuple(sorted(members.union(extra))))
 
 
-def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
+def _judge(items, member_idx, core, idf, df, weight, params, dense=None) -> Group:
     core_w = weight(core)
     support_size = len(member_idx)
     # Only passages for which the core is a real share of what they say take part: a long
@@ -478,22 +583,40 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
             break
         reps = [r for r in reps if r not in drop]
         members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    # A claim and its refutation share their words: members that name part of the core only
+    # under a negation ("in contrast to our red, white and blue") against members that state it
+    # are two sides of one question (version 3, with embeddings, which cannot tell them apart).
+    # The minority side is not part of the pattern; an even split is no pattern at all.
+    refuting = [r for r in reps if _refuted(r.text, core)] if dense else []
+    stating = [r for r in reps if r not in refuting]
+    split_sides = bool(refuting) and len(refuting) == len(stating)
+    minority = min(refuting, stating, key=len) if refuting and stating and not split_sides else []
+    if minority:
+        reps = [r for r in reps if r not in minority]
+        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
     # Peel passages that are much less similar to the rest than the rest are to each other:
     # the honest passage on the same question shares its words, not the repeated assertion.
+    # With embeddings (version 3) the same is done by meaning: a claim and its refutation
+    # share their words ("not red, white and blue" against "red, white and blue").
     def cos(x: _Passage, y: _Passage) -> float:
-        nx = math.sqrt(sum(idf[t] ** 2 for t in x.tokens))
-        ny = math.sqrt(sum(idf[t] ** 2 for t in y.tokens))
-        return sum(idf[t] ** 2 for t in x.tokens & y.tokens) / (nx * ny) if nx and ny else 0.0
+        return _cosine(x, y, idf)
 
-    while len(reps) > params.min_group:
-        mean = {id(r): sum(cos(r, o) for o in reps if o is not r) / (len(reps) - 1) for r in reps}
-        worst = min(reps, key=lambda r: (mean[id(r)], r.memory_id))
-        rest = [r for r in reps if r is not worst]
-        pairs = [cos(x, y) for i, x in enumerate(rest) for y in rest[i + 1 :]]
-        if mean[id(worst)] >= params.outlier_ratio * (sum(pairs) / len(pairs)):
-            break
-        reps = rest
-        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    def dense_cos(x: _Passage, y: _Passage) -> float:
+        return dense.cosine(x.memory_id, y.memory_id)
+
+    peels = [(cos, params.outlier_ratio)] + ([(dense_cos, params.dense_outlier_ratio)] if dense else [])
+    for sim, ratio in peels:
+        while len(reps) > params.min_group:
+            mean = {id(r): sum(sim(r, o) for o in reps if o is not r) / (len(reps) - 1) for r in reps}
+            worst = min(reps, key=lambda r: (mean[id(r)], r.memory_id))
+            rest = [r for r in reps if r is not worst]
+            pairs = [sim(x, y) for i, x in enumerate(rest) for y in rest[i + 1 :]]
+            if mean[id(worst)] >= ratio * (sum(pairs) / len(pairs)):
+                break
+            reps = rest
+            members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+    dense_pairs = [dense_cos(x, y) for i, x in enumerate(reps) for y in reps[i + 1 :]] if dense else []
+    dense_cohesion = sum(dense_pairs) / len(dense_pairs) if dense_pairs else None
     median_words = sorted(len(r.text.split()) for r in reps)[len(reps) // 2] if reps else 0
     cos_pairs = [cos(x, y) for i, x in enumerate(reps) for y in reps[i + 1 :]]
     cohesion = sum(cos_pairs) / len(cos_pairs) if cos_pairs else 0.0
@@ -539,6 +662,10 @@ def _judge(items, member_idx, core, idf, df, weight, params) -> Group:
         why_not = "members are long articles, not short claims"
     elif cohesion < params.min_cohesion:
         why_not = "members are not close to each other"
+    elif dense_cohesion is not None and dense_cohesion < params.dense_min_cohesion:
+        why_not = "members are not close in meaning"
+    elif split_sides:
+        why_not = "members split between stating and refuting the pattern"
     elif personal_share > params.max_personal_share:
         why_not = "members are first/second-person conversation, not claims about the world"
     elif first_share > params.max_first_subject_share or own_share > params.max_own_subject_share:
@@ -567,6 +694,7 @@ def classify(
     *,
     only: Iterable[str] | None = None,
     params: Params = DEFAULT_PARAMS,
+    dense: Dense | None = None,
 ) -> list[Flag]:
     """Flag passages that share a suspicious query pattern; one Flag per passage, sorted by id.
 
@@ -577,7 +705,7 @@ def classify(
     """
     wanted = None if only is None else set(only)
     flags: dict[str, Flag] = {}
-    for g in find_groups(passages, params=params):
+    for g in find_groups(passages, params=params, dense=dense):
         core_text = ", ".join(g.core[:8])
         reason = (
             f"{g.distinct} passages repeat the question pattern '{g.pattern}' "
@@ -599,6 +727,7 @@ def classify(
                     "distinct_passages": g.distinct,
                     "similarity": g.similarity,
                     "pattern": g.pattern,
+                    "embedding_model": dense.model if dense is not None else None,
                 },
             )
     return [flags[k] for k in sorted(flags)]
