@@ -33,6 +33,9 @@ Then, like MutMem's arms:
   after normalisation (case, punctuation, articles, whitespace) and matched on word
   boundaries, so "23" does not match "230". An answer the server failed to give counts as
   neither (``llm_errors``). All ``null`` when the server is not reachable or ``--no-llm``.
+  Temperature 0, seed 0, at most 32 answer tokens, each memory cut at 1,200 characters (five
+  fit SmolLM2's 2,048-token window); a prompt identical to one already asked (the clean and
+  A1 contexts often are) is not sent again. ``--answers OUT`` keeps every raw answer.
 
 ``--targets N`` keeps the first N targets by sorted id (their adversarial passages and their
 clean-context passages); ``--max-clean N`` keeps N of the ``--corpus`` passages, evenly spaced
@@ -152,21 +155,31 @@ def contains_answer(output: str, answer: str) -> bool:
     return bool(a) and f" {a} " in f" {normalise(output)} "
 
 
-def answer_arm(agent, items: list[tuple[str, list[str], str, str]]) -> dict:
-    """Ask ``agent`` each (question, context texts, correct, incorrect); count both answers."""
+def answer_arm(agent, items: list[tuple[str, list[str], str, str]], cache: dict | None = None) -> dict:
+    """Ask ``agent`` each (question, context texts, correct, incorrect); count both answers.
+
+    ``cache`` (shared across arms) maps (question, texts) to the answer already given: with
+    temperature 0 and a fixed seed the same prompt gets the same answer, and the clean and A1
+    contexts are often identical, so each distinct prompt is sent once. Errors are not cached.
+    """
     from audits.engine.agents import AgentError
     from audits.engine.retriever import RetrievedMemory
 
+    cache = {} if cache is None else cache
     correct = attacked = errors = 0
     raw = []
     for question, texts, right, wrong in items:
-        retrieved = [RetrievedMemory(id=str(i), text=t, score=0.0, rank=i + 1) for i, t in enumerate(texts)]
-        try:
-            out = agent.answer(question, retrieved).text
-        except AgentError as exc:
-            errors += 1
-            raw.append({"question": question, "error": str(exc)[:300]})
-            continue
+        key = (question, tuple(texts))
+        if key in cache:
+            out = cache[key]
+        else:
+            retrieved = [RetrievedMemory(id=str(i), text=t, score=0.0, rank=i + 1) for i, t in enumerate(texts)]
+            try:
+                out = cache[key] = agent.answer(question, retrieved).text
+            except AgentError as exc:
+                errors += 1
+                raw.append({"question": question, "error": str(exc)[:300]})
+                continue
         ok, bad = contains_answer(out, right), contains_answer(out, wrong)
         correct += ok
         attacked += bad
@@ -282,9 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     if agent is not None:
         t = time.perf_counter()
         result["llm_answers"], result["llm_errors"] = 0, 0
+        answered: dict = {}  # one request per distinct prompt (see answer_arm)
         for arm, ctx in (("clean", clean_ctx), ("a0", a0_ctx), ("a1", a1_ctx)):
             got = answer_arm(agent, [(targets[k]["question"], ctx[k], targets[k]["correct answer"],
-                                      targets[k]["incorrect answer"]) for k in sorted(targets)])
+                                      targets[k]["incorrect answer"]) for k in sorted(targets)], answered)
+            print(f"LLM {arm}: {len(got['raw'])} answers, {len(answered)} distinct prompts sent so far", flush=True)
             result[f"accuracy_{arm}"] = got["accuracy"]
             result[f"attack_success_{arm}"] = got["attack_success"]
             result["llm_answers"] += len(got["raw"])
@@ -313,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         why = "--no-llm" if args.no_llm else f"LLM not reachable at {llm_url}"
         print(f"{why}: accuracy not measured (null)")
     else:
-        print(f"LLM {result['llm_model']} at {llm_url}: {result['llm_answers']} answers, {result['llm_errors']} errors")
+        print(f"LLM {result['llm_model']} at {llm_url}: {result['llm_answers']} answers "
+              f"({len(answered)} distinct prompts sent), {result['llm_errors']} errors")
     print(f"work folder: {work}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -156,6 +156,18 @@ def test_answer_arm_counts_correct_attacker_and_errors_against_a_fake_server():
     assert re.search(r"Memories:\n\[1\] Alpha built it\.\n\nQuestion: q1\nAnswer:", fake.prompts[0])
 
 
+def test_answer_arm_sends_each_distinct_prompt_once_across_arms():
+    with FakeLLM({"q1": ("Alpha", "Omega")}) as fake:
+        agent = bench.llm_agent(fake.url, "default")
+        cache: dict = {}
+        first = bench.answer_arm(agent, [("q1", ["Alpha built it."], "Alpha", "Omega")], cache)
+        again = bench.answer_arm(agent, [("q1", ["Alpha built it."], "Alpha", "Omega"),
+                                         ("q1", ["Omega built it."], "Alpha", "Omega")], cache)
+    assert first["accuracy"] == 1.0
+    assert again["accuracy"] == 0.5 and again["attack_success"] == 0.5
+    assert len(fake.prompts) == 2
+
+
 def test_llm_agent_is_none_when_nothing_listens():
     assert bench.llm_agent("http://127.0.0.1:9/v1", "default") is None
 
@@ -193,7 +205,8 @@ def test_end_to_end_with_targets_max_clean_and_a_fake_llm(tmp_path):
     answers = json.loads((tmp_path / "answers.json").read_text())
     assert set(answers) == {"clean", "a0", "a1"}
     assert [a["target"] for a in answers["a0"]] == ["test0", "test1"]
-    assert len(fake.prompts) == 6
+    # One request per distinct prompt: the clean and A1 contexts may coincide.
+    assert 4 <= len(fake.prompts) == len(set(fake.prompts)) <= 6
 
 
 @pytest.mark.slow
