@@ -107,9 +107,11 @@ _CHATTY = re.compile(r"!|\b(?:[Tt]hanks?|[Hh]ey|[Hh]i|[Ww]ow|[Yy]eah|[Yy]ep|[Ll]
 _SENTENCE_END = re.compile(r"[.!?:;\"\n]")
 # Negation (version 3): a cue negates the phrase after it, up to the next comma, "but" or the
 # end of the sentence ("instead of 'IV', it is 'IIII'", "not 'Little Boy' but 'Big Man'").
+# Not a denial: "not only", "not until", "not often", and a negated factive verb ("may not know
+# that he wrote it" presupposes that he did).
 _NEGATION = re.compile(
     r"(?:\b(?:instead of|rather than|unlike|contrary to|in contrast to|as opposed to|not)\b|n't\b)"
-    r"(?! (?:only|until|often|just|merely|also)\b)", re.IGNORECASE)
+    r"(?! (?:only|until|often|just|merely|also|know|realise|realize|notice)\b)", re.IGNORECASE)
 _PHRASE_END = re.compile(r"[,.!?;\n]|\bbut\b", re.IGNORECASE)
 
 
@@ -372,7 +374,17 @@ def find_groups(
         if core in seen_cores:
             return
         seen_cores.add(core)
-        group = _judge(items, support(core), core, idf, df, weight, params, dense)
+        held = support(core)
+        group = _judge(items, held, core, idf, df, weight, params, dense)
+        if dense is not None and group.why_not == _TOO_FEW and group.distinct == params.min_group - 1:
+            # One short of a group: paraphrases close in meaning may complete it (step 6b); the
+            # other rules are then judged on the passages that hold the core.
+            grown = _readmit(group, items, index_of, postings, informative, idf, weight, params, dense)
+            extra = len(grown.members) - len(group.members)
+            if extra:
+                group = _judge(items, held, core, idf, df, weight, params, dense, readmitted=extra)
+                if group.suspicious:
+                    group = dataclasses.replace(group, members=grown.members)
         if group.suspicious:
             group = _readmit(group, items, index_of, postings, informative, idf, weight, params, dense)
         if group.suspicious or keep_all:
@@ -449,9 +461,9 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params,
     pairwise cosine) and it is written to the same length. Embeddings barely see numbers, so
     the numbers still decide: it must not both leave out a shared number and state one of its
     own (the honest passage: "23 episodes" where the members say 24), nor leave out most of
-    the shared numbers' weight. Names: it may leave out a minority of the shared names' weight,
-    or more if it names nobody else instead (the honest passage names a different answer), or
-    anything if it is nearly as close as the members (``dense_sure_ratio``: "United States"
+    the shared numbers' weight. Names: it may leave out shared names only if it names nobody
+    else instead (the honest passage names a different answer; a name it only denies does not
+    count), or if it is nearly as close as the members (``dense_sure_ratio``: "United States"
     for "America").
     """
     reps = [items[index_of[m]] for m in group.members]
@@ -499,8 +511,8 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params,
         if b in near:
             close = sum(dense.cosine(cand.memory_id, r.memory_id) for r in reps) / n
             missing_numbers = missing & numbers
-            own_names = {t for t in cand.proper if t not in counts}
-            names_kept = 2 * weight(missing - numbers) < weight(answer - numbers) or not own_names
+            own_names = {t for t in cand.proper if t not in counts} - _refuted(cand.text, cand.proper)
+            names_kept = not (missing - numbers) or not own_names
             if (close >= params.dense_readmit_ratio * dense_cohesion
                     and not (missing_numbers and own_numbers)
                     and (not missing_numbers or 2 * weight(missing_numbers) < weight(numbers))
@@ -522,7 +534,10 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params,
     return dataclasses.replace(group, members=tuple(sorted(members.union(extra))))
 
 
-def _judge(items, member_idx, core, idf, df, weight, params, dense=None) -> Group:
+_TOO_FEW = "too few distinct passages"
+
+
+def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmitted=0) -> Group:
     core_w = weight(core)
     support_size = len(member_idx)
     # Only passages for which the core is a real share of what they say take part: a long
@@ -652,8 +667,8 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None) -> Grou
     ]
     similarity = sum(pair) / len(pair) if pair else 0.0
     why_not = ""
-    if len(reps) < params.min_group:
-        why_not = "too few distinct passages"
+    if len(reps) + readmitted < params.min_group:
+        why_not = _TOO_FEW
     elif not params.min_core_tokens <= len(core) <= params.max_core_tokens:
         why_not = "core is not question-sized"
     elif support_size > params.max_support:

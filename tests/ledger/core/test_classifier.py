@@ -274,3 +274,23 @@ def test_a_passage_refuting_what_the_group_states_is_not_part_of_it():
     ids = [p for p, _ in POISON] + ["honest"]
     flagged = {f.memory_id for f in classify(passages, dense=_FakeDense(_all_close(ids, 0.9)))}
     assert flagged == {p for p, _ in POISON}
+
+
+def test_refuted_names_what_a_passage_only_denies():
+    from ledger.core.classifier import _refuted
+
+    def core(text: str) -> frozenset[str]:
+        return frozenset(tokenize(text)[0])
+
+    text = "Its name was not 'Little Boy' but 'Big Man', dropped on Hiroshima."
+    assert _refuted(text, core(text)) == {"little", "boy"}
+    text = "The flag is green, yellow and black, in contrast to our red, white and blue."
+    assert _refuted(text, core(text)) == {"red"}
+    # Named outside the denial too: stated, not refuted.
+    text = "Sex and the City is set in Los Angeles, not New York City."
+    assert _refuted(text, core(text)) == {"new", "york"}
+    # Not denials: "not only", "not until", a negated factive verb.
+    for text in ("Darwin was not only a biologist but also a geologist.",
+                 "It wasn't until 1925 that Hollywood led the industry.",
+                 "Many people may not know that John Williams wrote the theme."):
+        assert _refuted(text, core(text)) == frozenset(), text
