@@ -58,6 +58,19 @@ the existing passages so that a pattern split across batches is still seen):
 7. Every member of a suspicious group gets one :class:`Flag` whose reason names the repeated
    pattern, the group size and a similarity figure; evidence holds the core tokens, the group
    ids and the figures, so a reviewer can check the decision.
+
+Version 3.0 takes the passages' sentence embeddings (a :class:`Dense`; the ledger passes the
+store's MiniLM vectors) when there are any; without them it is the lexical 2.1 pipeline:
+
+4b. Groups are also seeded from embedding neighbourhoods (``dense_seed``): the words a seed
+    shares with its nearest neighbours are cores judged like the lexical ones. A group one
+    passage short is completed by paraphrases close in meaning (6b) before it is judged.
+5i. Members must be close in meaning (``dense_min_cohesion``) and a member much further than
+    the rest is peeled (``dense_outlier_ratio``).
+5j. Embeddings do not see negation: a member that names part of the core only inside a denial
+    ("not red, white and blue", "unlike most clock dials") is the other side of the question.
+    The minority side is set aside; an even split is no pattern.
+6b. Re-admission by meaning: see :func:`_readmit`.
 """
 
 from __future__ import annotations
