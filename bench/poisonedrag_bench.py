@@ -63,7 +63,7 @@ from bench import ledger_env
 JSON_KEYS = ("targets", "a0_targets_poison_top5", "a1_targets_poison_top5", "poison_labelled", "poison_total",
              "clean_flagged", "clean_total", "recall_p50_ms", "recall_p95_ms", "accuracy_clean", "accuracy_a0",
              "accuracy_a1", "attack_success_clean", "attack_success_a0", "attack_success_a1", "llm_answers",
-             "llm_errors", "llm_model")
+             "llm_errors", "llm_model", "classifier")
 ARMS = ("clean", "a0", "a1")
 CLEAN_ARM_K = 100  # recall's MAX_K: room for the poisons taken out of the clean arm
 
@@ -128,6 +128,14 @@ def llm_agent(url: str, model: str):
     # max_memory_chars keeps five long Wikipedia passages inside a small model's context window.
     return OpenAIChatAgent({"base_url": url, "model": model, "max_tokens": 32, "timeout": 120, "retries": 2,
                             "max_memory_chars": 1200})
+
+
+def classifier_version() -> str:
+    try:
+        from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION
+    except ImportError:  # pragma: no cover
+        return "unknown"
+    return f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
 
 
 def llm_model_name(url: str, fallback: str) -> str:
@@ -290,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         **{f"accuracy_{arm}": None for arm in ARMS},
         **{f"attack_success_{arm}": None for arm in ARMS},
         "llm_answers": None, "llm_errors": None, "llm_model": None,
+        "classifier": classifier_version(),
     }
     raw_answers = {}
     if agent is not None:
@@ -311,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
 
     per10k = result["clean_flagged"] / max(1, result["clean_total"]) * 10_000
     print(f"PoisonedRAG: {result['targets']} targets, {len(clean)} clean + {len(poison)} poisoned memories, "
-          f"k={args.k}, embedder {args.embedder}, load average {[round(x, 1) for x in os.getloadavg()]}")
+          f"k={args.k}, embedder {args.embedder}, classifier {result['classifier']}, load average {[round(x, 1) for x in os.getloadavg()]}")
     print(f"import (validate, sign, embed): {import_s:.1f}s; classifier: {classify_s:.1f}s"
           + (f"; LLM answers: {llm_s:.1f}s" if agent is not None else ""))
     print(f"{'arm':<22} {'targets w/ poison in top-k':>27} {'recall p50 ms':>14} {'recall p95 ms':>14} "

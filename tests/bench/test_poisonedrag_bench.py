@@ -195,6 +195,7 @@ def test_end_to_end_with_targets_max_clean_and_a_fake_llm(tmp_path):
     assert result["clean_total"] == 2 * 3 + 10  # the two targets' clean context + 10 corpus passages
     assert result["llm_answers"] == 3 * 2 and result["llm_errors"] == 0
     assert result["llm_model"] == "fake-smol.gguf"
+    assert result["classifier"].startswith("ingest-classifier@")
     # Clean arm: no poison in the context, the correct passage is recalled -> right answer.
     assert result["accuracy_clean"] == 1.0 and result["attack_success_clean"] == 0.0
     # A0: every target has its poisons in the top-5 (a0 count), so the fake parrots the attacker.
