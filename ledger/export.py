@@ -66,14 +66,18 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     if memories is None:
         memories = list(selectors.memory_list(organization=organization))
     entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
-    leaf_qs = LogLeaf.objects.filter(organization=organization).order_by("index")
     if subset:  # only these memories' leaves (ledger.verification checks one or a batch of memories)
+        # Looked up by memory (the (memory, index) index); filtered by organization and sorted
+        # here, because a database planner given the organization prefers its index and reads
+        # the organization's whole log (measured: 15 ms instead of 0.1 ms at 120k leaves, SQLite).
         ids = [m.pk for m in memories]
-        leaf_rows = sorted((row for i in range(0, len(ids), 500) for row in leaf_qs.filter(
-            memory_id__in=ids[i:i + 500]).values_list("index", "memory_id", "kind", "seq", "leaf_hash")),
+        leaf_rows = sorted((row[1:] for i in range(0, len(ids), 500) for row in LogLeaf.objects.filter(
+            memory_id__in=ids[i:i + 500]).order_by().values_list(
+            "organization_id", "index", "memory_id", "kind", "seq", "leaf_hash") if row[0] == organization.pk),
             key=lambda row: row[0])
     else:
-        leaf_rows = list(leaf_qs.values_list("index", "memory_id", "kind", "seq", "leaf_hash"))
+        leaf_rows = list(LogLeaf.objects.filter(organization=organization).order_by("index").values_list(
+            "index", "memory_id", "kind", "seq", "leaf_hash"))
     names = {m.pk: m.ledger_id for m in memories}
     missing = {mid for _, mid, *_ in leaf_rows if mid not in names}
     if missing:  # a leaf naming a memory outside this export (moved or foreign): name it anyway
