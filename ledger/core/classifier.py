@@ -65,8 +65,9 @@ store's MiniLM vectors) when there are any; without them it is the lexical 2.1 p
 4b. Groups are also seeded from embedding neighbourhoods (``dense_seed``): the words a seed
     shares with its nearest neighbours are cores judged like the lexical ones. A group one
     passage short is completed by paraphrases close in meaning (6b) before it is judged.
-5i. Members must be close in meaning (``dense_min_cohesion``) and a member much further than
-    the rest is peeled (``dense_outlier_ratio``).
+5i. Members must be close in meaning (``dense_min_cohesion``; it replaces the word-overlap
+    ``min_cohesion``, which paraphrases fail) and a member much further than the rest is
+    peeled (``dense_outlier_ratio``).
 5j. Embeddings do not see negation: a member that names part of the core only inside a denial
     ("not red, white and blue", "unlike most clock dials") is the other side of the question.
     The minority side is set aside; an even split is no pattern.
@@ -688,7 +689,7 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
         why_not = "pattern too common (boilerplate or template)"
     elif median_words > params.max_words:
         why_not = "members are long articles, not short claims"
-    elif cohesion < params.min_cohesion:
+    elif cohesion < params.min_cohesion and dense_cohesion is None:
         why_not = "members are not close to each other"
     elif dense_cohesion is not None and dense_cohesion < params.dense_min_cohesion:
         why_not = "members are not close in meaning"
