@@ -33,9 +33,10 @@ class DenseIndex:
         take = min(limit + 1, n)
         for start in range(0, n, BLOCK):
             sims = matrix[start:start + BLOCK] @ matrix.T
-            for i, row in enumerate(sims, start=start):
-                row[i] = -np.inf  # a passage is not its own neighbour
-                top = np.argpartition(-row, take - 1)[:take] if take < n else np.arange(n)
+            rows = np.arange(len(sims))
+            sims[rows, rows + start] = -np.inf  # a passage is not its own neighbour
+            tops = np.argpartition(-sims, take - 1, axis=1)[:, :take] if take < n else np.tile(np.arange(n), (len(sims), 1))
+            for row, top in zip(sims, tops, strict=True):
                 # best first; ties by id so the order never depends on the platform's sort
                 order = sorted(top.tolist(), key=lambda j: (-float(row[j]), self.ids[j]))
                 self._neighbours.append([(self.ids[j], round(float(row[j]), 6)) for j in order[:limit]
