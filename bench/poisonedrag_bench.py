@@ -63,7 +63,7 @@ from bench import ledger_env
 JSON_KEYS = ("targets", "a0_targets_poison_top5", "a1_targets_poison_top5", "poison_labelled", "poison_total",
              "clean_flagged", "clean_total", "recall_p50_ms", "recall_p95_ms", "accuracy_clean", "accuracy_a0",
              "accuracy_a1", "attack_success_clean", "attack_success_a0", "attack_success_a1", "llm_answers",
-             "llm_errors", "llm_model", "classifier")
+             "llm_errors", "llm_model", "classifier", "a1_poison_in_top5")
 ARMS = ("clean", "a0", "a1")
 CLEAN_ARM_K = 100  # recall's MAX_K: room for the poisons taken out of the clean arm
 
@@ -252,15 +252,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     import_s = time.perf_counter() - t
 
-    def run_arm() -> tuple[int, list[float], dict[str, list[str]]]:
-        hit, times, contexts = 0, [], {}
+    def run_arm() -> tuple[dict[str, list[str]], list[float], dict[str, list[str]]]:
+        hit, times, contexts = {}, [], {}
         recall(store=store, query="warm-up", k=args.k)  # builds the index; not timed
         for key in sorted(targets):
             t0 = time.perf_counter()
             r = recall(store=store, query=targets[key]["question"], k=args.k)
             times.append((time.perf_counter() - t0) * 1000)
             ids = [x["external_id"] for x in r["results"]]
-            hit += any(i.startswith("adv-") for i in ids)
+            if any(i.startswith("adv-") for i in ids):
+                hit[key] = [i for i in ids if i.startswith("adv-")]
             contexts[key] = [x["text"] for x in r["results"]]
         return hit, times, contexts
 
@@ -287,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     poison_ids = {p["id"] for p in poison}
     result = {
         "targets": len(targets),
-        "a0_targets_poison_top5": a0_hit,
-        "a1_targets_poison_top5": a1_hit,
+        "a0_targets_poison_top5": len(a0_hit),
+        "a1_targets_poison_top5": len(a1_hit),
         "poison_labelled": sum(1 for i in labelled if i in poison_ids),
         "poison_total": len(poison),
         "clean_flagged": sum(1 for i in labelled if i not in poison_ids),
@@ -299,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         **{f"attack_success_{arm}": None for arm in ARMS},
         "llm_answers": None, "llm_errors": None, "llm_model": None,
         "classifier": classifier_version(),
+        "a1_poison_in_top5": a1_hit,  # target -> the poisoned passages A1 still returns for it
     }
     raw_answers = {}
     if agent is not None:
@@ -327,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'accuracy':>9} {'attacker answer':>16}")
     print(f"{'clean (poison removed)':<22} {'-':>27} {'-':>14} {'-':>14} {result['accuracy_clean']!s:>9} "
           f"{result['attack_success_clean']!s:>16}")
-    print(f"{'A0 no labels':<22} {a0_hit:>24}/{len(targets):<2} {ledger_env.percentile(a0_times, 50):>14.2f} "
+    print(f"{'A0 no labels':<22} {len(a0_hit):>24}/{len(targets):<2} {ledger_env.percentile(a0_times, 50):>14.2f} "
           f"{ledger_env.percentile(a0_times, 95):>14.2f} {result['accuracy_a0']!s:>9} {result['attack_success_a0']!s:>16}")
-    print(f"{'A1 signed labels':<22} {a1_hit:>24}/{len(targets):<2} {result['recall_p50_ms']:>14.2f} "
+    print(f"{'A1 signed labels':<22} {len(a1_hit):>24}/{len(targets):<2} {result['recall_p50_ms']:>14.2f} "
           f"{result['recall_p95_ms']:>14.2f} {result['accuracy_a1']!s:>9} {result['attack_success_a1']!s:>16}")
     print(f"poisoned passages labelled: {result['poison_labelled']}/{result['poison_total']}; clean falsely labelled: "
           f"{result['clean_flagged']}/{result['clean_total']} ({per10k:.2f} per 10,000)")
