@@ -225,15 +225,21 @@ def test_a_batch_attributes_each_finding_to_its_memory_as_one_by_one_checks_do(l
         assert said(found) == alone[pk]
 
 
+def _count_bundles(monkeypatch) -> list[int]:
+    """The number of memories of every bundle ``memories_verify`` builds, in order."""
+    parts: list[int] = []
+    real = export.bundle_parts
+    monkeypatch.setattr(export, "bundle_parts", lambda org, memories: parts.append(len(memories)) or
+                        real(org, memories=memories))
+    return parts
+
+
 def test_a_batch_fails_only_the_tampered_memory_and_caches_the_clean_ones(ledger, monkeypatch):
     disable_triggers("ledger_genesisentry")
     with connection.cursor() as c:
         c.execute("UPDATE ledger_genesisentry SET signature = %s WHERE memory_id = %s", [SIG, ledger["m1"].pk])
     memories = [m for m in _fresh(ledger) if m.external_id != "m3"]
-    parts = []
-    real = export.bundle_parts
-    monkeypatch.setattr(export, "bundle_parts", lambda org, memories: parts.append(len(memories)) or
-                        real(org, memories=memories))
+    parts = _count_bundles(monkeypatch)
 
     found = memories_verify(memories)
 
@@ -250,10 +256,7 @@ def test_a_batch_with_a_finding_it_cannot_attribute_checks_each_memory_alone(led
     with connection.cursor() as c:
         c.execute("UPDATE ledger_keyepoch SET endorsement = %s WHERE number = 2", [SIG])
     memories = [m for m in _fresh(ledger) if m.external_id != "m3"]
-    parts = []
-    real = export.bundle_parts
-    monkeypatch.setattr(export, "bundle_parts", lambda org, memories: parts.append(len(memories)) or
-                        real(org, memories=memories))
+    parts = _count_bundles(monkeypatch)
 
     found = memories_verify(memories)
 
