@@ -25,6 +25,9 @@ def setup(workdir: str | None, *, embedder: str = "minilm") -> Path:
     sys.path.insert(0, str(ROOT))
     os.environ["DJANGO_SETTINGS_MODULE"] = "memaudit_site.settings"
     os.environ["SQLITE_PATH"] = str(work / "bench.sqlite3")
+    # Its own database, whatever the caller's environment says (a DATABASE_URL inherited from a
+    # PostgreSQL test run would point every run at one shared database and its old tenants).
+    os.environ.pop("DATABASE_URL", None)
     os.environ["VAR_DIR"] = str(work / "var")
     os.environ["HOUSEKEEPER_KEY_DIR"] = str(work / "keys")
     os.environ["RECEIPT_KEY_DIR"] = str(work / "receipt-keys")
