@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ledger import recall as recall_module
     from ledger.classifier_service import ingest_classify
+    from ledger.embedding_store import embedder_for_store
     from ledger.imports import memories_import
     from ledger.models import Memory
     from ledger.recall import recall
@@ -255,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     def run_arm() -> tuple[dict[str, list[str]], list[float], dict[str, list[str]]]:
         hit, times, contexts = {}, [], {}
         recall(store=store, query="warm-up", k=args.k)  # builds the index; not timed
+        # Every timed recall encodes its query: an earlier arm's answers in recall's query LRU
+        # would leave the model out of the figure.
+        embedder_for_store(store).query_cache_clear()
         for key in sorted(targets):
             t0 = time.perf_counter()
             r = recall(store=store, query=targets[key]["question"], k=args.k)
