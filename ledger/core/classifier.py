@@ -625,8 +625,7 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
         members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
     # Peel passages that are much less similar to the rest than the rest are to each other:
     # the honest passage on the same question shares its words, not the repeated assertion.
-    # With embeddings (version 3) the same is done by meaning: a claim and its refutation
-    # share their words ("not red, white and blue" against "red, white and blue").
+    # With embeddings (version 3) the same is then done by meaning.
     def cos(x: _Passage, y: _Passage) -> float:
         return _cosine(x, y, idf)
 
@@ -730,7 +729,8 @@ def classify(
     ``passages`` is the batch together with whatever existing passages should be considered
     (the whole store, or the store's neighbourhood of the batch). ``only`` restricts the flags
     returned to those ids (the newly ingested batch), while the pattern is still found across
-    all passages given.
+    all passages given. ``dense`` holds the passages' sentence embeddings (version 3 steps);
+    without it the lexical rules alone decide.
     """
     wanted = None if only is None else set(only)
     flags: dict[str, Flag] = {}
