@@ -153,6 +153,42 @@ def test_the_ingest_classifier_appends_signed_poison_likely_labels(store, housek
         f"p{i}" for i in range(5)}
 
 
+class TopicEmbedder:
+    """A sentence-model stand-in for the classifier's embedding steps: every text about the Lake
+    Varenna Lighthouse lands on one direction, anything else on its own hashed one."""
+
+    model_name = "topic-test"
+    dim = 64
+
+    def encode(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            if "Varenna" in text:
+                out[i, 0] = 1.0
+            else:
+                out[i, 1 + int(hashlib.sha256(text.encode()).hexdigest(), 16) % (self.dim - 1)] = 1.0
+        return out
+
+    def encode_query(self, text):
+        return self.encode([text])[0]
+
+
+def test_the_classifier_service_feeds_the_stores_embeddings_to_the_classifier(store, housekeeper, settings):
+    from ledger.embedding_store import _EMBEDDERS
+
+    settings.EMBEDDING_BACKEND = "tests.ledger.test_import.TopicEmbedder"
+    _EMBEDDERS.pop(settings.EMBEDDING_BACKEND, None)
+    import_inline(store, filler(400) + [{"id": f"p{i}", "text": t} for i, t in enumerate(POISON)])
+
+    labels = EpistemicLabel.objects.filter(memory__store=store)
+    assert sorted(lab.memory.external_id for lab in labels) == [f"p{i}" for i in range(5)]
+    assert {lab.evidence["embedding_model"] for lab in labels} == {"topic-test"}
+
+
 def test_a_second_classifier_run_appends_nothing_new(store, housekeeper):
     from ledger.classifier_service import ingest_classify
 
