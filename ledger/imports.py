@@ -72,24 +72,25 @@ def memories_import(*, store: Store, data: bytes, filename: str, user=None, inli
     try:
         records = memories_validate(store=store, data=data, filename=filename)
     except ValidationError as exc:
-        job.status = ImportJob.Status.FAILED
-        job.errors = [{"file": i.file, "line": i.line, "field": i.field, "message": i.message} for i in exc.issues]
-        job.finished_at = timezone.now()
-        job.save(update_fields=["status", "errors", "finished_at"])
-        return job
+        return _job_failed(job, [{"file": i.file, "line": i.line, "field": i.field, "message": i.message}
+                                 for i in exc.issues])
     try:
         return memories_import_records(store=store, records=records, job=job, inline=inline, progress=progress,
                                        classify=classify)
     except DjangoValidationError as exc:
         # A constraint the parser does not know (the insert is atomic, so nothing was written):
         # the job says so instead of staying "running".
-        job.status = ImportJob.Status.FAILED
         by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
-        job.errors = [{"file": filename, "line": None, "field": field, "message": message}
-                      for field, messages in by_field for message in messages]
-        job.finished_at = timezone.now()
-        job.save(update_fields=["status", "errors", "finished_at"])
-        return job
+        return _job_failed(job, [{"file": filename, "line": None, "field": field, "message": message}
+                                 for field, messages in by_field for message in messages])
+
+
+def _job_failed(job: ImportJob, errors: list[dict]) -> ImportJob:
+    job.status = ImportJob.Status.FAILED
+    job.errors = errors
+    job.finished_at = timezone.now()
+    job.save(update_fields=["status", "errors", "finished_at"])
+    return job
 
 
 def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,
