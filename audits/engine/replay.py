@@ -40,28 +40,23 @@ class Replayer:
                candidates: Sequence[str] | None = None
                ) -> tuple[list[RetrievedMemory], AgentOutput]:
         retrieved = self.retriever.retrieve(query, self.top_k, exclude)
-        key = replay_key(query, [m.id for m in retrieved] + list(candidates or ()), self.agent_hash)
-        hit = self.cache.get(key)
-        if hit is not None:
-            with self._lock:
-                self.cache_hits += 1
-            return retrieved, AgentOutput.from_dict(hit)
-        out = self.agent.answer(query, retrieved, candidates)
-        with self._lock:
-            self.calls += 1
-        self.cache[key] = out.to_dict()
-        return retrieved, out
+        return retrieved, self._answer(query, retrieved, [m.id for m in retrieved], candidates)
 
     def answer_alone(self, query: str, memory: RetrievedMemory,
                      candidates: Sequence[str] | None = None) -> AgentOutput:
         """f(q, {m}): the agent given this one memory (cached like any replay)."""
-        key = replay_key(query, [memory.id, "\x1ealone"] + list(candidates or ()), self.agent_hash)
+        return self._answer(query, [memory], [memory.id, "\x1ealone"], candidates)
+
+    def _answer(self, query: str, memories: list[RetrievedMemory], key_ids: list[str],
+                candidates: Sequence[str] | None) -> AgentOutput:
+        """The agent's output for these memories, from the cache when ``key_ids`` were seen."""
+        key = replay_key(query, key_ids + list(candidates or ()), self.agent_hash)
         hit = self.cache.get(key)
         if hit is not None:
             with self._lock:
                 self.cache_hits += 1
             return AgentOutput.from_dict(hit)
-        out = self.agent.answer(query, [memory], candidates)
+        out = self.agent.answer(query, memories, candidates)
         with self._lock:
             self.calls += 1
         self.cache[key] = out.to_dict()
