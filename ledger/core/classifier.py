@@ -551,6 +551,11 @@ def _readmit(group, items, index_of, postings, informative, idf, weight, params,
 _TOO_FEW = "too few distinct passages"
 
 
+def _copies_of(members: list[_Passage], reps: list[_Passage], params: Params) -> list[_Passage]:
+    """The members that are a kept distinct passage or a near-duplicate copy of one."""
+    return [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+
+
 def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmitted=0) -> Group:
     core_w = weight(core)
     support_size = len(member_idx)
@@ -575,14 +580,14 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
         keep = [r for r in reps if weight(r.tokens & soft) >= params.soft_core_cover * soft_w]
         if len(keep) < len(reps):
             reps = keep
-            members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+            members = _copies_of(members, reps, params)
     # Passages written to one recipe have similar lengths; an honest passage that happens to
     # share the pattern (a long encyclopedic paragraph, a one-line caption) does not.
     if reps:
         lengths = sorted(len(r.text.split()) for r in reps)
         mid = lengths[len(lengths) // 2]
         reps = [r for r in reps if mid / params.length_spread <= len(r.text.split()) <= mid * params.length_spread]
-        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+        members = _copies_of(members, reps, params)
     # Every planted passage asserts the same answer: a name or number that all the other
     # members state. A member lacking such a token (the honest passage on the question, which
     # gives a different answer) is not part of the pattern. With six or more members one other
@@ -611,7 +616,7 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
         if not drop:
             break
         reps = [r for r in reps if r not in drop]
-        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+        members = _copies_of(members, reps, params)
     # A claim and its refutation share their words: members that name part of the core only
     # under a negation ("in contrast to our red, white and blue") against members that state it
     # are two sides of one question (version 3, with embeddings, which cannot tell them apart).
@@ -622,7 +627,7 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
     minority = min(refuting, stating, key=len) if refuting and stating and not split_sides else []
     if minority:
         reps = [r for r in reps if r not in minority]
-        members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+        members = _copies_of(members, reps, params)
     # Peel passages that are much less similar to the rest than the rest are to each other:
     # the honest passage on the same question shares its words, not the repeated assertion.
     # With embeddings (version 3) the same is then done by meaning.
@@ -642,7 +647,7 @@ def _judge(items, member_idx, core, idf, df, weight, params, dense=None, readmit
             if mean[id(worst)] >= ratio * (sum(pairs) / len(pairs)):
                 break
             reps = rest
-            members = [m for m in members if any(_jaccard(m.tokens, r.tokens) >= params.near_duplicate for r in reps)]
+            members = _copies_of(members, reps, params)
     dense_pairs = [dense_cos(x, y) for i, x in enumerate(reps) for y in reps[i + 1 :]] if dense else []
     dense_cohesion = sum(dense_pairs) / len(dense_pairs) if dense_pairs else None
     median_words = sorted(len(r.text.split()) for r in reps)[len(reps) // 2] if reps else 0
