@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     work = ledger_env.setup(args.workdir, embedder=args.embedder)
-    from ledger.classifier_service import ingest_classify
+    from ledger.classifier_service import ACTOR, ingest_classify
     from ledger.imports import memories_import
     from ledger.models import Memory
     from ledger.recall import recall
@@ -101,14 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     by_store = set(quarantined)
     hit_questions = sum(1 for store, _, evidence in questions if any((store.slug, e) in by_store for e in evidence))
     after, t_after = measure()
-    try:
-        from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION
-        classifier = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
-    except ImportError:  # pragma: no cover
-        classifier = "unknown"
     result = {
         "conversations": len(stores), "turns": turns_total, "questions": len(questions), "embedder": args.embedder,
-        "classifier": classifier, "load_average_before": load_before,
+        "classifier": ACTOR, "load_average_before": load_before,
         "quarantined_turns": flagged,
         "quarantined_ids": [f"{store}/{ext}" for store, ext in quarantined],
         "questions_with_quarantined_evidence": hit_questions,
@@ -117,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "recall_p50_ms": round(ledger_env.percentile(t_after, 50), 2),
     }
     print(f"LoCoMo evidence recall, {len(stores)} conversations ({turns_total} turns), {len(questions)} questions, "
-          f"embedder {args.embedder}, classifier {classifier}; load average before {load_before}")
+          f"embedder {args.embedder}, classifier {ACTOR}; load average before {load_before}")
     print(f"turns quarantined by the classifier: {flagged} {result['quarantined_ids'][:10]}; "
           f"questions with a quarantined evidence turn: {hit_questions}")
     print(f"{'k':>4} {'before':>8} {'after':>8}")

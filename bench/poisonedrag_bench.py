@@ -67,6 +67,7 @@ JSON_KEYS = ("targets", "a0_targets_poison_top5", "a1_targets_poison_top5", "poi
 ARMS = ("clean", "a0", "a1")
 CLEAN_ARM_K = 100  # recall's MAX_K: room for the poisons taken out of the clean arm
 
+
 def clean_context_memories(path: Path, keys: set[str] | None = None) -> list[dict]:
     out = []
     ctx = json.loads(path.read_text())
@@ -117,11 +118,22 @@ def adv_memories(path: Path, limit: int = 0) -> tuple[list[dict], dict[str, dict
     return out, adv
 
 
-def llm_agent(url: str, model: str):
+def served_models(url: str) -> list | None:
+    """The model ids an OpenAI-compatible server lists at ``/models``; None when it does not
+    answer ([] when its answer is not the expected JSON)."""
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=3) as r:
-            r.read()
+            body = r.read()
     except OSError:
+        return None
+    try:
+        return [m.get("id") for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError):
+        return []
+
+
+def llm_agent(url: str, model: str):
+    if served_models(url) is None:
         return None
     from audits.engine.agents import OpenAIChatAgent
 
@@ -130,21 +142,9 @@ def llm_agent(url: str, model: str):
                             "max_memory_chars": 1200})
 
 
-def classifier_version() -> str:
-    try:
-        from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION
-    except ImportError:  # pragma: no cover
-        return "unknown"
-    return f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
-
-
 def llm_model_name(url: str, fallback: str) -> str:
     """The model id the server reports (llama-cpp-python reports the GGUF path), else ``fallback``."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/models", timeout=3) as r:
-            ids = [m.get("id") for m in json.loads(r.read()).get("data", [])]
-    except (OSError, ValueError, AttributeError):
-        return fallback
+    ids = served_models(url)
     return Path(ids[0]).name if ids and ids[0] else fallback
 
 
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.conf import settings
 
     from ledger import recall as recall_module
-    from ledger.classifier_service import ingest_classify
+    from ledger.classifier_service import ACTOR, ingest_classify
     from ledger.embedding_store import embedder_for_store
     from ledger.imports import memories_import
     from ledger.models import Memory
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         **{f"accuracy_{arm}": None for arm in ARMS},
         **{f"attack_success_{arm}": None for arm in ARMS},
         "llm_answers": None, "llm_errors": None, "llm_model": None,
-        "classifier": classifier_version(),
+        "classifier": ACTOR,
         "a1_poison_in_top5": a1_hit,  # target -> the poisoned passages A1 still returns for it
     }
     raw_answers = {}

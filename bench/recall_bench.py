@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -159,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="time the stores an earlier run left in --workdir")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    import os
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     work = ledger_env.setup(args.workdir, embedder="minilm")
