@@ -16,6 +16,9 @@ class Organization(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Review policy, set by an org admin (never by an analyst on a store): with four-eyes on, a
+    # label that takes a memory out of recall needs a second, eligible person's approval.
+    four_eyes = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["name"]
@@ -29,6 +32,11 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANALYST)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who brought this member in (an invitation's sender); review rules use it to refuse an
+    # approval through an account the proposer created.
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    is_active = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["organization", "user__username"]
@@ -48,6 +56,32 @@ class Membership(models.Model):
     @property
     def is_admin(self) -> bool:
         return self.role == Role.ADMIN
+
+
+class ActivityEvent(models.Model):
+    """One row of an organization's activity trail: who did what, when, from where.
+
+    Append-only: written only by :func:`orgs.services.activity_record`, never updated or deleted
+    (the admin is read-only). ``ledger_ref`` names the ledger entry a row caused, when there is one.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="activity")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_label = models.CharField(max_length=200)
+    verb = models.CharField(max_length=64)
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    ledger_ref = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["organization", "-created_at"], name="activity_org_time")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.verb} {self.target}"
 
 
 class WorkerHeartbeat(models.Model):

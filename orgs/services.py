@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from orgs.models import Membership, Organization, Role
+from orgs.models import ActivityEvent, Membership, Organization, Role
 
 User = get_user_model()
 
@@ -54,3 +54,23 @@ def member_set_role(*, organization: Organization, membership_id: int, role: str
     membership.role = role
     membership.save(update_fields=["role"])
     return membership
+
+
+def activity_record(*, organization: Organization, verb: str, actor=None, actor_label: str = "",
+                    target: str = "", detail: dict | None = None, request=None,
+                    ledger_ref: str = "") -> ActivityEvent:
+    """Append one row to the organization's activity trail (the only writer of ActivityEvent).
+
+    ``actor`` is a user (or None for the system); ``actor_label`` overrides how it is shown
+    (``"housekeeper"``, ``"agent-token:<name>"``). ``request`` supplies the client address.
+    """
+    if actor is not None and not getattr(actor, "is_authenticated", False):
+        actor = None
+    if request is not None and actor is None and getattr(request, "user", None) is not None \
+            and request.user.is_authenticated:
+        actor = request.user
+    label = actor_label or (f"user:{actor.get_username()}" if actor is not None else "system")
+    ip = request.META.get("REMOTE_ADDR") if request is not None else None
+    return ActivityEvent.objects.create(organization=organization, actor=actor, actor_label=label[:200],
+                                        verb=verb[:64], target=str(target)[:300], detail=detail or {},
+                                        ip=ip or None, ledger_ref=ledger_ref[:200])
