@@ -12,6 +12,7 @@ from django.db.models import Count, Q, QuerySet
 
 from audits.models import AuditRun, AuditSuspect, Incident, ReviewProposal
 from ledger.models import EpistemicLabel, Memory, Store
+from ledger.recall import quarantined_q
 from orgs.models import Organization
 
 # ----------------------------------------------------------------------------- incidents
@@ -124,7 +125,7 @@ def proposal_queue(*, organization: Organization, status: str | None = "open",
     ``poison_likely`` labels appear as items the reviewer can confirm or refute.
     """
     qs = ReviewProposal.objects.filter(organization=organization).select_related(
-        "memory", "store", "audit_run", "proposed_by", "decided_by", "label", "flag_label")
+        "organization", "memory", "store", "audit_run", "proposed_by", "decided_by", "label", "flag_label")
     if status:
         qs = qs.filter(status=status)
     if store is not None:
@@ -136,6 +137,16 @@ def proposal_get(*, organization: Organization, proposal_id: int) -> ReviewPropo
     return ReviewProposal.objects.select_related("memory", "store", "audit_run", "proposed_by", "decided_by",
                                                  "label", "flag_label").get(pk=proposal_id,
                                                                             organization=organization)
+
+
+def proposal_history(*, organization: Organization, memory_ids: list[int]) -> dict[int, list[ReviewProposal]]:
+    """Every proposal on these memories, oldest first, with who proposed and who decided what
+    and why: the reviewer sees a memory's earlier decisions before deciding again."""
+    out: dict[int, list[ReviewProposal]] = {m: [] for m in memory_ids}
+    for p in (ReviewProposal.objects.filter(organization=organization, memory_id__in=memory_ids)
+              .select_related("decided_by", "proposed_by", "label", "audit_run").order_by("created_at", "pk")):
+        out[p.memory_id].append(p)
+    return out
 
 
 def classifier_flag_list(*, organization: Organization) -> QuerySet[Memory]:
@@ -160,7 +171,7 @@ def dashboard_counts(*, organization: Organization) -> dict[str, int]:
                                              source=ReviewProposal.Source.CLASSIFIER)))
     mems = Memory.objects.filter(organization=organization).aggregate(
         total=Count("pk"),
-        quarantined=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.LIKELY)),
+        quarantined=Count("pk", filter=quarantined_q(organization=organization)),
         suspect=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.SUSPECT)))
     return {
         "stores": Store.objects.filter(organization=organization).count(),

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from audits import selectors
-from audits.models import AuditRun, ReviewProposal
+from audits.models import AuditRun, AuditSuspect, ReviewProposal
 from ledger.models import Memory
-from orgs.models import Organization
+from orgs.models import Membership, Organization
 
 HARMFUL = 0.5
 
@@ -27,8 +27,15 @@ BASELINE_NAMES = {
 def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str, Any]:
     """``selectors.suspects_for_run`` plus: bars in percent, the baselines as table rows beside
     DS, per-event harm before and after the batch, and the graph with the suspects' scores."""
+    from audits.services import proposal_blockers
+
     data = selectors.suspects_for_run(organization=organization, audit_run_id=audit_run_id)
+    # Why a suspect cannot be proposed now (under review, out of recall, refuted without new
+    # evidence): the same rule "Propose" applies, shown beside the row.
+    blockers = proposal_blockers(audit_run=data["run"], suspects=AuditSuspect.objects.filter(
+        run=data["run"], memory_id__in=[s["memory_pk"] for s in data["suspects"]]).select_related("memory"))
     for s in data["suspects"]:
+        s["blocked"] = blockers.get(s["memory_pk"])
         s["bars"] = {k: max(0, min(100, round(100 * float(s[k] or 0)))) for k in ("cmis", "cas", "ds")}
         s["events_hit"] = sum(1 for e in s["per_event"] if float(e.get("score") or 0) > 0)
     events = data["events"]
@@ -64,8 +71,7 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         "harmful_before": harmful_before, "events_total": len(events), "event_rows": event_rows,
         "harmful_after": residual.get("harmful"), "batch_size": batch_size, "baseline_rows": baselines,
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
-        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["proposal_id"]
-                          and s["state"] != "poison_likely"),
+        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]),
     })
     return data
 
@@ -83,16 +89,26 @@ def dashboard(*, organization: Organization) -> dict[str, Any]:
 def review_queue(*, organization: Organization, user, store=None) -> dict[str, Any]:
     """Open proposals (each marked when four-eyes bars this user), those waiting for the
     housekeeper, and the latest decisions with their signed labels."""
+    from audits.services import review_ineligibility
+
     open_items = list(selectors.proposal_queue(organization=organization, status=ReviewProposal.Status.OPEN,
                                                store=store))
+    membership = Membership.objects.filter(organization=organization, user=user).first() if user else None
+    history = selectors.proposal_history(organization=organization, memory_ids=[p.memory_id for p in open_items])
     for p in open_items:
-        p.four_eyes_blocked = bool(p.store.four_eyes and user is not None and p.proposed_by_id == user.pk)
+        # What this user may decide (the same rule the decision enforces), and the memory's
+        # earlier proposals and decisions.
+        p.approve_blocked = review_ineligibility(proposal=p, user=user, decision=ReviewProposal.Decision.APPROVE,
+                                                 membership=membership)
+        p.refute_blocked = review_ineligibility(proposal=p, user=user, decision=ReviewProposal.Decision.REFUTE,
+                                                membership=membership)
+        p.history = [h for h in history.get(p.memory_id, []) if h.pk != p.pk]
     applying = list(selectors.proposal_queue(organization=organization, status=ReviewProposal.Status.APPLYING,
                                              store=store))
     decided = list(ReviewProposal.objects.filter(
         organization=organization, status__in=[ReviewProposal.Status.APPROVED, ReviewProposal.Status.REFUTED])
         .select_related("memory", "store", "decided_by", "label").order_by("-decided_at", "-pk")[:15])
-    return {"open": open_items, "applying": applying, "decided": decided}
+    return {"open": open_items, "applying": applying, "decided": decided, "four_eyes": organization.four_eyes}
 
 
 def pending_decisions(*, organization: Organization) -> list[ReviewProposal]:
