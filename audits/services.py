@@ -20,8 +20,11 @@ A run survives a worker being killed: calling ``audit_run_execute`` again (``aud
 skips what is recorded and fans out only the pending jobs; a re-audit of an unchanged store hits
 the replay cache for every replay.
 
-Review: proposing appends a signed ``poison_suspect`` label (recall leaves suspects out by store
-policy); approval appends ``poison_likely``, refutation ``poison_refuted``. Decisions are claimed
+Review: proposing appends a signed ``poison_suspect`` label, a flag (on a four-eyes organization
+the memory stays in recall until a second person approves; ``ledger.recall.excluded_states`` is
+the one exclusion rule); approval appends ``poison_likely``, refutation ``poison_refuted``. Who
+may decide is ``review_ineligibility``; a refuted memory is proposed again only on new evidence
+(``selectors.proposal_blockers``). Decisions are claimed
 with a conditional UPDATE ``open -> applying`` (a double click decides once) and the label is
 appended by the housekeeper worker with an idempotency key (a redelivered task appends nothing
 twice); ``proposal_sync`` marks the proposal decided once its label exists.
@@ -49,6 +52,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audits import selectors
 from audits.engine import scenario as sc
 from audits.engine.agents import Agent, make_agent
 from audits.engine.audit import AuditParams, run_audit
@@ -817,48 +821,6 @@ class ProposedBatch(list):
         self.skipped: dict[int, str] = dict(skipped or {})
 
 
-def _refutations(memory_ids: Iterable[int]) -> dict[int, ReviewProposal]:
-    """The latest refutation of each memory (decided, or still being signed)."""
-    latest: dict[int, ReviewProposal] = {}
-    for p in (ReviewProposal.objects.filter(memory_id__in=list(memory_ids), decision=ReviewProposal.Decision.REFUTE)
-              .exclude(decided_at=None).select_related("decided_by").order_by("decided_at", "pk")):
-        latest[p.memory_id] = p
-    return latest
-
-
-def proposal_blockers(*, audit_run: AuditRun, suspects: Iterable[AuditSuspect]) -> dict[int, str]:
-    """Why each of these suspects of ``audit_run`` cannot be proposed now ({memory id: why});
-    a memory missing from the answer can be.
-
-    A memory already under review or already ``poison_likely`` is not proposed twice. A refuted
-    memory is proposed again only on new evidence: an audit that finished after the refutation
-    and ranks it (a positive score); otherwise one person could undo a reviewer's decision by
-    pressing "Propose batch" again.
-    """
-    suspects = list(suspects)
-    ids = [s.memory_id for s in suspects]
-    live = dict(ReviewProposal.objects.filter(
-        memory_id__in=ids, status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING])
-        .values_list("memory_id", "pk"))
-    refuted = _refutations(ids)
-    out: dict[int, str] = {}
-    for s in suspects:
-        if s.memory_id in live:
-            out[s.memory_id] = f"already under review (proposal #{live[s.memory_id]})"
-        elif s.memory.epistemic_state == EpistemicLabel.Label.LIKELY:
-            out[s.memory_id] = "already out of recall (poison_likely)"
-        elif s.memory_id in refuted:
-            r = refuted[s.memory_id]
-            who = r.decided_by.get_username() if r.decided_by else "a reviewer"
-            if audit_run.finished_at is None or audit_run.finished_at <= r.decided_at:
-                out[s.memory_id] = (f"refuted by {who} on {r.decided_at:%Y-%m-%d %H:%M} UTC (proposal #{r.pk}); "
-                                    "proposing it again needs an audit finished after the refutation")
-            elif not s.ds > 0:
-                out[s.memory_id] = (f"refuted by {who} (proposal #{r.pk}); this audit does not rank it "
-                                    "(DS 0), so it is no new evidence")
-    return out
-
-
 def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable[int] | None = None,
                               reason: str = "") -> ProposedBatch:
     """Propose the run's batch (or the chosen suspects) for review; append ``poison_suspect``.
@@ -883,7 +845,7 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
     with transaction.atomic():
         # Decided under the lock of the memories' rows, so two clicks cannot both pass the checks.
         list(Memory.objects.select_for_update().filter(pk__in=[s.memory_id for s in suspects]).values_list("pk"))
-        skipped = proposal_blockers(audit_run=audit_run, suspects=suspects)
+        skipped = selectors.proposal_blockers(audit_run=audit_run, suspects=suspects)
         for s in suspects:
             if s.memory_id in skipped:
                 continue

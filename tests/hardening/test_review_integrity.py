@@ -173,6 +173,8 @@ def test_a_refuted_memory_is_not_proposed_again_without_new_evidence(client, poi
     client.force_login(alice)
     page = client.get(f"/audits/{run.pk}/").content.decode()
     assert "needs an audit finished after the refutation" in page
+    rows = client.get(f"/api/v1/audits/{run.pk}/suspects/").json()["suspects"]
+    assert "refuted by bob" in next(r for r in rows if r["memory_pk"] == first.memory_id)["blocked"]
     r = client.post(f"/audits/{run.pk}/propose/", {"memory": [first.memory_id]}, follow=True)
     assert b"refuted by bob" in r.content
     assert _labels(first.memory_id) == ["poison_suspect", "poison_refuted"]
