@@ -180,6 +180,24 @@ def suspect_evidence(*, run: AuditRun, suspect: dict[str, Any], replays: _RunRep
             "cmis_hat": cmis_hat, "cas_hat": cas_hat}
 
 
+def _suspect_dict(s) -> dict[str, Any]:
+    return {"external_id": s.memory.external_id, "text": s.memory.text, "ds": s.ds, "cmis": s.cmis, "cas": s.cas,
+            "cmis_hat": s.cmis_hat, "cas_hat": s.cas_hat, "per_event": s.per_event}
+
+
+def memory_evidence(*, organization: Organization, memory: Memory) -> dict[str, Any] | None:
+    """The evidence panel for the memory page: from the latest finished audit that credits it
+    (DS > 0), with that run and rank; None when no audit has."""
+    from audits.models import AuditSuspect
+
+    s = (AuditSuspect.objects.filter(memory=memory, run__organization=organization, run__status=AuditRun.Status.DONE,
+                                     ds__gt=0).select_related("run", "memory").order_by("-run__finished_at", "-pk")
+         .first())
+    if s is None:
+        return None
+    return {**suspect_evidence(run=s.run, suspect=_suspect_dict(s)), "run": s.run, "rank": s.rank, "terms": TERMS}
+
+
 def dashboard(*, organization: Organization) -> dict[str, Any]:
     runs = list(selectors.audit_run_list(organization=organization)[:6])
     return {
@@ -233,9 +251,7 @@ def _attach_evidence(proposals: list[ReviewProposal]) -> None:
             continue
         if p.audit_run_id not in replays:
             replays[p.audit_run_id] = _RunReplays(p.audit_run)
-        p.evidence = suspect_evidence(run=p.audit_run, replays=replays[p.audit_run_id], suspect={
-            "external_id": s.memory.external_id, "text": s.memory.text, "ds": s.ds, "cmis": s.cmis, "cas": s.cas,
-            "cmis_hat": s.cmis_hat, "cas_hat": s.cas_hat, "per_event": s.per_event})
+        p.evidence = suspect_evidence(run=p.audit_run, replays=replays[p.audit_run_id], suspect=_suspect_dict(s))
 
 
 def pending_decisions(*, organization: Organization) -> list[ReviewProposal]:

@@ -107,12 +107,14 @@ def memory_detail(request, memory_id: int):
     history = ui_selectors.memory_history(memory=memory)
     findings = verification.memory_verify(memory, cached=False)
     from audits.selectors import proposal_history
+    from audits.ui_selectors import memory_evidence
     from ledger.recall import is_quarantined
 
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
         "in_recall": not is_quarantined(memory),
         "review_history": proposal_history(organization=request.organization, memory_ids=[memory.pk])[memory.pk],
+        "evidence": memory_evidence(organization=request.organization, memory=memory),
         "weights_json": json.dumps(history["weights"]),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })

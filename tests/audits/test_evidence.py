@@ -80,3 +80,16 @@ def test_the_review_queue_shows_the_evidence_and_earlier_decisions(client, run, 
     assert memory.text.splitlines()[0] in panel
     assert "Replayed without it" in panel and "Observed (the incident)" in panel
     assert "normalised" in panel and f"DS {p.scores['ds']:.3f}" in panel
+
+
+def test_the_memory_page_shows_its_latest_evidence_and_review_history(client, run, alice, bob, acme,
+                                                                     django_capture_on_commit_callbacks):
+    top = AuditSuspect.objects.filter(run=run).order_by("rank").select_related("memory")[0]
+    with django_capture_on_commit_callbacks(execute=True):
+        [p] = services.proposals_create_from_run(audit_run=run, user=alice, memory_ids=[top.memory_id])
+    client.force_login(bob)
+    page = html.unescape(client.get(f"/memories/{top.memory_id}/").content.decode())
+    evidence = page[page.index('id="evidence"'):page.index('id="review-history"')]
+    assert f"audit #{run.pk}" in evidence and "Replayed without it" in evidence
+    assert f"#{p.pk}" in page[page.index('id="review-history"'):]
+    assert "in recall (flagged" in page

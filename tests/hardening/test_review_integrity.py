@@ -97,6 +97,9 @@ def test_an_analysts_proposal_alone_keeps_the_memory_in_recall(client, poisoned,
     services.proposal_approve(organization=org_a, proposal_id=proposals[0].pk, user=bob, reason="planted")
     assert not _in_recall(proposals[0].memory_id)
     assert client.get(f"/api/v1/stores/{poisoned.store.pk}/").json()["quarantined"] == 1
+    # Both steps are in the organization's activity trail, with who did them.
+    trail = {(e.verb, e.actor_id) for e in ActivityEvent.objects.filter(organization=org_a)}
+    assert {("review.proposed", alice.pk), ("review.approve", bob.pk)} <= trail
 
 
 def test_an_analyst_cannot_create_a_store_without_four_eyes_through_the_api(client, org_a, alice):
