@@ -20,6 +20,7 @@ from ledger import export, services, store_selectors, ui_selectors, verification
 from ledger.forms import MemoryFilterForm, StoreCreateForm, UploadForm
 from ledger.imports import memories_import
 from ledger.models import ImportJob
+from ledger.recall import is_quarantined
 from orgs.permissions import org_required
 
 PAGE_SIZE = 50
@@ -106,15 +107,9 @@ def memory_detail(request, memory_id: int):
     memory = store_selectors.memory_get(organization=request.organization, memory_id=memory_id)
     history = ui_selectors.memory_history(memory=memory)
     findings = verification.memory_verify(memory, cached=False)
-    from audits.selectors import proposal_history
-    from audits.ui_selectors import memory_evidence
-    from ledger.recall import is_quarantined
-
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
         "in_recall": not is_quarantined(memory),
-        "review_history": proposal_history(organization=request.organization, memory_ids=[memory.pk])[memory.pk],
-        "evidence": memory_evidence(organization=request.organization, memory=memory),
         "weights_json": json.dumps(history["weights"]),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })
