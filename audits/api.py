@@ -249,6 +249,7 @@ class AuditRunSuspectsApi(_Scoped):
         signals = serializers.JSONField()
         state = serializers.CharField()
         proposal_id = serializers.IntegerField(allow_null=True)
+        blocked = serializers.CharField(allow_null=True, help_text="Why it cannot be proposed now (null: it can).")
 
     class OutputSerializer(serializers.Serializer):
         suspects = serializers.ListField(child=serializers.DictField())

@@ -20,8 +20,11 @@ A run survives a worker being killed: calling ``audit_run_execute`` again (``aud
 skips what is recorded and fans out only the pending jobs; a re-audit of an unchanged store hits
 the replay cache for every replay.
 
-Review: proposing appends a signed ``poison_suspect`` label (recall leaves suspects out by store
-policy); approval appends ``poison_likely``, refutation ``poison_refuted``. Decisions are claimed
+Review: proposing appends a signed ``poison_suspect`` label, a flag (on a four-eyes organization
+the memory stays in recall until a second person approves; ``ledger.recall.excluded_states`` is
+the one exclusion rule); approval appends ``poison_likely``, refutation ``poison_refuted``. Who
+may decide is ``review_ineligibility``; a refuted memory is proposed again only on new evidence
+(``selectors.proposal_blockers``). Decisions are claimed
 with a conditional UPDATE ``open -> applying`` (a double click decides once) and the label is
 appended by the housekeeper worker with an idempotency key (a redelivered task appends nothing
 twice); ``proposal_sync`` marks the proposal decided once its label exists.
@@ -38,6 +41,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -48,6 +52,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audits import selectors
 from audits.engine import scenario as sc
 from audits.engine.agents import Agent, make_agent
 from audits.engine.audit import AuditParams, run_audit
@@ -73,6 +78,7 @@ from audits.models import (
 )
 from ledger.models import EpistemicLabel, Memory, Store
 from orgs.models import Membership, Organization
+from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
 
@@ -346,13 +352,14 @@ class StoreView:
 
 def store_view(store: Store) -> StoreView:
     """The store as its agent retrieves from it: signed memories, embeddings by content hash,
-    live weights; quarantined ones blocked (``poison_likely``, and ``poison_suspect`` by policy).
+    live weights; quarantined ones blocked (``ledger.recall.excluded_states``).
     """
     from ledger.embedding_store import (
         embedder_for_store,
         embeddings_compute,
         store_index,
     )
+    from ledger.recall import excluded_states
 
     embedder = embedder_for_store(store)
     index = store_index(store, embedder=embedder)
@@ -367,9 +374,7 @@ def store_view(store: Store) -> StoreView:
         for pk, text, meta in Memory.objects.filter(pk__in=pks[i:i + 2000]).values_list("pk", "text", "metadata"):
             texts[pk] = (text, meta or {})
     records = [sc.MemoryRecord(ext, *texts[pk]) for pk, ext in zip(pks, index.external_ids)]
-    excluded = {EpistemicLabel.Label.LIKELY.value}
-    if store.exclude_suspect:
-        excluded.add(EpistemicLabel.Label.SUSPECT.value)
+    excluded = excluded_states(store)  # the same rule recall applies
     blocked = {ext for ext, st in zip(index.external_ids, index.states) if st in excluded}
     return StoreView(records, index.matrix, index.weights, dict(zip(index.external_ids, pks)), blocked, embedder,
                      index.log_position)
@@ -808,11 +813,19 @@ def _label_for_key(*, memory_id: int, key: str) -> EpistemicLabel | None:
     return EpistemicLabel.objects.filter(memory_id=memory_id, evidence__idempotency_key=key).order_by("seq").first()
 
 
+class ProposedBatch(list):
+    """The proposals a call created (a list, as before), and ``skipped``: {memory id: why not}."""
+
+    def __init__(self, created: Iterable[ReviewProposal] = (), skipped: dict[int, str] | None = None) -> None:
+        super().__init__(created)
+        self.skipped: dict[int, str] = dict(skipped or {})
+
+
 def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable[int] | None = None,
-                              reason: str = "") -> list[ReviewProposal]:
+                              reason: str = "") -> ProposedBatch:
     """Propose the run's batch (or the chosen suspects) for review; append ``poison_suspect``.
 
-    Memories that already have a live proposal, or are already ``poison_likely``, are skipped.
+    Memories that ``proposal_blockers`` names are skipped; the answer's ``skipped`` says why.
     """
     _require(user=user, organization=audit_run.organization, capability="propose")
     if audit_run.status != AuditRun.Status.DONE:
@@ -826,14 +839,15 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
         found = set(suspects.values_list("memory_id", flat=True))
         if found != wanted:
             raise DjangoValidationError({"memory_ids": [f"not suspects of this run: {sorted(wanted - found)}"]})
-    live = set(ReviewProposal.objects.filter(
-        memory_id__in=[s.memory_id for s in suspects],
-        status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING]).values_list("memory_id", flat=True))
+    suspects = list(suspects)
     created: list[ReviewProposal] = []
     actor = actor_for(user)
     with transaction.atomic():
+        # Decided under the lock of the memories' rows, so two clicks cannot both pass the checks.
+        list(Memory.objects.select_for_update().filter(pk__in=[s.memory_id for s in suspects]).values_list("pk"))
+        skipped = selectors.proposal_blockers(audit_run=audit_run, suspects=suspects)
         for s in suspects:
-            if s.memory_id in live or s.memory.epistemic_state == EpistemicLabel.Label.LIKELY:
+            if s.memory_id in skipped:
                 continue
             scores = {"rank": s.rank, "ds": s.ds, "cmis": s.cmis, "cas": s.cas, "in_batch": s.in_batch}
             why = reason or (f"Audit #{audit_run.pk}: rank {s.rank}, DS {s.ds:.3f} "
@@ -852,7 +866,11 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
                 proposal_sync(proposal_id=p.pk)
 
         transaction.on_commit(enqueue)
-    return [ReviewProposal.objects.get(pk=p.pk) for p in created]
+    if created and audit_run.organization_id:
+        activity_record(organization=audit_run.organization, verb="review.proposed", actor=user,
+                        target=f"audit #{audit_run.pk}",
+                        detail={"proposals": [p.pk for p in created], "skipped": len(skipped)})
+    return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
 
 
 def _evidence(p: ReviewProposal, key: str) -> dict[str, Any]:
@@ -867,7 +885,36 @@ def _evidence(p: ReviewProposal, key: str) -> dict[str, Any]:
 
 def _proposal_for(*, organization: Organization, proposal_id: int) -> ReviewProposal:
     # Another organization's proposal does not exist for this one (the views answer 404).
-    return ReviewProposal.objects.select_related("store", "memory").get(pk=proposal_id, organization=organization)
+    return ReviewProposal.objects.select_related("store", "memory", "organization", "proposed_by").get(
+        pk=proposal_id, organization=organization)
+
+
+def review_ineligibility(*, proposal: ReviewProposal, user, decision: str,
+                         membership: Membership | None = None) -> str | None:
+    """Why ``user`` may not take ``decision`` on ``proposal`` under its organization's rules now
+    (None: they may). The one place the four-eyes rules live; the queue and the decision use it.
+
+    On a four-eyes organization (``Organization.four_eyes``, set by an org admin):
+    - the proposer decides nothing on their own proposal;
+    - an account the proposer brought in (``Membership.invited_by``) less than
+      ``REVIEW_INVITE_COOLDOWN_HOURS`` ago cannot approve the proposer's proposal: an admin
+      could otherwise approve through a sock puppet whose password they were shown.
+    """
+    organization = proposal.organization
+    if user is None or not organization.four_eyes:
+        return None
+    if proposal.proposed_by_id is not None and proposal.proposed_by_id == user.pk:
+        return "four-eyes: you proposed this, so another reviewer must decide it"
+    if decision == ReviewProposal.Decision.APPROVE and proposal.proposed_by_id is not None:
+        if membership is None:
+            membership = Membership.objects.filter(organization=organization, user=user).first()
+        hours = int(getattr(conf, "REVIEW_INVITE_COOLDOWN_HOURS", 72))
+        if (membership is not None and membership.invited_by_id == proposal.proposed_by_id
+                and membership.created_at > timezone.now() - timedelta(hours=hours)):
+            proposer = proposal.proposed_by.get_username() if proposal.proposed_by else "the proposer"
+            return (f"four-eyes: your account was invited by {proposer} less than {hours} hours ago, so you "
+                    f"cannot approve {proposer}'s proposal; another reviewer must")
+    return None
 
 
 def _decide(*, organization: Organization, proposal_id: int, user, reason: str, decision: str) -> ReviewProposal:
@@ -876,8 +923,9 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
     if not reason:
         raise DjangoValidationError({"reason": ["a reason is required"]})
     p = _proposal_for(organization=organization, proposal_id=proposal_id)
-    if p.store.four_eyes and user is not None and p.proposed_by_id == user.pk:
-        raise DjangoValidationError({"proposal": ["four-eyes: the reviewer must not be the one who proposed it"]})
+    blocked = review_ineligibility(proposal=p, user=user, decision=decision)
+    if blocked:
+        raise DjangoValidationError({"proposal": [blocked]})
     label = EpistemicLabel.Label.LIKELY if decision == ReviewProposal.Decision.APPROVE else \
         EpistemicLabel.Label.REFUTED
     with transaction.atomic():
@@ -891,6 +939,8 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
                 return proposal_sync(proposal_id=p.pk)
             raise DjangoValidationError({"proposal": [f"already decided: {p.get_status_display().lower()}"]})
         p.refresh_from_db()
+        activity_record(organization=organization, verb=f"review.{decision}", actor=user,
+                        target=f"proposal #{p.pk}", detail={"memory": p.memory_id, "reason": reason[:500]})
         transaction.on_commit(lambda: _label_append_enqueue(
             memory_id=p.memory_id, label=label, reason=reason, evidence=_evidence(p, p.decision_key),
             actor=actor_for(user), idempotency_key=p.decision_key))

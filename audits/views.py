@@ -222,8 +222,15 @@ def audit_propose(request, audit_run_id: int):
     if created:
         messages.success(request, f"{len(created)} suspect{'s' if len(created) != 1 else ''} proposed for review; "
                                   "each is now signed poison_suspect and awaits a reviewer.")
-    else:
+    elif not created.skipped:
         messages.info(request, "Nothing new to propose: the batch is already under review or labelled.")
+    if created.skipped:
+        names = dict(run.suspects.filter(memory_id__in=list(created.skipped)).values_list("memory_id",
+                                                                                        "memory__external_id"))
+        for memory_id, why in sorted(created.skipped.items(), key=lambda kv: names.get(kv[0], ""))[:20]:
+            messages.warning(request, f"{names.get(memory_id, memory_id)} not proposed: {why}.")
+        if len(created.skipped) > 20:
+            messages.warning(request, f"… and {len(created.skipped) - 20} more not proposed (see the table).")
     return redirect("audit-detail", audit_run_id=run.pk)
 
 

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 from ledger.agent_tokens import AgentTokenAuthentication, agent_token_create
 from ledger.imports import memories_import
 from ledger.models import AgentToken, ImportJob, Memory, Store
-from ledger.recall import outcome_record, recall
+from ledger.recall import excluded_states, outcome_record, recall
 from ledger.store_selectors import (
     MEMORY_STATES,
     import_job_get,
@@ -54,7 +54,8 @@ class StoreSerializer(serializers.Serializer):
     slug = serializers.CharField()
     description = serializers.CharField()
     exclude_suspect = serializers.BooleanField()
-    four_eyes = serializers.BooleanField()
+    four_eyes = serializers.BooleanField(source="organization.four_eyes", read_only=True,
+                                         help_text="The organization's review policy (set by an org admin).")
     embedding_model = serializers.CharField()
     memory_count = serializers.IntegerField(required=False)
     created_at = serializers.DateTimeField()
@@ -76,8 +77,16 @@ class StoreListCreateApi(APIView):
         slug = serializers.SlugField(max_length=64, required=False)
         description = serializers.CharField(required=False, allow_blank=True)
         exclude_suspect = serializers.BooleanField(required=False)
-        four_eyes = serializers.BooleanField(required=False)
         embedding_model = serializers.CharField(required=False, allow_blank=True, max_length=300)
+
+        def validate(self, attrs):
+            # Four-eyes used to be a store flag the analyst creating the store chose; refuse it
+            # loudly rather than ignore it, so nobody believes they switched it off.
+            if "four_eyes" in self.initial_data:
+                raise serializers.ValidationError({"four_eyes": [
+                    "Four-eyes review is the organization's policy, set by an org admin "
+                    "(/api/v1/organization/review-policy/), not a store setting."]})
+            return attrs
 
     OutputSerializer = StoreSerializer
 
@@ -116,7 +125,8 @@ class StoreDetailApi(APIView):
         memories = Memory.objects.filter(store=store)
         store.memory_count = memories.count()
         store.signed = memories.filter(chain_head__isnull=False).count()
-        store.quarantined = memories.filter(epistemic_state__in=["poison_likely", "poison_suspect"]).count()
+        # Out of recall under the one exclusion rule (a suspect on a four-eyes organization is not).
+        store.quarantined = memories.filter(epistemic_state__in=excluded_states(store)).count()
         return Response(self.OutputSerializer(store).data)
 
 

@@ -11,10 +11,12 @@ from ledger.store_selectors import MEMORY_STATES
 class StoreCreateForm(forms.ModelForm):
     class Meta:
         model = Store
-        fields = ["name", "slug", "description", "exclude_suspect", "four_eyes"]
-        labels = {"exclude_suspect": "Leave poison suspects out of recall",
-                  "four_eyes": "Four-eyes review (approver must not be the proposer)"}
-        help_texts = {"slug": "Optional; made from the name when empty."}
+        # No four-eyes here: it is the organization's review policy, set by an org admin.
+        fields = ["name", "slug", "description", "exclude_suspect"]
+        labels = {"exclude_suspect": "Leave poison suspects out of recall"}
+        help_texts = {"slug": "Optional; made from the name when empty.",
+                      "exclude_suspect": "Applies only where the organization has four-eyes review off; with it "
+                                         "on, a suspect stays in recall until a second person approves."}
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, **kwargs):

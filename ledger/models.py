@@ -21,10 +21,10 @@ class Store(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64)
     description = models.TextField(blank=True)
-    # Recall policy: poison_likely is always excluded; poison_suspect too when this is on.
+    # Recall policy: poison_likely is always excluded; poison_suspect too when this is on and the
+    # organization has four-eyes off (ledger.recall.excluded_states). Four-eyes itself is the
+    # organization's policy (Organization.four_eyes), never a store flag.
     exclude_suspect = models.BooleanField(default=True)
-    # Four-eyes: the reviewer who approves a label must not be the one who proposed it.
-    four_eyes = models.BooleanField(default=True)
     embedding_model = models.CharField(max_length=300, blank=True, help_text="empty = all-MiniLM-L6-v2")
     created_at = models.DateTimeField(auto_now_add=True)
 

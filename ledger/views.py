@@ -20,6 +20,7 @@ from ledger import export, services, store_selectors, ui_selectors, verification
 from ledger.forms import MemoryFilterForm, StoreCreateForm, UploadForm
 from ledger.imports import memories_import
 from ledger.models import ImportJob
+from ledger.recall import is_quarantined
 from orgs.permissions import org_required
 
 PAGE_SIZE = 50
@@ -108,6 +109,7 @@ def memory_detail(request, memory_id: int):
     findings = verification.memory_verify(memory, cached=False)
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
+        "in_recall": not is_quarantined(memory),
         "weights_json": json.dumps(history["weights"]),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })

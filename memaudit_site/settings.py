@@ -273,3 +273,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
 }
+
+# Review: an account a proposer invited cannot approve that proposer's proposals for this many
+# hours after joining (four-eyes organizations; audits.services.review_ineligibility).
+REVIEW_INVITE_COOLDOWN_HOURS = envint("REVIEW_INVITE_COOLDOWN_HOURS", "72")

@@ -99,3 +99,35 @@ class MemberListApi(APIView):
     def get(self, request):
         memberships = membership_list(organization=request_membership(request).organization)
         return Response(self.OutputSerializer(memberships, many=True).data)
+
+
+class ReviewPolicyApi(APIView):
+    """GET: the organization's review policy (any member); PUT: set it (org admins)."""
+
+    permission_classes = [OrgMember]
+
+    class InputSerializer(serializers.Serializer):
+        four_eyes = serializers.BooleanField()
+
+    class OutputSerializer(serializers.Serializer):
+        four_eyes = serializers.BooleanField()
+
+    def get_permissions(self):
+        self.required_capability = "admin" if self.request.method == "PUT" else "member"
+        return super().get_permissions()
+
+    @extend_schema(responses=OutputSerializer, summary="The organization's review policy")
+    def get(self, request):
+        return Response(self.OutputSerializer(request_membership(request).organization).data)
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer,
+                   summary="Set the organization's review policy (org admins)")
+    def put(self, request):
+        from orgs.services import organization_review_policy_set
+
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        org = organization_review_policy_set(organization=request_membership(request).organization,
+                                             four_eyes=data.validated_data["four_eyes"], user=request.user,
+                                             request=request._request)
+        return Response(self.OutputSerializer(org).data)

@@ -39,3 +39,11 @@ class InviteForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
+
+
+class ReviewPolicyForm(forms.Form):
+    four_eyes = forms.BooleanField(
+        required=False, label="Four-eyes review",
+        help_text="On: a memory leaves recall only when a second person approves its proposal; the proposer, "
+                  "and accounts the proposer invited recently, cannot approve it. Off: one person may propose and "
+                  "approve, and stores that leave suspects out of recall do so on the proposal alone.")

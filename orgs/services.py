@@ -20,9 +20,11 @@ def organization_create(*, name: str, slug: str | None = None) -> Organization:
 
 
 @transaction.atomic
-def member_invite(*, organization: Organization, username: str, email: str, role: str) -> tuple[Membership, str | None]:
+def member_invite(*, organization: Organization, username: str, email: str, role: str,
+                  invited_by=None) -> tuple[Membership, str | None]:
     """Add a user to the organization. A new user gets a one-time password, returned once
-    so the admin can hand it over; an existing user keeps theirs (``None``)."""
+    so the admin can hand it over; an existing user keeps theirs (``None``). ``invited_by``
+    is recorded: the review rules refuse an approval through an account the proposer made."""
     if role not in Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}; use one of {', '.join(Role.values)}."})
     username = username.strip()
@@ -38,7 +40,8 @@ def member_invite(*, organization: Organization, username: str, email: str, role
         user.save()
     if Membership.objects.filter(organization=organization, user=user).exists():
         raise ValidationError({"username": f"{username} is already a member of {organization.name}."})
-    membership = Membership.objects.create(organization=organization, user=user, role=role)
+    membership = Membership.objects.create(organization=organization, user=user, role=role,
+                                           invited_by=invited_by if getattr(invited_by, "pk", None) else None)
     return membership, password
 
 
@@ -74,3 +77,19 @@ def activity_record(*, organization: Organization, verb: str, actor=None, actor_
     return ActivityEvent.objects.create(organization=organization, actor=actor, actor_label=label[:200],
                                         verb=verb[:64], target=str(target)[:300], detail=detail or {},
                                         ip=ip or None, ledger_ref=ledger_ref[:200])
+
+
+@transaction.atomic
+def organization_review_policy_set(*, organization: Organization, four_eyes: bool, user=None,
+                                   request=None) -> Organization:
+    """Set the organization's review policy (org admins; the views check the role). Four-eyes
+    on: nothing leaves recall on one person's word. Recorded in the activity trail."""
+    if not isinstance(four_eyes, bool):
+        raise ValidationError({"four_eyes": "true or false"})
+    org = Organization.objects.select_for_update().get(pk=organization.pk)
+    if org.four_eyes != four_eyes:
+        Organization.objects.filter(pk=org.pk).update(four_eyes=four_eyes)
+        activity_record(organization=org, verb="review_policy.changed", actor=user, request=request,
+                        target="four_eyes", detail={"four_eyes": four_eyes})
+    organization.four_eyes = four_eyes
+    return organization

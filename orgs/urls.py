@@ -10,4 +10,5 @@ urlpatterns = [
     path("members/", views.members, name="members"),
     path("members/<int:membership_id>/role/", views.member_role, name="member-role"),
     path("organization/switch/", views.switch_organization, name="switch-organization"),
+    path("organization/review-policy/", views.review_policy, name="review-policy"),
 ]

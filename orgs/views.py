@@ -5,13 +5,13 @@ from django.contrib.auth import views as auth_views
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from orgs import health
-from orgs.forms import InviteForm, LoginForm, RoleForm
+from orgs.forms import InviteForm, LoginForm, ReviewPolicyForm, RoleForm
 from orgs.permissions import org_required
 from orgs.selectors import SESSION_ORG_KEY, membership_list, organization_list_for_user
-from orgs.services import member_invite, member_set_role
+from orgs.services import member_invite, member_set_role, organization_review_policy_set
 
 
 class LoginView(auth_views.LoginView):
@@ -41,7 +41,8 @@ def members(request: HttpRequest) -> HttpResponse:
     new_password = None
     if request.method == "POST" and invite_form.is_valid():
         try:
-            membership, new_password = member_invite(organization=request.organization, **invite_form.cleaned_data)
+            membership, new_password = member_invite(organization=request.organization, invited_by=request.user,
+                                                     **invite_form.cleaned_data)
         except ValidationError as exc:
             for field, errs in exc.message_dict.items():
                 for err in errs:
@@ -89,3 +90,18 @@ def switch_organization(request: HttpRequest) -> HttpResponse:
     if organization_list_for_user(user=request.user).filter(pk=org_id).exists():
         request.session[SESSION_ORG_KEY] = int(org_id)
     return redirect("dashboard")
+
+
+@org_required("admin")
+@require_http_methods(["GET", "POST"])
+def review_policy(request: HttpRequest) -> HttpResponse:
+    """The organization's review policy (four-eyes), set by an org admin."""
+    org = request.organization
+    form = ReviewPolicyForm(request.POST or None, initial={"four_eyes": org.four_eyes})
+    if request.method == "POST" and form.is_valid():
+        organization_review_policy_set(organization=org, four_eyes=form.cleaned_data["four_eyes"],
+                                       user=request.user, request=request)
+        messages.success(request, "Four-eyes review is " + ("on." if org.four_eyes else "off: one person may "
+                                                             "propose and approve."))
+        return redirect("review-policy")
+    return render(request, "orgs/review_policy.html", {"form": form})

@@ -31,6 +31,7 @@ def BODIES(t) -> dict[str, object]:  # noqa: N802 - a table
         "review-decide": {"decision": "approve", "reason": "checked"},
         "review-bulk": {"proposals": [t.proposal.pk], "decision": "approve", "reason": "checked"},
         "member-role": {"role": "reviewer"},
+        "review-policy": {"four_eyes": "on"},
         "store-list": {"name": "Page store"},
         "api-stores": {"name": "New store"},
         "api-store-memories": [{"id": "new-1", "text": "a new memory"}],
@@ -80,6 +81,12 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("members", "POST"): "302 403 403 200 403 | 302 403 403 200 403",
     ("member-role", "GET"): "405 405 405 405 405 | 405 405 405 405 405",
     ("member-role", "POST"): "302 403 403 302 403 | 302 403 403 404 403",
+    # The organization's review policy (four-eyes): org admins only; PUT on the API likewise
+    # (tests/hardening/test_review_integrity.py).
+    ("review-policy", "GET"): "302 403 403 200 403 | 302 403 403 200 403",
+    ("review-policy", "POST"): "302 403 403 302 403 | 302 403 403 302 403",
+    ("api-review-policy", "GET"): "403 200 200 200 403 | 403 200 200 200 403",
+    ("api-review-policy", "POST"): "403 405 405 405 403 | 403 405 405 405 403",
     ("switch-organization", "GET"): "405 405 405 405 405 | 405 405 405 405 405",
     ("switch-organization", "POST"): "302 302 302 302 403 | 302 302 302 302 403",
     ("store-list", "GET"): "302 200 200 200 403 | 302 200 200 200 403",
