@@ -57,7 +57,7 @@ from audits.engine.cmis import (
     events_from_incidents,
     find_groups,
     plan_replays,
-    run_replay,
+    run_replays,
 )
 from audits.engine.consistency import ConsistencyBackend, make_backend
 from audits.engine.harm import Harm
@@ -696,12 +696,14 @@ def audit_run_replay(*, audit_run_id: int, job_ids: Sequence[str]) -> int:
     done = 0
     if records:
         ctx = _run_context(run)
-        evmap = ctx.evmap
-        for rec in records:
-            job = ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed))
-            calls_before = ctx.replayer.calls
-            result = run_replay(job, evmap[rec.event_id], ctx.replayer)
-            payload = {**result.to_dict(), "agent_call": ctx.replayer.calls > calls_before}
+        jobs = [ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed)) for rec in records]
+        # The chunk's agent calls are in flight together (bounded per endpoint by
+        # AGENT_MAX_IN_FLIGHT); results are recorded here, in job order, on this connection.
+        outcomes = run_replays(jobs, ctx.evmap, ctx.replayer)
+        for rec, (result, agent_call, error) in zip(records, outcomes):
+            if error is not None:
+                raise error  # the replays recorded before it are kept; a resume goes on from there
+            payload = {**result.to_dict(), "agent_call": agent_call}
             with transaction.atomic():
                 n = ReplayJobRecord.objects.filter(pk=rec.pk, status=ReplayJobRecord.Status.PENDING).update(
                     status=ReplayJobRecord.Status.DONE, result=payload)

@@ -30,6 +30,7 @@ from .cmis import (
     find_groups,
     plan_replays,
     run_replay,
+    run_replays,
 )
 from .consistency import ConsistencyBackend, RulesBackend
 from .expansion import expand_batch
@@ -269,8 +270,11 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     jobs = plan_replays(events, groups, group_ablation=p.group_ablation)
     evmap = {ev.id: ev for ev in events}
     results = []
-    for i, job in enumerate(jobs):
-        results.append(run_replay(job, evmap[job.event_id], replayer))
+    # HTTP agents' calls are in flight together (bounded by the agent); results arrive in order.
+    for i, (result, _called, error) in enumerate(run_replays(jobs, evmap, replayer)):
+        if error is not None:
+            raise error
+        results.append(result)
         progress("replay", i + 1, len(jobs))
     carries = _carries_harm(memories) if p.group_credit_filter else None
     cmis = combine_cmis(results, events, groups, combine=p.combine, carries_harm=carries)
