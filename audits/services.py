@@ -52,11 +52,13 @@ from audits.engine import scenario as sc
 from audits.engine.agents import Agent, make_agent
 from audits.engine.audit import AuditParams, run_audit
 from audits.engine.cmis import (
+    SIMULATION_CHUNK,
     AuditEvent,
     ReplayJob,
     events_from_incidents,
     find_groups,
     plan_replays,
+    replay_chunk,
     run_replays,
 )
 from audits.engine.consistency import ConsistencyBackend, make_backend
@@ -77,7 +79,7 @@ from orgs.models import Membership, Organization
 
 logger = logging.getLogger(__name__)
 
-REPLAY_CHUNK = 25  # replay jobs per Celery task: small enough to spread, large enough to amortise
+REPLAY_CHUNK = SIMULATION_CHUNK  # replay jobs per Celery task for the simulations (HTTP agents: replay_chunk)
 HARMFUL = 0.5
 CONSISTENCY_BACKENDS = ("rules", "cross-encoder", "onnx-conflict")
 
@@ -616,7 +618,8 @@ def audit_run_execute(*, audit_run_id: int) -> None:
         else:
             _maybe_start_analysis(run.pk)
         return
-    for chunk in _chunks(pending, REPLAY_CHUNK):
+    http_agent = run.settings.get("agent", {}).get("connector") in ("openai-chat", "webhook")
+    for chunk in _chunks(pending, replay_chunk(conf.AGENT_MAX_IN_FLIGHT) if http_agent else REPLAY_CHUNK):
         audit_replay_task.delay(run.pk, list(chunk))
 
 

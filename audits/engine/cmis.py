@@ -226,6 +226,16 @@ def plan_replays(events: Sequence[AuditEvent], groups: Sequence[Group], *,
     return jobs
 
 
+SIMULATION_CHUNK = 25  # jobs per task for CPU-bound agents: small enough to spread, large enough to amortise
+
+
+def replay_chunk(max_in_flight: int) -> int:
+    """Replay jobs per distributed task. An agent with calls in flight gets two full waves of
+    its bound, so no task ends on a half-empty wave (25 jobs at 16 in flight took 2 waves for
+    25 calls, 22% idle)."""
+    return SIMULATION_CHUNK if max_in_flight <= 1 else 2 * max_in_flight
+
+
 def run_replay(job: ReplayJob, event: AuditEvent, replayer: Replayer) -> ReplayResult:
     """Replay one job and score every sample's harm."""
     retrieved, out = replayer.replay(event.query, job.removed, event.candidates)
