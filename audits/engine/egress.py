@@ -195,6 +195,17 @@ class EgressPolicy:
         return any(r.matches(host, address, port) for r in self.allow)
 
 
+def policy_for_url(url: str, **kw: Any) -> EgressPolicy:
+    """A policy that allows exactly ``url``'s host:port (besides public addresses): for operator
+    tools (benches, management commands) that were given the agent's URL on their command line."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return EgressPolicy(**kw)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return EgressPolicy.from_setting(f"{host}:{port}", **kw)
+
+
 @dataclass
 class Response:
     status: int

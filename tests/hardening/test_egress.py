@@ -476,3 +476,39 @@ def test_settings_reject_a_bad_allow_list(monkeypatch):
     monkeypatch.setenv("AGENT_EGRESS_ALLOW_TEST", "127.0.0.1:notaport")
     with pytest.raises(ImproperlyConfigured):
         envallow("AGENT_EGRESS_ALLOW_TEST", "")
+
+
+def test_the_development_secret_key_is_generated_once_owner_only_and_keys_rotate(settings, tmp_path):
+    import stat
+
+    from cryptography.fernet import Fernet
+
+    from audits import endpoints
+
+    settings.AGENT_SECRETS_KEY = ""
+    settings.AGENT_SECRETS_KEY_PATH = tmp_path / "var" / "agent-secrets.key"
+    endpoints.secrets_reset()
+    token = endpoints.secret_encrypt("s3cret")
+    path = settings.AGENT_SECRETS_KEY_PATH
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and b"s3cret" not in token
+    endpoints.secrets_reset()
+    assert endpoints.secret_decrypt(token) == "s3cret"  # the same key, read back
+
+    old = path.read_text().strip()
+    settings.AGENT_SECRETS_KEY = f"{Fernet.generate_key().decode()},{old}"  # a new key first, the old one still reads
+    endpoints.secrets_reset()
+    assert endpoints.secret_decrypt(token) == "s3cret"
+    settings.AGENT_SECRETS_KEY = Fernet.generate_key().decode()  # the old key gone: a clear error, no detail
+    endpoints.secrets_reset()
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="cannot be decrypted") as exc:
+        endpoints.secret_decrypt(token)
+    assert "s3cret" not in str(exc.value)
+
+
+def test_operator_tools_allow_exactly_the_url_they_were_given():
+    p = egress.policy_for_url("http://127.0.0.1:8088/v1")
+    ip = ipaddress.ip_address
+    assert p.allowed("127.0.0.1", ip("127.0.0.1"), 8088) and not p.allowed("127.0.0.1", ip("127.0.0.1"), 6379)
+    assert egress.policy_for_url("http://[::1]:9000/").allowed("::1", ip("::1"), 9000)
