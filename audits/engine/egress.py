@@ -184,6 +184,8 @@ class EgressPolicy:
     allow: tuple[AllowRule, ...] = ()
     max_bytes: int = DEFAULT_MAX_BYTES
     resolver: Resolver = field(default=system_resolver, repr=False)
+    # None = the system's trust store; a context with a private CA for internal agents.
+    tls_context: ssl.SSLContext | None = field(default=None, repr=False)
 
     @classmethod
     def from_setting(cls, spec: str | Iterable[str], **kw: Any) -> EgressPolicy:
@@ -314,7 +316,7 @@ def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str
     remaining = max(0.001, deadline - time.monotonic())
     conn: http.client.HTTPConnection
     if scheme == "https":
-        conn = _PinnedHTTPSConnection(host, port, address, remaining, _TLS_CONTEXT)
+        conn = _PinnedHTTPSConnection(host, port, address, remaining, policy.tls_context or _TLS_CONTEXT)
     else:
         conn = _PinnedHTTPConnection(host, port, address, remaining)
     try:

@@ -512,3 +512,46 @@ def test_operator_tools_allow_exactly_the_url_they_were_given():
     ip = ipaddress.ip_address
     assert p.allowed("127.0.0.1", ip("127.0.0.1"), 8088) and not p.allowed("127.0.0.1", ip("127.0.0.1"), 6379)
     assert egress.policy_for_url("http://[::1]:9000/").allowed("::1", ip("::1"), 9000)
+
+
+def _self_signed(tmp_path, name: str):
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_https_is_pinned_to_the_checked_address_and_verifies_the_host_name(stubs, tmp_path):
+    import ssl
+
+    agent = stubs(body={"output": "over tls"})
+    cert, key = _self_signed(tmp_path, "agent.internal")
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    agent.server.socket = server_ctx.wrap_socket(agent.server.socket, server_side=True)
+    trust = ssl.create_default_context(cafile=str(cert))
+    loopback = [ipaddress.ip_address("127.0.0.1")]
+    policy = egress.EgressPolicy(allow=egress.parse_allow(f"127.0.0.1:{agent.port}"), tls_context=trust,
+                                 resolver=lambda host, port: loopback)
+    resp = egress.post_json(f"https://agent.internal:{agent.port}/", {}, headers={}, timeout=3, policy=policy)
+    assert resp.json_object() == {"output": "over tls"}
+    with pytest.raises(egress.EgressError) as exc:  # the certificate names another host
+        egress.post_json(f"https://other.internal:{agent.port}/", {}, headers={}, timeout=3, policy=policy)
+    assert exc.value.category == egress.UNREACHABLE and "certificate" not in str(exc.value).lower()
