@@ -38,6 +38,7 @@ OPTION_KEYS = {
                     "prompt_template", "max_memory_chars"},
     "webhook": {"timeout", "retries", "backoff"},
 }
+TEXT_OPTIONS = {"system", "prompt_template"}
 # Agent settings an analyst may add to a registered endpoint's, per run.
 RUN_OPTION_KEYS = {
     "openai-chat": {"temperature", "seed", "n_samples", "max_tokens", "prompt_template", "system",
@@ -165,6 +166,12 @@ def _clean(*, connector: str, name: str, base_url: str, model: str, options: Any
         if bad:
             errors["options"] = [f"not an option of {connector}: {', '.join(bad)} "
                                  f"(allowed: {', '.join(sorted(OPTION_KEYS[connector]))}; the secret has its own field)"]
+        else:
+            wrong = sorted(k for k, v in options.items()
+                           if not (isinstance(v, str) and "\x00" not in v if k in TEXT_OPTIONS
+                                   else isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6))
+            if wrong:
+                errors["options"] = [f"{k}: {'text' if k in TEXT_OPTIONS else 'a number ≥ 0'}" for k in wrong]
     if errors:
         raise DjangoValidationError(errors)
     return {"connector": connector, "name": name, "base_url": base_url, "model": model, "options": options}
