@@ -303,3 +303,21 @@ def agent_config_resolve(agent: dict[str, Any], *, organization: Organization) -
         if secret:
             cfg["headers"] = {"Authorization": f"Bearer {secret}"}
     return cfg
+
+
+def judge_spec_resolve(spec: dict[str, Any], *, organization: Organization) -> dict[str, Any]:
+    """An ``llm-judge`` harm spec (from the run's settings or an uploaded incident) -> one whose
+    judge is a registered ``openai-chat`` endpoint (``"endpoint": "<name>"``) or the deployment's
+    LLM (``LLM_BASE_URL``); a URL, key or header in the spec itself is dropped, never used."""
+    d = {k: v for k, v in spec.items() if k not in FORBIDDEN_AGENT_KEYS}
+    name = d.get("endpoint")
+    if name is None:
+        d["base_url"] = conf.LLM_BASE_URL
+        return d
+    ep = AgentEndpoint.objects.filter(organization=organization, name=name, connector="openai-chat").first()
+    if ep is None:
+        raise ValueError(f"the llm-judge harm names no openai-chat agent endpoint {name!r} of this organization")
+    d.update({**{k: v for k, v in ep.options.items() if k not in d}, "base_url": ep.base_url, "model": ep.model})
+    if ep.secret_encrypted:
+        d["api_key"] = secret_decrypt(ep.secret_encrypted)
+    return d

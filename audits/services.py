@@ -272,7 +272,13 @@ def audit_settings_clean(raw: dict[str, Any] | None, *, organization: Organizati
         for k in ("url", "base_url", "api_key", "api_key_env", "headers"):
             if k in s["harm"]:
                 errors.setdefault("harm", []).append(
-                    f"{k}: not accepted in audit settings; the llm-judge harm uses the deployment's LLM")
+                    f"{k}: not accepted in audit settings; the llm-judge harm uses the deployment's LLM "
+                    'or a registered openai-chat endpoint: {"endpoint": "<name>"}')
+        judge = s["harm"].get("endpoint")
+        if judge is not None and not (isinstance(judge, str) and organization is not None and
+                                      organization.agent_endpoints.filter(name=judge, connector="openai-chat").exists()):
+            errors.setdefault("harm", []).append(f"endpoint: no openai-chat agent endpoint named {judge!r} "
+                                                 "in this organization")
     if s["harm"] is not None and not errors.get("harm"):
         try:
             s["harm"] = sc.parse_harm_spec(s["harm"], filename="settings").to_dict()
@@ -521,13 +527,16 @@ def _run_context(run: AuditRun) -> RunContext:
     s = run.settings
     view = store_view(run.store)
     incidents = [_engine_incident(i) for i in run.incidents.order_by("external_id")]
-    from audits.endpoints import agent_config_resolve, egress_policy
+    from audits.endpoints import agent_config_resolve, egress_policy, judge_spec_resolve
 
     agent = agent_for(agent_config_resolve(s["agent"], organization=run.organization))
     policy = egress_policy()
 
     def make_harm(spec, *, embedder):  # the llm-judge harm speaks through the same egress policy
-        return _make_harm(spec, embedder=embedder, egress=policy)
+        d = spec.to_dict() if hasattr(spec, "to_dict") else dict(spec)
+        if d.get("type") == "llm-judge":
+            d = judge_spec_resolve(d, organization=run.organization)
+        return _make_harm(d, embedder=embedder, egress=policy)
 
     default_harm = make_harm(s["harm"], embedder=view.embedder) if s["harm"] else None
     harms: dict[str, Harm] = {}

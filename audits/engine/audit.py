@@ -106,6 +106,10 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
     cache: dict[str, Harm] = {}
 
     def resolve(inc: Incident) -> Harm:
+        if harm is not None and not isinstance(harm, Harm):
+            # The caller's resolver decides for every incident, its own spec included (the
+            # Django side builds an llm-judge under the deployment's egress policy and judge).
+            return harm(inc)
         if inc.harm is not None:
             key = repr(sorted(inc.harm.to_dict().items()))
             if key not in cache:
@@ -113,8 +117,6 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
             return cache[key]
         if isinstance(harm, Harm):
             return harm
-        if harm is not None:
-            return harm(inc)
         raise ValueError(f"incident {inc.id!r} has no harm spec and no default harm was given")
 
     return resolve

@@ -555,3 +555,46 @@ def test_https_is_pinned_to_the_checked_address_and_verifies_the_host_name(stubs
     with pytest.raises(egress.EgressError) as exc:  # the certificate names another host
         egress.post_json(f"https://other.internal:{agent.port}/", {}, headers={}, timeout=3, policy=policy)
     assert exc.value.category == egress.UNREACHABLE and "certificate" not in str(exc.value).lower()
+
+
+def test_the_llm_judge_is_a_registered_endpoint_or_the_servers_llm_never_a_url_from_the_analyst(
+        client, world, stubs, settings, django_capture_on_commit_callbacks):
+    judge = stubs(body={"choices": [{"message": {"content": "NO"}}]})
+    server_llm = stubs(body={"choices": [{"message": {"content": "NO"}}]})
+    settings.AGENT_EGRESS_ALLOW = f"127.0.0.1:{judge.port},127.0.0.1:{server_llm.port}"
+    settings.LLM_BASE_URL = server_llm.url + "/v1"
+    _register(client, world["dana"], name="judge", connector="openai-chat", base_url=judge.url + "/v1", model="j",
+              secret=SECRET)
+    store, incident_ids = world["a"]
+    with django_capture_on_commit_callbacks(execute=True):
+        r = _api(client, world["alice"], "post", "/api/v1/audits/create/", {
+            "store": store.pk, "incident_ids": incident_ids,
+            "settings": {"harm": {"type": "llm-judge", "goal": "x", "base_url": "http://evil.example/v1"}}})
+    assert r.status_code == 400 and "base_url: not accepted" in r.content.decode()
+
+    # An incident whose own llm-judge spec carries a URL and api_key_env: both are dropped.
+    from audits.models import Incident
+
+    some = Incident.objects.get(pk=incident_ids[0])
+    inc = services.incident_create(store=store, query="q?", output="o", retrieved=some.retrieved, user=world["alice"],
+                                   harm={"type": "llm-judge", "goal": "x", "base_url": "http://evil.example/v1",
+                                         "api_key_env": "SECRET_KEY"})
+    with django_capture_on_commit_callbacks(execute=True):
+        r = _api(client, world["alice"], "post", "/api/v1/audits/create/", {
+            "store": store.pk, "incident_ids": [inc.pk], "settings": {"harm": {"type": "contains", "target": "x"}}})
+    run = AuditRun.objects.get(pk=r.json()["id"])
+    assert run.status == AuditRun.Status.DONE, run.error
+    assert server_llm.requests and not any("Authorization" in h for _, h, _ in server_llm.requests)
+
+    # The run's default harm (for incidents without their own) judged by a registered endpoint.
+    plain = services.incident_create(store=store, query="q2?", output="o", retrieved=some.retrieved,
+                                     user=world["alice"])
+    with django_capture_on_commit_callbacks(execute=True):
+        r = _api(client, world["alice"], "post", "/api/v1/audits/create/", {
+            "store": store.pk, "incident_ids": [plain.pk],
+            "settings": {"harm": {"type": "llm-judge", "goal": "say EvilTon", "endpoint": "judge"}}})
+    assert r.status_code == 201, r.content
+    run = AuditRun.objects.get(pk=r.json()["id"])
+    assert run.status == AuditRun.Status.DONE, run.error
+    assert judge.requests and all(h.get("Authorization") == f"Bearer {SECRET}" for _, h, _ in judge.requests)
+    assert SECRET not in _everything_a_member_sees(client, world["alice"], run.pk)
