@@ -32,7 +32,8 @@ from .scenario import AgentConfig
 logger = logging.getLogger("memaudit.egress")
 
 # Config keys that do not change what the agent answers: kept out of the replay cache key.
-_UNHASHED = ("api_key", "headers", "timeout", "retries", "backoff", "endpoint", "max_in_flight")
+_UNHASHED = ("api_key", "headers", "timeout", "retries", "backoff", "endpoint", "endpoint_id", "endpoint_rev",
+             "max_in_flight")
 DEFAULT_MAX_IN_FLIGHT = 16
 
 DONT_KNOW = "I don't know"

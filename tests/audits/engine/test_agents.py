@@ -195,3 +195,13 @@ def test_an_http_error_names_the_status_but_not_the_body(stub):
     with pytest.raises(AgentError) as exc:
         agent.answer("q", [])
     assert "HTTP 400" in str(exc.value) and "busy" not in str(exc.value) and "127.0.0.1" not in str(exc.value)
+
+
+def test_the_cache_key_follows_where_an_endpoint_points_not_its_name_or_secret():
+    base = {"connector": "webhook", "url": "https://agent.example/hook", "top_k": 5}
+    a = make_agent({**base, "endpoint": "ours", "endpoint_id": 1, "endpoint_rev": "t1",
+                    "headers": {"Authorization": "Bearer s1"}})
+    b = make_agent({**base, "endpoint": "renamed", "endpoint_id": 1, "endpoint_rev": "t2",
+                    "headers": {"Authorization": "Bearer s2"}})
+    c = make_agent({**base, "url": "https://other.example/hook", "endpoint": "ours"})
+    assert a.config_hash() == b.config_hash() != c.config_hash()
