@@ -57,15 +57,18 @@ from audits.engine import scenario as sc
 from audits.engine.agents import Agent, make_agent
 from audits.engine.audit import AuditParams, run_audit
 from audits.engine.cmis import (
+    SIMULATION_CHUNK,
     AuditEvent,
     ReplayJob,
     events_from_incidents,
     find_groups,
     plan_replays,
-    run_replay,
+    replay_chunk,
+    run_replays,
 )
 from audits.engine.consistency import ConsistencyBackend, make_backend
-from audits.engine.harm import Harm, make_harm
+from audits.engine.harm import Harm
+from audits.engine.harm import make_harm as _make_harm
 from audits.engine.replay import Replayer
 from audits.engine.retriever import Retriever
 from audits.models import (
@@ -82,7 +85,7 @@ from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
 
-REPLAY_CHUNK = 25  # replay jobs per Celery task: small enough to spread, large enough to amortise
+REPLAY_CHUNK = SIMULATION_CHUNK  # replay jobs per Celery task for the simulations (HTTP agents: replay_chunk)
 HARMFUL = 0.5
 CONSISTENCY_BACKENDS = ("rules", "cross-encoder", "onnx-conflict")
 
@@ -208,8 +211,14 @@ def _engine_incident(inc: Incident) -> sc.Incident:
 # ============================================================================ settings
 
 
-def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults filled in and every field checked; raise Django ``ValidationError`` by field."""
+def audit_settings_clean(raw: dict[str, Any] | None, *, organization: Organization | None = None) -> dict[str, Any]:
+    """Defaults filled in and every field checked; raise Django ``ValidationError`` by field.
+
+    The agent is a built-in simulation, the deployment's LLM (``openai-chat``), or an endpoint
+    the organization's admin registered (``{"endpoint": "<name>"}``); a URL, secret or
+    environment variable from the analyst is refused (``audits.endpoints``)."""
+    from audits.endpoints import agent_settings_clean
+
     raw = dict(raw or {})
     errors: dict[str, list[str]] = {}
     unknown = sorted(set(raw) - set(DEFAULT_AUDIT_SETTINGS))
@@ -218,15 +227,19 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
     s = {**json.loads(json.dumps(DEFAULT_AUDIT_SETTINGS)), **{k: v for k, v in raw.items() if k not in unknown}}
 
     agent = s["agent"]
-    if not isinstance(agent, dict) or agent.get("connector") not in sc.CONNECTORS:
-        errors.setdefault("agent", []).append(f"an object with a connector, one of {', '.join(sc.CONNECTORS)}")
-    else:
-        agent = dict(agent)
-        if agent["connector"] == "openai-chat":
-            agent.setdefault("base_url", conf.LLM_BASE_URL)
-        # The connector's own checks (top_k, url...), with the same messages as agent.json.
+    if not isinstance(agent, dict) or not (agent.get("connector") in sc.CONNECTORS or "endpoint" in agent):
+        errors.setdefault("agent", []).append(f"an object with a connector, one of {', '.join(sc.CONNECTORS)}, "
+                                              'or a registered endpoint: {"endpoint": "<name>"}')
+    elif (agent := agent_settings_clean(dict(agent), organization=organization, errors=errors)) is not None:
+        checked = agent
+        if agent["connector"] == "openai-chat" and "endpoint_id" not in agent:
+            agent.setdefault("base_url", conf.LLM_BASE_URL)  # the deployment's own LLM
+        elif "endpoint_id" in agent:  # the URL is the endpoint's, never stored with the run
+            checked = {**agent, "base_url": "endpoint", "url": "endpoint"}
+        # The connector's own checks (top_k...), with the same messages as agent.json.
         try:
-            s["agent"] = sc.parse_agent_config(agent, filename="agent").to_dict()
+            sc.parse_agent_config(checked, filename="agent")
+            s["agent"] = sc.AgentConfig.from_dict(agent).to_dict()
         except sc.ValidationError as exc:
             errors.setdefault("agent", []).extend(f"{i.field}: {i.message}" if i.field else i.message
                                                   for i in exc.issues)
@@ -261,7 +274,18 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(gt, list) or not gt or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1 for x in gt):
         errors.setdefault("group_thresholds", []).append("a non-empty list of numbers in (0, 1]")
-    if s["harm"] is not None:
+    if isinstance(s["harm"], dict):
+        for k in ("url", "base_url", "api_key", "api_key_env", "headers"):
+            if k in s["harm"]:
+                errors.setdefault("harm", []).append(
+                    f"{k}: not accepted in audit settings; the llm-judge harm uses the deployment's LLM "
+                    'or a registered openai-chat endpoint: {"endpoint": "<name>"}')
+        judge = s["harm"].get("endpoint")
+        if judge is not None and not (isinstance(judge, str) and organization is not None and
+                                      organization.agent_endpoints.filter(name=judge, connector="openai-chat").exists()):
+            errors.setdefault("harm", []).append(f"endpoint: no openai-chat agent endpoint named {judge!r} "
+                                                 "in this organization")
+    if s["harm"] is not None and not errors.get("harm"):
         try:
             s["harm"] = sc.parse_harm_spec(s["harm"], filename="settings").to_dict()
         except sc.ValidationError as exc:
@@ -280,7 +304,7 @@ def audit_run_create(*, store: Store, incident_ids: Iterable[int], settings: dic
 
     ``enqueue=False`` leaves it pending for ``audit_run_now`` (the ``audit`` command)."""
     _require(user=user, organization=store.organization, capability="propose")
-    clean = audit_settings_clean(settings)
+    clean = audit_settings_clean(settings, organization=store.organization)
     ids = list(dict.fromkeys(int(i) for i in incident_ids))
     if not ids:
         raise DjangoValidationError({"incident_ids": ["choose at least one incident"]})
@@ -431,8 +455,11 @@ class DbReplayCache(MutableMapping):
 
 
 def agent_for(config: dict[str, Any]) -> Agent:
-    """The one place an agent connector is built (tests wrap it to count calls)."""
-    return make_agent(config)
+    """The one place an agent connector is built (tests wrap it to count calls), under the
+    deployment's egress policy; ``config`` is resolved (``endpoints.agent_config_resolve``)."""
+    from audits.endpoints import egress_policy
+
+    return make_agent(config, egress=egress_policy(), max_in_flight=conf.AGENT_MAX_IN_FLIGHT)
 
 
 def _consistency_backend(name: str) -> ConsistencyBackend:
@@ -505,7 +532,17 @@ def _run_context(run: AuditRun) -> RunContext:
     s = run.settings
     view = store_view(run.store)
     incidents = [_engine_incident(i) for i in run.incidents.order_by("external_id")]
-    agent = agent_for(s["agent"])
+    from audits.endpoints import agent_config_resolve, egress_policy, judge_spec_resolve
+
+    agent = agent_for(agent_config_resolve(s["agent"], organization=run.organization))
+    policy = egress_policy()
+
+    def make_harm(spec, *, embedder):  # the llm-judge harm speaks through the same egress policy
+        d = spec.to_dict() if hasattr(spec, "to_dict") else dict(spec)
+        if d.get("type") == "llm-judge":
+            d = judge_spec_resolve(d, organization=run.organization)
+        return _make_harm(d, embedder=embedder, egress=policy)
+
     default_harm = make_harm(s["harm"], embedder=view.embedder) if s["harm"] else None
     harms: dict[str, Harm] = {}
 
@@ -595,7 +632,8 @@ def audit_run_execute(*, audit_run_id: int) -> None:
         else:
             _maybe_start_analysis(run.pk)
         return
-    for chunk in _chunks(pending, REPLAY_CHUNK):
+    http_agent = run.settings.get("agent", {}).get("connector") in ("openai-chat", "webhook")
+    for chunk in _chunks(pending, replay_chunk(conf.AGENT_MAX_IN_FLIGHT) if http_agent else REPLAY_CHUNK):
         audit_replay_task.delay(run.pk, list(chunk))
 
 
@@ -675,12 +713,14 @@ def audit_run_replay(*, audit_run_id: int, job_ids: Sequence[str]) -> int:
     done = 0
     if records:
         ctx = _run_context(run)
-        evmap = ctx.evmap
-        for rec in records:
-            job = ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed))
-            calls_before = ctx.replayer.calls
-            result = run_replay(job, evmap[rec.event_id], ctx.replayer)
-            payload = {**result.to_dict(), "agent_call": ctx.replayer.calls > calls_before}
+        jobs = [ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed)) for rec in records]
+        # The chunk's agent calls are in flight together (bounded per endpoint by
+        # AGENT_MAX_IN_FLIGHT); results are recorded here, in job order, on this connection.
+        outcomes = run_replays(jobs, ctx.evmap, ctx.replayer)
+        for rec, (result, agent_call, error) in zip(records, outcomes):
+            if error is not None:
+                raise error  # the replays recorded before it are kept; a resume goes on from there
+            payload = {**result.to_dict(), "agent_call": agent_call}
             with transaction.atomic():
                 n = ReplayJobRecord.objects.filter(pk=rec.pk, status=ReplayJobRecord.Status.PENDING).update(
                     status=ReplayJobRecord.Status.DONE, result=payload)

@@ -227,6 +227,33 @@ EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
 EMBEDDING_BACKEND = os.getenv("EMBEDDING_BACKEND", "")
 LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 
+
+def envallow(name: str, default: str) -> str:
+    """An egress allow-list (``127.0.0.1:8088,10.0.0.0/8,[::1]:8088,llm.internal:443``), checked here
+    so a typo stops the process at start instead of silently refusing every agent."""
+    from audits.engine.egress import parse_allow
+
+    value = os.getenv(name, default)
+    try:
+        parse_allow(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return value
+
+
+# Agent egress (audits.engine.egress): the internal addresses/networks/host:ports an agent
+# connector may reach. Empty = public addresses only; `make run` allows the local LLM only.
+AGENT_EGRESS_ALLOW = envallow("AGENT_EGRESS_ALLOW", "")
+AGENT_MAX_RESPONSE_BYTES = envint("AGENT_MAX_RESPONSE_BYTES", "2097152")
+# Replays a worker process keeps in flight per agent endpoint (openai-chat, webhook).
+AGENT_MAX_IN_FLIGHT = envint("AGENT_MAX_IN_FLIGHT", "16")
+if AGENT_MAX_IN_FLIGHT < 1:
+    raise ImproperlyConfigured("AGENT_MAX_IN_FLIGHT must be at least 1")
+# Fernet key(s) encrypting agent endpoint secrets; a comma list rotates (the first encrypts).
+# Empty = a random key generated once into AGENT_SECRETS_KEY_PATH (mode 600).
+AGENT_SECRETS_KEY = envsecret("AGENT_SECRETS_KEY", "")
+AGENT_SECRETS_KEY_PATH = Path(envstr("AGENT_SECRETS_KEY_PATH", str(VAR_DIR / "agent-secrets.key")))
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

@@ -49,6 +49,10 @@ def BODIES(t) -> dict[str, object]:  # noqa: N802 - a table
         "api-review-refute": {"reason": "checked"},
         "api-reviews-approve": {"ids": [t.proposal.pk], "reason": "checked"},
         "api-reviews-refute": {"ids": [t.proposal.pk], "reason": "checked"},
+        "agent-endpoint-list": {"name": "page-agent", "connector": "webhook", "base_url": "https://a.example/h"},
+        "agent-endpoint-edit": {"name": "edited", "connector": "webhook", "base_url": "https://a.example/h"},
+        "api-agent-endpoints": {"name": "api-agent", "connector": "webhook", "base_url": "https://a.example/h",
+                                "secret": "s"},
     }
 
 
@@ -200,6 +204,17 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("api-review-approve", "POST"): "403 403 200 200 403 | 403 403 404 404 403",
     ("api-review-refute", "GET"): "403 403 405 405 403 | 403 403 405 405 403",
     ("api-review-refute", "POST"): "403 403 200 200 403 | 403 403 404 404 403",
+    # Agent endpoints (issue 11): every member reads the names; only org admins write.
+    ("agent-endpoint-list", "GET"): "302 200 200 200 403 | 302 200 200 200 403",
+    ("agent-endpoint-list", "POST"): "302 403 403 302 403 | 302 403 403 302 403",
+    ("agent-endpoint-edit", "GET"): "302 403 403 200 403 | 302 403 403 404 403",
+    ("agent-endpoint-edit", "POST"): "302 403 403 302 403 | 302 403 403 404 403",
+    ("agent-endpoint-delete", "GET"): "302 403 403 405 403 | 302 403 403 405 403",
+    ("agent-endpoint-delete", "POST"): "302 403 403 302 403 | 302 403 403 404 403",
+    ("api-agent-endpoints", "GET"): "403 200 200 200 403 | 403 200 200 200 403",
+    ("api-agent-endpoints", "POST"): "403 403 403 201 403 | 403 403 403 201 403",
+    ("api-agent-endpoint", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
+    ("api-agent-endpoint", "POST"): "403 403 403 405 403 | 403 403 403 405 403",
     ("schema", "GET"): "200 200 200 200 200 | 200 200 200 200 200",
     ("schema", "POST"): "405 405 405 405 405 | 405 405 405 405 405",
     ("api-docs", "GET"): "200 200 200 200 200 | 200 200 200 200 200",
