@@ -21,6 +21,7 @@ from ledger.forms import MemoryFilterForm, StoreCreateForm, UploadForm
 from ledger.imports import memories_import
 from ledger.models import ImportJob
 from orgs.permissions import org_required
+from orgs.services import activity_record
 
 PAGE_SIZE = 50
 
@@ -151,6 +152,8 @@ def tree_head_issue(request):
 @require_GET
 def ledger_export(request):
     bundle = export.bundle_build(request.organization)
+    activity_record(organization=request.organization, verb="ledger.exported", request=request,
+                    target="ledger bundle", detail={"exported_at": bundle.get("exported_at", "")})
     body = json.dumps(bundle, indent=None, separators=(",", ":"), ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json")
     stamp = bundle.get("exported_at", "").replace(":", "").replace("-", "")

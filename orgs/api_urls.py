@@ -5,4 +5,5 @@ from orgs import api
 urlpatterns = [
     path("me/", api.MeApi.as_view(), name="api-me"),
     path("members/", api.MemberListApi.as_view(), name="api-members"),
+    path("activity/", api.ActivityListApi.as_view(), name="api-activity"),
 ]

@@ -58,6 +58,51 @@ class Membership(models.Model):
         return self.role == Role.ADMIN
 
 
+class Invitation(models.Model):
+    """A one-time link an org admin sends to bring someone in.
+
+    The link carries a signed token; only the SHA-256 of its random part is stored. The invitee
+    opens it and either sets their own password (a new account) or logs in and accepts (an
+    existing account): nobody joins an organization without their consent, and the admin never
+    sees a password. Single use (``accepted_at``), expiring (``expires_at``), revocable.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="invitations")
+    email = models.EmailField(blank=True)
+    # The username the admin typed, if any: a new account is created under it; an existing
+    # account must log in as it to accept.
+    username = models.CharField(max_length=150, blank=True)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANALYST)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    nonce_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.organization} for {self.username or self.email}"
+
+    @property
+    def invitee(self) -> str:
+        return self.username or self.email
+
+    def state(self, now) -> str:
+        if self.accepted_at is not None:
+            return "accepted"
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at <= now:
+            return "expired"
+        return "pending"
+
+
 class ActivityEvent(models.Model):
     """One row of an organization's activity trail: who did what, when, from where.
 
