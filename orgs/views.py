@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from orgs import health, ratelimit
 from orgs.forms import InviteForm, InviteSignupForm, LoginForm, RoleForm, TokenCreateForm
@@ -337,6 +337,7 @@ def _day(value: str, *, end: bool = False) -> datetime | None:
 
 
 @org_required("admin")
+@require_GET
 def activity(request: HttpRequest) -> HttpResponse:
     q = request.GET
     rows = activity_list(organization=request.organization, verb=q.get("verb", "").strip()[:64],
