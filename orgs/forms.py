@@ -5,7 +5,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
 from orgs import ratelimit
-from orgs.models import Role
+from orgs.models import NotificationEvent, Role
 
 
 class ThrottledLoginMixin:
@@ -86,3 +86,17 @@ class TokenCreateForm(forms.Form):
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
+
+
+class WebhookForm(forms.Form):
+    url = forms.URLField(max_length=500, label="Receiver URL", assume_scheme="https",
+                         help_text="http(s) only. Each POST carries X-MemAudit-Signature (HMAC-SHA256).")
+    events = forms.MultipleChoiceField(choices=NotificationEvent.choices, widget=forms.CheckboxSelectMultiple,
+                                       initial=NotificationEvent.values)
+
+
+class EmailNotificationsForm(forms.Form):
+    email_recipients = forms.CharField(required=False, label="Email to", widget=forms.Textarea(attrs={"rows": 2}),
+                                       help_text="Addresses, one per line or comma-separated.")
+    email_events = forms.MultipleChoiceField(required=False, choices=NotificationEvent.choices,
+                                             widget=forms.CheckboxSelectMultiple, label="Events")

@@ -1,10 +1,12 @@
 """Logins go to the activity trail of every organization the user is an active member of
 (who, when, from where). A signal because Django's login view is not ours to edit; the write
-itself is the one service, activity_record."""
+itself is the one service, activity_record. New review proposals notify the organization
+(post_save on audits.ReviewProposal, whose services are not ours to edit)."""
 
 from __future__ import annotations
 
 from django.contrib.auth.signals import user_logged_in
+from django.db.models.signals import post_save
 from django.dispatch import receiver
 
 
@@ -19,3 +21,15 @@ def record_login(sender, request, user, **kwargs) -> None:
         activity_record(organization=membership.organization, verb="user.login", actor=user, request=request,
                         target=f"user:{user.get_username()}",
                         detail={"via": "admin" if request.path.startswith("/admin/") else "login"})
+
+
+@receiver(post_save, sender="audits.ReviewProposal", dispatch_uid="orgs_notify_proposal_waiting")
+def notify_proposal_waiting(sender, instance, created, **kwargs) -> None:
+    """A new open proposal: notify the organization (webhooks, email) after the commit."""
+    if not created or instance.status != "open":
+        return
+    from orgs.notifications import notification_emit, site_url
+
+    notification_emit(organization_id=instance.organization_id, event="proposal.waiting", payload={
+        "proposal": instance.pk, "store": instance.store_id, "memory": instance.memory_id,
+        "proposed_by": instance.proposed_by_actor, "url": site_url("/review/")})

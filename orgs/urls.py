@@ -29,5 +29,8 @@ urlpatterns = [
     path("tokens/", views.agent_tokens, name="agent-tokens"),
     path("tokens/<int:token_id>/revoke/", views.agent_token_revoke_view, name="agent-token-revoke"),
     path("activity/", views.activity, name="activity"),
+    path("settings/notifications/", views.notification_settings, name="notification-settings"),
+    path("settings/notifications/webhooks/<int:webhook_id>/delete/", views.webhook_delete_view,
+         name="webhook-delete"),
     path("organization/switch/", views.switch_organization, name="switch-organization"),
 ]

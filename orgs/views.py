@@ -14,8 +14,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from orgs import health, ratelimit
-from orgs.forms import InviteForm, InviteSignupForm, LoginForm, RoleForm, TokenCreateForm
-from orgs.models import Invitation, Membership
+from orgs.forms import (
+    EmailNotificationsForm,
+    InviteForm,
+    InviteSignupForm,
+    LoginForm,
+    RoleForm,
+    TokenCreateForm,
+    WebhookForm,
+)
+from orgs.models import Invitation, Membership, WebhookDelivery, WebhookEndpoint
 from orgs.permissions import org_required
 from orgs.selectors import (
     SESSION_ORG_KEY,
@@ -351,3 +359,58 @@ def activity(request: HttpRequest) -> HttpResponse:
         "query": keep.urlencode(),
         "verbs": ["member.", "user.login", "user.password", "token.", "invitation.", "ledger.export"],
     })
+
+
+# --------------------------------------------------------------------------- notifications
+
+
+@org_required("admin")
+def notification_settings(request: HttpRequest) -> HttpResponse:
+    from orgs.notifications import (
+        notification_settings_get,
+        notification_settings_update,
+        webhook_create,
+    )
+
+    config = notification_settings_get(organization=request.organization)
+    webhook_form = WebhookForm(request.POST if request.POST.get("form") == "webhook" else None)
+    email_form = EmailNotificationsForm(
+        request.POST if request.POST.get("form") == "email" else None,
+        initial={"email_recipients": config.email_recipients, "email_events": config.email_events})
+    if request.method == "POST":
+        try:
+            if webhook_form.is_bound and webhook_form.is_valid():
+                endpoint = webhook_create(organization=request.organization, created_by=request.user,
+                                          request=request, **webhook_form.cleaned_data)
+                request.session["webhook_secret"] = {"id": endpoint.pk, "secret": endpoint.secret}
+                messages.success(request, f"Webhook to {endpoint.url} added; copy its signing secret now.")
+                return redirect("notification-settings")
+            if email_form.is_bound and email_form.is_valid():
+                notification_settings_update(organization=request.organization, actor=request.user,
+                                             request=request, **email_form.cleaned_data)
+                messages.success(request, "Email notifications saved.")
+                return redirect("notification-settings")
+        except ValidationError as exc:
+            _form_errors(webhook_form if webhook_form.is_bound else email_form, exc)
+    webhooks = WebhookEndpoint.objects.filter(organization=request.organization)
+    deliveries = (WebhookDelivery.objects.select_related("endpoint")
+                  .filter(endpoint__organization=request.organization)[:20])
+    new_secret = request.session.pop("webhook_secret", None) if request.method == "GET" else None
+    return render(request, "orgs/notifications.html", {
+        "webhooks": webhooks, "deliveries": deliveries, "webhook_form": webhook_form, "email_form": email_form,
+        "new_secret": new_secret,
+    })
+
+
+@require_POST
+@org_required("admin")
+def webhook_delete_view(request: HttpRequest, webhook_id: int) -> HttpResponse:
+    from orgs.notifications import webhook_delete
+
+    try:
+        webhook_delete(organization=request.organization, webhook_id=webhook_id, actor=request.user,
+                       request=request)
+    except WebhookEndpoint.DoesNotExist:
+        raise Http404("No such webhook in your organization.") from None
+    messages.success(request, "Webhook removed.")
+    return redirect("notification-settings")

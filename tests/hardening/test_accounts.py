@@ -389,3 +389,25 @@ def test_status_details_and_the_api_description_need_a_login(client, alice):
     assert "detail" in client.get("/status/", HTTP_ACCEPT="application/json").json()["database"]
     assert client.get("/api/schema/").status_code == 200
     assert client.get("/api/docs/").status_code == 200
+
+
+# --------------------------------------------------------------------------- notifications (issue 15)
+
+
+def test_a_finished_audit_and_a_signed_label_reach_the_webhook(organization, housekeeper, recall_env,
+                                                                 django_capture_on_commit_callbacks):
+    from ledger import services
+    from orgs.models import WebhookDelivery
+    from orgs.notifications import webhook_create
+    from tests.hardening.world import build_tenant
+
+    webhook_create(organization=organization, url="http://127.0.0.1:9/unused",
+                   events=["audit.finished", "label.signed", "proposal.waiting"])
+    with django_capture_on_commit_callbacks(execute=False):
+        tenant = build_tenant(organization, "acme")
+        services.label_append(memory_id=tenant.memory.pk, label="poison_suspect", reason="x", evidence={},
+                              actor="user:acme-analyst")
+    events = set(WebhookDelivery.objects.values_list("event", flat=True))
+    assert events == {"audit.finished", "label.signed", "proposal.waiting"}
+    payloads = json.dumps(list(WebhookDelivery.objects.values_list("payload", flat=True)))
+    assert "Osaka" not in payloads  # ids and counts, never memory text

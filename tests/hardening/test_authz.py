@@ -233,19 +233,26 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("api-tokens", "POST"): "403 403 403 405 403 | 403 403 403 405 403",
     ("api-token-revoke", "GET"): "403 403 403 405 403 | 403 403 403 405 403",
     ("api-token-revoke", "POST"): "403 403 403 200 403 | 403 403 403 404 403",
+    ("notification-settings", "GET"): "302 403 403 200 403 | 302 403 403 200 403",
+    ("notification-settings", "POST"): "302 403 403 200 403 | 302 403 403 200 403",
+    ("webhook-delete", "GET"): "405 405 405 405 405 | 405 405 405 405 405",
+    ("webhook-delete", "POST"): "302 403 403 302 403 | 302 403 403 404 403",
 }
 
 
 def _account_ids(t) -> None:
     """Ids of the accounts pages (NAME=accounts): an invitation (and its link token), an agent
-    token, a password-reset link (an invalid one: the page answers for any)."""
+    token, a password-reset link (an invalid one: the page answers for any), a webhook."""
     from ledger.models import AgentToken
+    from orgs.notifications import webhook_create
     from orgs.services import invitation_create
 
     invitation, token = invitation_create(organization=t.organization, invited_by=t.users["admin"],
                                           email="new@example.com", role="analyst")
     t.ids.update({"invitation_id": invitation.pk, "token": token, "uidb64": "MQ",
-                  "token_id": AgentToken.objects.filter(store=t.store).first().pk})
+                  "token_id": AgentToken.objects.filter(store=t.store).first().pk,
+                  "webhook_id": webhook_create(organization=t.organization, url="https://example.com/hook",
+                                               events=["audit.finished"]).pk})
 
 
 @pytest.fixture
