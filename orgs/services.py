@@ -74,7 +74,7 @@ def invitation_for_token(*, token: str, now: datetime | None = None, for_update:
                               code="invalid") from None
     rows = Invitation.objects.select_related("organization", "invited_by")
     if for_update:
-        rows = rows.select_for_update()
+        rows = rows.select_for_update(of=("self",))  # invited_by is a nullable (outer) join
     invitation = rows.filter(pk=pk, nonce_hash=_nonce_hash(nonce)).first()
     if invitation is None:
         raise ValidationError("This invitation link is not valid. Check that it was copied whole.", code="invalid")

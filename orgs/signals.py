@@ -5,7 +5,7 @@ itself is the one service, activity_record. New review proposals notify the orga
 
 from __future__ import annotations
 
-from django.contrib.auth.signals import user_logged_in
+from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
@@ -20,6 +20,27 @@ def record_login(sender, request, user, **kwargs) -> None:
     for membership in Membership.objects.select_related("organization").filter(user=user, is_active=True):
         activity_record(organization=membership.organization, verb="user.login", actor=user, request=request,
                         target=f"user:{user.get_username()}",
+                        detail={"via": "admin" if request.path.startswith("/admin/") else "login"})
+
+
+@receiver(user_login_failed, dispatch_uid="orgs_activity_login_failed")
+def record_login_failure(sender, credentials, request=None, **kwargs) -> None:
+    """A wrong password for an existing account shows in that account's organizations (an admin
+    sees guessing); throttled attempts never get this far (orgs.forms.ThrottledLoginMixin)."""
+    from django.contrib.auth import get_user_model
+
+    from orgs.models import Membership
+    from orgs.services import activity_record
+
+    username = (credentials or {}).get("username")
+    if request is None or "REMOTE_ADDR" not in request.META or not username:
+        return
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        return
+    for membership in Membership.objects.select_related("organization").filter(user=user, is_active=True):
+        activity_record(organization=membership.organization, verb="user.login_failed", actor=None,
+                        actor_label="anonymous", request=request, target=f"user:{username}",
                         detail={"via": "admin" if request.path.startswith("/admin/") else "login"})
 
 

@@ -357,7 +357,8 @@ def activity(request: HttpRequest) -> HttpResponse:
     return render(request, "orgs/activity.html", {
         "page": page, "filters": {k: q.get(k, "") for k in ("verb", "actor", "since", "until")},
         "query": keep.urlencode(),
-        "verbs": ["member.", "user.login", "user.password", "token.", "invitation.", "ledger.export"],
+        "verbs": ["member.", "user.login", "user.password", "token.", "invitation.", "ledger.export", "webhook.",
+                  "notifications."],
     })
 
 

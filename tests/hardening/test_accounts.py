@@ -329,6 +329,10 @@ def test_logins_and_exports_are_recorded_with_the_client_address(client, alice, 
     assert event.actor == alice and event.ip == "203.0.113.7"
     client.get("/ledger/export/")
     assert ActivityEvent.objects.filter(organization=org_a, verb="ledger.exported", actor=alice).exists()
+    client.logout()
+    client.post("/login/", {"username": "alice", "password": "guess"}, REMOTE_ADDR="198.51.100.9")
+    failed = ActivityEvent.objects.get(organization=org_a, verb="user.login_failed")
+    assert failed.ip == "198.51.100.9" and failed.target == "user:alice" and failed.actor is None
 
 
 def test_the_activity_trail_is_append_only_in_the_database(dana, org_a, django_user_model):
