@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 # is the development mode. The settings read True/False, so 1/true/yes are spelled True here.
 ifneq ($(filter 1 true yes,$(DEBUG)),)
 override DEBUG := True
+export DEBUG
 endif
 
 .PHONY: run test install migrate demo worker web llm lint clean
