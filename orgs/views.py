@@ -240,7 +240,13 @@ def invitation_accept_view(request: HttpRequest, token: str) -> HttpResponse:
         invitation = invitation_for_token(token=token)
     except ValidationError as exc:
         return render(request, "orgs/invitation.html", {"error": " ".join(exc.messages)}, status=410)
-    signup = InviteSignupForm(initial={"username": invitation.username, "email": invitation.email})
+    def signup_form(data=None) -> InviteSignupForm:
+        form = InviteSignupForm(data, initial={"username": invitation.username, "email": invitation.email})
+        # An invitation made out to a username fixes it (a disabled field keeps its initial value).
+        form.fields["username"].disabled = bool(invitation.username)
+        return form
+
+    signup = signup_form()
     error = None
     if request.method == "POST":
         try:
@@ -252,7 +258,7 @@ def invitation_accept_view(request: HttpRequest, token: str) -> HttpResponse:
                 messages.success(request, f"You joined {membership.organization.name} as "
                                           f"{membership.get_role_display()}. Switch to it with the menu at the top.")
                 return redirect("dashboard")
-            signup = InviteSignupForm(request.POST)
+            signup = signup_form(request.POST)
             if signup.is_valid():
                 data = signup.cleaned_data
                 membership = invitation_accept_new_user(token=token, username=data["username"],
@@ -270,8 +276,6 @@ def invitation_accept_view(request: HttpRequest, token: str) -> HttpResponse:
                 else:  # password validators answer a plain list
                     for err in exc.messages:
                         signup.add_error("password1", err)
-    if invitation.username:
-        signup.fields["username"].disabled = True
     return render(request, "orgs/invitation.html", {
         "invitation": invitation, "signup": signup, "error": error,
         "login_url": f"{reverse('login')}?next={request.path}",

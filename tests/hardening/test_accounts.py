@@ -415,3 +415,13 @@ def test_a_finished_audit_and_a_signed_label_reach_the_webhook(organization, hou
     assert events == {"audit.finished", "label.signed", "proposal.waiting"}
     payloads = json.dumps(list(WebhookDelivery.objects.values_list("payload", flat=True)))
     assert "Osaka" not in payloads  # ids and counts, never memory text
+
+
+def test_an_invitation_made_out_to_a_username_keeps_it(client, dana):
+    link = _invite(client, dana, username="hana")
+    client.logout()
+    r = client.post(link, {"username": "somebody-else", "password1": "a-Long-pass-phrase-9",
+                           "password2": "a-Long-pass-phrase-9"})
+    assert r.status_code == 302
+    assert Membership.objects.filter(user__username="hana").exists()
+    assert not Membership.objects.filter(user__username="somebody-else").exists()
