@@ -81,6 +81,7 @@ from audits.models import (
 )
 from ledger.models import EpistemicLabel, Memory, Store
 from orgs.models import Membership, Organization
+from orgs.notifications import notification_emit, site_url
 from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
@@ -694,6 +695,7 @@ def _reuse_finished_analysis(run: AuditRun, fingerprint: str) -> bool:
                          cmis_ci_low=s.cmis_ci_low, cmis_ci_high=s.cmis_ci_high, cmis_hat=s.cmis_hat, cas=s.cas,
                          cas_hat=s.cas_hat, per_event=s.per_event, signals=s.signals, in_batch=s.in_batch)
             for s in source.suspects.all()], batch_size=500)
+    notification_emit(organization_id=run.organization_id, event="audit.finished", payload=_finished_payload(run))
     return True
 
 
@@ -792,7 +794,14 @@ def audit_run_analyse(*, audit_run_id: int) -> None:
         AuditRun.objects.filter(pk=run.pk).update(
             status=AuditRun.Status.DONE, stage=AuditRun.Stage.FINISHED, results=data, finished_at=timezone.now(),
             replays_done=F("replays_total"))
+        notification_emit(organization_id=run.organization_id, event="audit.finished", payload=_finished_payload(run))
     _CONTEXTS.drop(run.pk)
+
+
+def _finished_payload(run: AuditRun) -> dict:
+    """What a finished-audit notification says: ids and counts, never memory text."""
+    return {"audit_run": run.pk, "store": run.store_id, "status": "done",
+            "suspects": AuditSuspect.objects.filter(run=run).count(), "url": site_url(f"/audits/{run.pk}/")}
 
 
 def _jsonable(x: Any) -> Any:

@@ -49,3 +49,15 @@ class MemoryFilterForm(forms.Form):
         if lo is not None and hi is not None and lo > hi:
             self.add_error("weight_max", "must be at least the minimum weight")
         return data
+
+
+class TokenCreateForm(forms.Form):
+    store = forms.TypedChoiceField(coerce=int, choices=())
+    name = forms.CharField(max_length=100)
+    expires_in_days = forms.TypedChoiceField(
+        coerce=int, label="Expires in", initial=90,
+        choices=[(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")])
+
+    def __init__(self, *args, stores=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["store"].choices = [(s.pk, s.name) for s in stores]

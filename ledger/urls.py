@@ -15,4 +15,6 @@ urlpatterns = [
     path("ledger/export/", views.ledger_export, name="ledger-export"),
     path("keys/", views.keys_page, name="keys"),
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
+    path("tokens/", views.agent_tokens, name="agent-tokens"),
+    path("tokens/<int:token_id>/revoke/", views.agent_token_revoke_view, name="agent-token-revoke"),
 ]

@@ -63,7 +63,7 @@ def envsecret(name: str, default: str) -> str:
 
 DEBUG = envbool("DEBUG", "True")
 SECRET_KEY = envsecret("SECRET_KEY", PLACEHOLDER_SECRET_KEY)
-ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_ROOT = envstr("SITE_ROOT", "http://127.0.0.1:8000")
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -178,7 +178,26 @@ if CACHE_URL.startswith("redis://"):
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}}
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", "5")
+# One password failing on this many logins (any usernames, any addresses) is refused for the
+# lockout period: password spraying.
+LOGIN_MAX_PASSWORD_FAILURES = envint("LOGIN_MAX_PASSWORD_FAILURES", "10")
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
+# Password-reset mails per client address per hour.
+PASSWORD_RESET_MAX_PER_HOUR = envint("PASSWORD_RESET_MAX_PER_HOUR", "5")
+PASSWORD_RESET_TIMEOUT = envint("PASSWORD_RESET_TIMEOUT", str(3 * 3600))
+
+# Accounts: invitation links and agent tokens expire.
+INVITATION_MAX_AGE_SECONDS = envint("INVITATION_MAX_AGE_SECONDS", str(7 * 24 * 3600))
+AGENT_TOKEN_DEFAULT_DAYS = envint("AGENT_TOKEN_DEFAULT_DAYS", "90")
+
+# Mail (invitations, password resets): printed to the console unless configured.
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envsecret("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "MemAudit <memaudit@localhost>")
 
 # Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
 MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))

@@ -8,12 +8,13 @@ from django.http import Http404
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from orgs.permissions import OrgMember, request_membership
-from orgs.selectors import membership_list
+from orgs.selectors import activity_list, membership_list
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class MemberListApi(APIView):
         id = serializers.IntegerField()
         username = serializers.CharField(source="user.username")
         role = serializers.CharField()
+        is_active = serializers.BooleanField()
+        invited_by = serializers.CharField(source="invited_by.username", default=None, allow_null=True)
+        created_at = serializers.DateTimeField()
 
     @extend_schema(responses=OutputSerializer(many=True), summary="Members of the organization (org admins)")
     def get(self, request):
@@ -131,3 +135,35 @@ class ReviewPolicyApi(APIView):
                                              four_eyes=data.validated_data["four_eyes"], user=request.user,
                                              request=request._request)
         return Response(self.OutputSerializer(org).data)
+class ActivityListApi(APIView):
+    """The organization's activity trail, newest first (org admins): invitations, joins, role
+    changes, deactivations and removals, agent tokens, logins, password changes, exports."""
+
+    permission_classes = [OrgMember]
+    required_capability = "admin"
+
+    class FilterSerializer(serializers.Serializer):
+        verb = serializers.CharField(required=False, max_length=64, help_text="A verb or its prefix (member.).")
+        actor = serializers.CharField(required=False, max_length=200, help_text="Part of the actor label.")
+        since = serializers.DateTimeField(required=False)
+        until = serializers.DateTimeField(required=False)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        actor = serializers.CharField(source="actor_label")
+        verb = serializers.CharField()
+        target = serializers.CharField()
+        detail = serializers.DictField()
+        ip = serializers.CharField(allow_null=True)
+        ledger_ref = serializers.CharField()
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer(many=True),
+                   summary="Activity trail of the organization (org admins)")
+    def get(self, request):
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        rows = activity_list(organization=request_membership(request).organization, **filters.validated_data)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

@@ -26,6 +26,7 @@ from audits.models import AuditRun, ReviewProposal
 from ledger.models import EpistemicLabel, Memory, Store
 from ledger.recall import recall
 from orgs.models import ActivityEvent, Membership
+from orgs.services import invitation_accept_new_user, invitation_create
 from tests.audits.factories import PoisonedStore, poisoned_store_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,9 +207,9 @@ def test_new_evidence_allows_a_new_proposal_and_the_reviewer_sees_the_refutation
 
 def test_an_org_admin_cannot_approve_through_an_account_they_invited(client, settings, poisoned, org_a, dana, bob):
     settings.REVIEW_INVITE_COOLDOWN_HOURS = 72
-    client.force_login(dana)
-    r = client.post("/members/", {"username": "puppet", "email": "", "role": "reviewer"})
-    assert r.status_code == 200
+    # dana invites a reviewer by link; the invitee (her puppet) sets a password and joins.
+    _, token = invitation_create(organization=org_a, invited_by=dana, role="reviewer", username="puppet")
+    invitation_accept_new_user(token=token, username="puppet", password="a long puppet passphrase 7")
     puppet = get_user_model().objects.get(username="puppet")
     assert Membership.objects.get(user=puppet, organization=org_a).invited_by == dana
 
