@@ -15,4 +15,7 @@ urlpatterns = [
     path("ledger/export/", views.ledger_export, name="ledger-export"),
     path("keys/", views.keys_page, name="keys"),
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
+    path("keys/witnesses/", views.witness_add, name="witness-add"),
+    path("keys/witnesses/<int:witness_id>/revoke/", views.witness_revoke, name="witness-revoke"),
+    path("ledger/receipt-check/", views.receipt_check, name="receipt-check"),
 ]
