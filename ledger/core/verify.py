@@ -596,11 +596,17 @@ def _bundle_main(argv: Sequence[str], prog: str) -> int:
 def main(argv: Sequence[str] | None = None, prog: str = "python -m ledger.core.verify") -> int:
     """``[bundle] BUNDLE …`` or ``receipt RECEIPT …`` (a bare path means ``bundle``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "receipt":
+    if not argv or argv[0] in ("-h", "--help"):
+        print(f"usage: {prog} [bundle] BUNDLE [--anchor KEY] [--checkpoint FILE] [--witness KEY ...]\n"
+              f"       {prog} receipt RECEIPT [--anchor KEY] [--checkpoint FILE] [--proof FILE]\n"
+              f"'{prog} bundle --help' and '{prog} receipt --help' list every option. Exit status: 0 verified, "
+              "1 findings, 2 unusable input, 3 no findings but UNANCHORED (no --anchor).")
+        return EXIT_OK if argv else EXIT_UNUSABLE
+    if argv[0] == "receipt":
         from ledger.core.receipt_check import receipt_main
 
         return receipt_main(argv[1:], f"{prog} receipt")
-    if argv and argv[0] == "bundle":
+    if argv[0] == "bundle":
         argv = argv[1:]
     return _bundle_main(argv, prog)
 
