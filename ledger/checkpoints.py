@@ -39,30 +39,37 @@ MAX_NOTE_BYTES = 16 * 1024  # a checkpoint with 100 cosignatures is ~11 kB
 # --------------------------------------------------------------------------- selectors
 
 
-def _public_key_of_epoch(organization: Organization, number: int) -> bytes | None:
-    for e in epochs_for(organization):
-        if e.number == number:
-            return e.public_key
-    return None
+def _cosignature_lines(rows: list[TreeHead]) -> dict[int, list[NoteSignature]]:
+    out: dict[int, list[NoteSignature]] = {}
+    for c in (WitnessCosignature.objects.filter(tree_head__in=rows, witness__revoked_at__isnull=True)
+              .select_related("witness").order_by("tree_head_id", "witness__name")):
+        w = c.witness
+        out.setdefault(c.tree_head_id, []).append(NoteSignature(
+            w.name, key_id(w.name, COSIGNATURE_V1, bytes(w.public_key)), c.timestamp.to_bytes(8, "big") + bytes(c.signature)))
+    return out
+
+
+def _notes(rows: list[TreeHead], organization: Organization, *, cosigned: bool) -> dict[int, Note]:
+    """Checkpoint notes of tree-head rows (by row id), skipping heads signed before checkpoints
+    existed or under an epoch the database does not know; three queries whatever the count."""
+    keys = {e.number: e.public_key for e in epochs_for(organization)}
+    origin = checkpoint_origin_of(organization)
+    witness_lines = _cosignature_lines(rows) if cosigned else {}
+    out = {}
+    for row in rows:
+        if row.checkpoint_signature is None or row.epoch not in keys:
+            continue
+        cp = Checkpoint(origin, row.size, bytes(row.root))
+        sigs = [NoteSignature(origin, log_key(origin, keys[row.epoch]).key_id, bytes(row.checkpoint_signature)),
+                *witness_lines.get(row.pk, [])]
+        out[row.pk] = Note(cp.text(), tuple(sigs))
+    return out
 
 
 def checkpoint_of(row: TreeHead, organization: Organization, *, cosigned: bool = True) -> Note | None:
     """The tree head as a signed checkpoint note (with the stored witness cosignatures); None when
     the head predates checkpoints or its epoch is unknown."""
-    if row.checkpoint_signature is None:
-        return None
-    public_key = _public_key_of_epoch(organization, row.epoch)
-    if public_key is None:
-        return None
-    cp = Checkpoint(checkpoint_origin_of(organization), row.size, bytes(row.root))
-    sigs = [NoteSignature(cp.origin, log_key(cp.origin, public_key).key_id, bytes(row.checkpoint_signature))]
-    if cosigned:
-        for c in (WitnessCosignature.objects.filter(tree_head=row, witness__revoked_at__isnull=True)
-                  .select_related("witness").order_by("witness__name")):
-            w = c.witness
-            sigs.append(NoteSignature(w.name, key_id(w.name, COSIGNATURE_V1, bytes(w.public_key)),
-                                      c.timestamp.to_bytes(8, "big") + bytes(c.signature)))
-    return Note(cp.text(), tuple(sigs))
+    return _notes([row], organization, cosigned=cosigned).get(row.pk)
 
 
 def checkpoint_latest(organization: Organization) -> tuple[TreeHead, Note] | None:
@@ -77,12 +84,10 @@ def checkpoint_latest(organization: Organization) -> tuple[TreeHead, Note] | Non
 
 def checkpoint_notes(organization: Organization) -> list[str]:
     """Every tree head's checkpoint note, oldest first (for the evidence bundle)."""
-    out = []
-    for row in TreeHead.objects.filter(organization=organization, checkpoint_signature__isnull=False).order_by("size"):
-        note = checkpoint_of(row, organization)
-        if note is not None:
-            out.append(note.encode())
-    return out
+    rows = list(TreeHead.objects.filter(organization=organization, checkpoint_signature__isnull=False)
+                .order_by("size"))
+    notes = _notes(rows, organization, cosigned=True)
+    return [notes[r.pk].encode() for r in rows if r.pk in notes]
 
 
 def log_verifier_key(organization: Organization) -> str | None:

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Sequence
 from ledger.core.entries import GENESIS, KIND_TAGS, LABEL, PROVENANCE, TRANSITION, SignedEntry
 from ledger.core.errors import BundleError
 from ledger.core.keys import Epoch, key_id
-from ledger.core.merkle import consistency_proof, leaf_hash
+from ledger.core.merkle import MerkleLevels, consistency_proof, leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 
 BUNDLE_FORMAT = "memaudit-evidence-bundle"
@@ -55,9 +55,11 @@ def consistency_records(tree_heads: Sequence[SignedTreeHead], leaf_hashes: Seque
     the verifier reports that tree head as exceeding the log instead of the export failing.
     """
     out = []
+    levels = None
     for a, b in zip(tree_heads, tree_heads[1:]):
         if 0 < a.size < b.size <= len(leaf_hashes):
-            proof = consistency_proof(a.size, leaf_hashes[: b.size])
+            levels = levels or MerkleLevels(leaf_hashes)  # built once: each proof is then O(log^2 n)
+            proof = consistency_proof(a.size, leaf_hashes, new_size=b.size, levels=levels)
             out.append({"old_size": a.size, "new_size": b.size, "proof": [p.hex() for p in proof]})
     return out
 
