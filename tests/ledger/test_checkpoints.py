@@ -185,3 +185,20 @@ def test_the_receipt_command_checks_a_receipt_against_anchor_and_checkpoint(ledg
     assert out.returncode == 1 and "FAIL checkpoint" in out.stdout
     out = _cli("receipt", str(tmp_path / "r.json"))
     assert out.returncode == 3 and out.stdout.startswith("UNANCHORED")
+
+
+def test_operator_commands_take_the_pins(ledger, organization, memories, tmp_path, capsys, client):
+    from django.core.management import call_command
+
+    (tmp_path / "cp.txt").write_bytes(client.get("/api/v1/orgs/acme/checkpoint").content)
+    services.label_append(memory_id=memories[1].pk, label="poison_suspect", reason="r", evidence={}, actor="user:a")
+    call_command("ledger_export", "--org", "acme", "--out", str(tmp_path / "b.json"), "--tree-head")
+    anchor = epochs_for(organization)[0].public_key.hex()
+    out = _cli(str(tmp_path / "b.json"), "--anchor", anchor, "--checkpoint", str(tmp_path / "cp.txt"))
+    assert out.returncode == 0, out.stdout  # --tree-head covered the new label
+    capsys.readouterr()
+    call_command("ledger_verify", "--org", "acme", "--anchor", anchor, "--checkpoint", str(tmp_path / "cp.txt"))
+    assert "extends the pinned checkpoint" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        call_command("ledger_verify", "--org", "acme", "--anchor", "22" * 32)
+    assert info.value.code == 1 and "FAIL epoch=1" in capsys.readouterr().out
