@@ -908,9 +908,13 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
             created.append(p)
 
         def enqueue() -> None:
+            from ledger.tasks import tree_head_after_labels_task
+
             for p in created:
                 _label_append_enqueue(memory_id=p.memory_id, label=EpistemicLabel.Label.SUSPECT, reason=p.reason,
                                       evidence=_evidence(p, p.flag_key), actor=actor, idempotency_key=p.flag_key)
+            if created:  # after the batch (one housekeeper worker, FIFO): a tree head covering its labels
+                tree_head_after_labels_task.delay(audit_run.organization_id)
             for p in created:
                 proposal_sync(proposal_id=p.pk)
 
@@ -1017,6 +1021,10 @@ def _bulk(fn, *, organization: Organization, proposal_ids: Iterable[int], user, 
             skipped.append({"id": pid, "error": "not found"})
         except DjangoValidationError as exc:
             skipped.append({"id": pid, "error": "; ".join(exc.messages)})
+    if done:  # queued after the batch's labels: a tree head that covers them
+        from ledger.tasks import tree_head_after_labels_task
+
+        transaction.on_commit(lambda: tree_head_after_labels_task.delay(organization.pk))
     return {"decided": done, "skipped": skipped}
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ledger import api
+from ledger import api, checkpoint_api
 
 urlpatterns = [
     path("stores/", api.StoreListCreateApi.as_view(), name="api-stores"),
@@ -18,4 +18,10 @@ urlpatterns = [
     path("receipts/<int:receipt_id>/", api.ReceiptDetailApi.as_view(), name="api-receipt"),
     path("receipts/<int:receipt_id>/outcomes", api.OutcomeCreateApi.as_view(), name="api-receipt-outcomes"),
     path("receipts/<int:receipt_id>/outcomes/", api.OutcomeCreateApi.as_view(schema=None)),
+    # Witness-ready checkpoints (C2SP tlog-checkpoint / tlog-cosignature), public by design.
+    path("orgs/<slug:org>/checkpoint", checkpoint_api.CheckpointApi.as_view(), name="api-checkpoint"),
+    path("orgs/<slug:org>/checkpoint/cosignature", checkpoint_api.CosignatureApi.as_view(),
+         name="api-checkpoint-cosignature"),
+    path("orgs/<slug:org>/proof/consistency", checkpoint_api.ConsistencyProofApi.as_view(),
+         name="api-consistency-proof"),
 ]

@@ -15,6 +15,7 @@ import hashlib
 from pathlib import Path
 
 from ledger import selectors
+from ledger.checkpoints import checkpoint_notes
 from ledger.core.bundle import (
     build_bundle,
     consistency_records,
@@ -108,6 +109,7 @@ def bundle_build(organization, *, parts: dict | None = None) -> dict:
         receipt_public_keys=[bytes(k) for k in ReceiptKey.objects.filter(organization=organization).order_by("id")
                              .values_list("public_key", flat=True)],
         exported_at=format_time(now_utc()),
+        checkpoints=checkpoint_notes(organization),
     )
 
 

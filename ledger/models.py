@@ -53,7 +53,7 @@ class ImportJob(models.Model):
     total = models.IntegerField(default=0)
     done = models.IntegerField(default=0)
     errors = models.JSONField(default=list, blank=True)  # [{file, line, field, message}]
-    created_by = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -207,10 +207,42 @@ class TreeHead(models.Model):
     time = models.CharField(max_length=32)
     epoch = models.IntegerField()
     signature = models.BinaryField(max_length=64)
+    # The same tree head as a C2SP checkpoint note (ledger.core.checkpoint): the housekeeper's
+    # Ed25519 signature over the note text, so witnesses can cosign it. Written with the row
+    # (the table is append-only); null on tree heads signed before checkpoints existed.
+    checkpoint_signature = models.BinaryField(max_length=64, null=True, blank=True)
 
     class Meta:
         ordering = ["organization", "size"]
         constraints = [models.UniqueConstraint(fields=["organization", "size"], name="treehead_unique_size")]
+
+
+class WitnessKey(models.Model):
+    """A transparency-log witness an org admin trusts to cosign checkpoints (C2SP tlog-cosignature,
+    Ed25519 ``cosignature/v1``); only these keys' cosignatures are accepted and stored."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="witness_keys")
+    name = models.CharField(max_length=200)
+    public_key = models.BinaryField(max_length=32)
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="witnesskey_unique_name")]
+
+
+class WitnessCosignature(models.Model):
+    """One witness's verified cosignature of one tree head's checkpoint."""
+
+    tree_head = models.ForeignKey(TreeHead, on_delete=models.PROTECT, related_name="cosignatures")
+    witness = models.ForeignKey(WitnessKey, on_delete=models.PROTECT, related_name="cosignatures")
+    timestamp = models.BigIntegerField()  # the witness's POSIX time in the signed message
+    signature = models.BinaryField(max_length=64)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tree_head", "witness"], name="cosignature_unique")]
 
 
 class ReceiptKey(models.Model):

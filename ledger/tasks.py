@@ -41,3 +41,29 @@ def housekeeper_rotate_task(organization_id: int) -> int:
     """A new key epoch endorsed by the current one; the private key stays on the housekeeper host."""
     with housekeeper_role():
         return services.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number
+
+
+@shared_task
+def tree_heads_issue_due_task() -> int:
+    """Celery beat, every TREE_HEAD_INTERVAL_S: a tree head for each organization whose log grew."""
+    with housekeeper_role():
+        return services.tree_heads_issue_due()
+
+
+@shared_task
+def tree_head_after_labels_task(organization_id: int) -> int:
+    """Queued after a batch of labels: a tree head covering them. A failure (no valid epoch yet)
+    is logged, not raised: the labels stand, and the schedule retries within a minute."""
+    import logging
+
+    from django.core.exceptions import ValidationError
+
+    from ledger.core.errors import LedgerError
+
+    with housekeeper_role():
+        try:
+            return services.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
+        except (ValidationError, LedgerError, OSError) as exc:
+            logging.getLogger(__name__).warning("tree head after labels for organization %s: %s",
+                                                organization_id, exc)
+            return -1

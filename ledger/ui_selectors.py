@@ -89,10 +89,47 @@ def log_activity_recent(*, organization, limit: int = 12) -> list[dict[str, Any]
     return out
 
 
+def _age_s(time: str, now: datetime) -> int | None:
+    try:
+        return max(0, int((now - parse_time(time)).total_seconds()))
+    except LedgerError:
+        return None
+
+
+def _age_text(age_s: int | None) -> str:
+    if age_s is None:
+        return "at an unreadable time"
+    if age_s < 120:
+        return f"{age_s} s ago"
+    if age_s < 7200:
+        return f"{age_s // 60} min ago"
+    if age_s < 172800:
+        return f"{age_s // 3600} h ago"
+    return f"{age_s // 86400} days ago"
+
+
 def tree_head_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
+    now = now_utc()
     rows = TreeHead.objects.filter(organization=organization).order_by("-size", "-id")[:limit]
     return [{"size": t.size, "root": bytes(t.root).hex(), "time": t.time, "epoch": t.epoch,
-             "signature": _short(bytes(t.signature))} for t in rows]
+             "signature": _short(bytes(t.signature)), "age": _age_text(_age_s(t.time, now)),
+             "checkpoint": t.checkpoint_signature is not None} for t in rows]
+
+
+def auditor_pins(*, organization) -> dict[str, Any]:
+    """What an outside auditor pins: the epoch-1 anchor, the checkpoint URL, the log's note key."""
+    from django.conf import settings
+    from django.urls import reverse
+
+    from ledger.checkpoints import log_verifier_key
+
+    first = KeyEpoch.objects.filter(organization=organization, number=1).values_list("public_key", flat=True).first()
+    path = reverse("api-checkpoint", kwargs={"org": organization.slug})
+    return {"anchor_hex": bytes(first).hex() if first is not None else "",
+            "checkpoint_url": settings.SITE_ROOT.rstrip("/") + path,
+            "proof_url": settings.SITE_ROOT.rstrip("/") + reverse("api-consistency-proof",
+                                                                  kwargs={"org": organization.slug}),
+            "log_vkey": log_verifier_key(organization) or ""}
 
 
 def log_size(*, organization) -> int:

@@ -17,4 +17,7 @@ urlpatterns = [
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
     path("tokens/", views.agent_tokens, name="agent-tokens"),
     path("tokens/<int:token_id>/revoke/", views.agent_token_revoke_view, name="agent-token-revoke"),
+    path("keys/witnesses/", views.witness_add, name="witness-add"),
+    path("keys/witnesses/<int:witness_id>/revoke/", views.witness_revoke, name="witness-revoke"),
+    path("ledger/receipt-check/", views.receipt_check, name="receipt-check"),
 ]

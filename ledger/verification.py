@@ -83,7 +83,7 @@ def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
                           memories=[export.memory_record_of(me) for me in parts["entries"]],
                           log_leaves=parts["refs"], tree_heads=[], consistency=[])
     try:
-        checked = verify_bundle(bundle)
+        checked = verify_bundle(bundle, require_coverage=False)  # a subset of the log, no tree heads
     except BundleError as exc:
         subject = f"memory={memories[0].ledger_id}" if len(memories) == 1 else "bundle"  # "bundle": no one's
         checked = [Finding(subject, None, f"unusable: {exc}", "BundleError")]
@@ -171,7 +171,9 @@ def organization_verify(organization) -> list[Finding]:
     parts = export.bundle_parts(organization)
     parts["whole_log"] = True
     try:
-        findings = verify_bundle(export.bundle_build(organization, parts=parts))
+        # The live log grows between tree heads (signed every TREE_HEAD_INTERVAL_S): leaves past the
+        # newest head are expected here; an exported bundle is checked for coverage by the verifier.
+        findings = verify_bundle(export.bundle_build(organization, parts=parts), require_coverage=False)
     except BundleError as exc:
         return [Finding("bundle", None, f"unusable: {exc}", "BundleError")]
     findings += _database_findings(parts)

@@ -124,9 +124,13 @@ def memory_detail(request, memory_id: int):
 
 
 def _ledger_context(org) -> dict:
+    from django.conf import settings
+
     return {"tree_heads": ui_selectors.tree_head_list(organization=org),
             "log_size": ui_selectors.log_size(organization=org),
-            "activity": ui_selectors.log_activity_recent(organization=org, limit=20)}
+            "activity": ui_selectors.log_activity_recent(organization=org, limit=20),
+            "tree_head_interval": settings.TREE_HEAD_INTERVAL_S,
+            **ui_selectors.auditor_pins(organization=org)}
 
 
 @org_required()
@@ -144,9 +148,10 @@ def ledger_verify(request):
                                                   "verified": True, "findings": findings})
 
 
-@org_required("admin")
+@org_required()
 @require_POST
 def tree_head_issue(request):
+    """Any member may ask for a tree head now (the schedule signs one anyway when the log grew)."""
     from ledger.tasks import tree_head_issue_task
 
     tree_head_issue_task.delay(request.organization.pk)
@@ -154,9 +159,32 @@ def tree_head_issue(request):
     return redirect("ledger")
 
 
+EXPORT_TREE_HEAD_WAIT_S = 10.0
+
+
+def _await_covering_tree_head(organization) -> None:
+    """Ask the housekeeper for a tree head over the whole log and wait (briefly) for it, so the
+    export's every leaf is under a signed tree head; past the wait the export goes out as it is
+    and the verifier reports the uncovered leaves."""
+    import time
+
+    from ledger.models import LogLeaf, TreeHead
+    from ledger.tasks import tree_head_after_labels_task
+
+    size = LogLeaf.objects.filter(organization=organization).count()
+    covered = lambda: TreeHead.objects.filter(organization=organization, size__gte=size).exists()  # noqa: E731
+    if size == 0 or covered():
+        return
+    tree_head_after_labels_task.delay(organization.pk)  # logs, never raises, when it cannot sign
+    deadline = time.monotonic() + EXPORT_TREE_HEAD_WAIT_S
+    while not covered() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 @org_required()
 @require_GET
 def ledger_export(request):
+    _await_covering_tree_head(request.organization)
     bundle = export.bundle_build(request.organization)
     activity_record(organization=request.organization, verb="ledger.exported", request=request,
                     target="ledger bundle", detail={"exported_at": bundle.get("exported_at", "")})
@@ -172,10 +200,67 @@ def ledger_export(request):
 def keys_page(request):
     from django.conf import settings
 
+    from ledger.checkpoints import witness_key_list
+
     return render(request, "ledger/keys.html", {
         "epochs": ui_selectors.key_epoch_list(organization=request.organization),
         "key_dir": settings.HOUSEKEEPER_KEY_DIR,
+        "witnesses": witness_key_list(request.organization),
+        **ui_selectors.auditor_pins(organization=request.organization),
     })
+
+
+@org_required("admin")
+@require_POST
+def witness_add(request):
+    from ledger.checkpoints import witness_key_add
+    from orgs.services import activity_record
+
+    try:
+        w = witness_key_add(organization=request.organization, vkey=request.POST.get("vkey", ""), user=request.user)
+    except ValidationError as exc:
+        messages.error(request, exc.messages[0])
+    else:
+        activity_record(organization=request.organization, verb="witness.add", actor=request.user,
+                        target=w.name, request=request)
+        messages.success(request, f"Witness {w.name} trusted: its cosignatures are now accepted.")
+    return redirect("keys")
+
+
+@org_required("admin")
+@require_POST
+def witness_revoke(request, witness_id: int):
+    from ledger.checkpoints import witness_key_revoke
+    from ledger.models import WitnessKey
+    from orgs.services import activity_record
+
+    try:
+        w = witness_key_revoke(organization=request.organization, witness_id=witness_id)
+    except WitnessKey.DoesNotExist:
+        from django.http import Http404
+
+        raise Http404("no such witness") from None
+    activity_record(organization=request.organization, verb="witness.revoke", actor=request.user, target=w.name,
+                    request=request)
+    messages.info(request, f"Witness {w.name} no longer trusted.")
+    return redirect("keys")
+
+
+@org_required()
+@require_http_methods(["GET", "POST"])
+def receipt_check(request):
+    """Paste a recall receipt: the portable receipt check against this organization's anchor,
+    newest checkpoint and a consistency proof from the stored log."""
+    result = None
+    pasted = ""
+    if request.method == "POST":
+        pasted = request.POST.get("receipt", "")
+        from ledger.checkpoints import receipt_check as check
+
+        result = check(request.organization, pasted)
+    return render(request, "ledger/receipt_check.html", {"pasted": pasted, "result": result,
+                                                         **ui_selectors.auditor_pins(
+                                                             organization=request.organization)})
 
 
 @org_required("admin")

@@ -1,5 +1,9 @@
 """The Celery app: queues ``audit`` (graph, fusion, orchestration), ``replay`` (agent calls)
-and ``housekeeper`` (the only queue whose worker loads signing keys)."""
+and ``housekeeper`` (the only queue whose worker loads signing keys).
+
+Beat (``bin/run`` starts it inside the housekeeper worker with ``-B``) runs
+``ledger.tasks.tree_heads_issue_due_task`` every ``TREE_HEAD_INTERVAL_S`` seconds (settings:
+``CELERY_BEAT_SCHEDULE``), so tree heads are signed without anyone pressing a button."""
 
 import os
 

@@ -239,6 +239,16 @@ CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 # The housekeeper's private keys live here, never in the database; only the housekeeper
 # worker (and management commands run by an operator) read this directory.
 HOUSEKEEPER_KEY_DIR = Path(envstr("HOUSEKEEPER_KEY_DIR", str(VAR_DIR / "keys")))
+# Tree heads on their own: every TREE_HEAD_INTERVAL_S the housekeeper (Celery beat, started by
+# bin/run) signs a tree head for each organization whose log grew since its last one.
+TREE_HEAD_INTERVAL_S = envint("TREE_HEAD_INTERVAL_S", "60")
+# C2SP checkpoints are served with origin "<CHECKPOINT_ORIGIN_PREFIX>/<org slug>" (a schema-less
+# URL naming this deployment; witnesses key their state by it, so keep it stable).
+CHECKPOINT_ORIGIN_PREFIX = envstr("CHECKPOINT_ORIGIN_PREFIX",
+                                  SITE_ROOT.split("://", 1)[-1].rstrip("/") + "/memaudit")
+CELERY_BEAT_SCHEDULE = {
+    "tree-heads": {"task": "ledger.tasks.tree_heads_issue_due_task", "schedule": float(TREE_HEAD_INTERVAL_S)},
+}
 RECEIPT_KEY_DIR = Path(envstr("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
 EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
 # A dotted embedder class overriding the model choice for every store (tests and load benches

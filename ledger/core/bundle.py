@@ -17,7 +17,7 @@ from typing import Iterable, Mapping, Sequence
 from ledger.core.entries import GENESIS, KIND_TAGS, LABEL, PROVENANCE, TRANSITION, SignedEntry
 from ledger.core.errors import BundleError
 from ledger.core.keys import Epoch, key_id
-from ledger.core.merkle import consistency_proof, leaf_hash
+from ledger.core.merkle import MerkleLevels, consistency_proof, leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 
 BUNDLE_FORMAT = "memaudit-evidence-bundle"
@@ -55,9 +55,11 @@ def consistency_records(tree_heads: Sequence[SignedTreeHead], leaf_hashes: Seque
     the verifier reports that tree head as exceeding the log instead of the export failing.
     """
     out = []
+    levels = None
     for a, b in zip(tree_heads, tree_heads[1:]):
         if 0 < a.size < b.size <= len(leaf_hashes):
-            proof = consistency_proof(a.size, leaf_hashes[: b.size])
+            levels = levels or MerkleLevels(leaf_hashes)  # built once: each proof is then O(log^2 n)
+            proof = consistency_proof(a.size, leaf_hashes, new_size=b.size, levels=levels)
             out.append({"old_size": a.size, "new_size": b.size, "proof": [p.hex() for p in proof]})
     return out
 
@@ -65,7 +67,8 @@ def consistency_records(tree_heads: Sequence[SignedTreeHead], leaf_hashes: Seque
 def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dict], log_leaves: Sequence[list],
                  tree_heads: Sequence[SignedTreeHead], consistency: Sequence[dict] | None = None,
                  receipts: Sequence[dict] = (), receipt_public_keys: Iterable[bytes] = (),
-                 exported_at: str | None = None, leaf_hashes: Sequence[bytes] | None = None) -> dict:
+                 exported_at: str | None = None, leaf_hashes: Sequence[bytes] | None = None,
+                 checkpoints: Sequence[str] = ()) -> dict:
     """Assemble a bundle. ``log_leaves`` are :func:`leaf_ref` lists in append order.
 
     Pass ``leaf_hashes`` (log leaf hashes in the same order) to have the
@@ -85,6 +88,7 @@ def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dic
             "leaves": [list(r) for r in log_leaves],
             "tree_heads": [t.to_json() for t in tree_heads],
             "consistency": list(consistency),
+            "checkpoints": list(checkpoints),
         },
         "receipts": list(receipts),
         "receipt_keys": [{"key_id": key_id(k), "public_key": k.hex()} for k in receipt_public_keys],
@@ -191,6 +195,7 @@ class ParsedBundle:
     consistency: list[tuple[int, int, list[bytes]]]
     receipts: list[dict]
     receipt_keys: dict[str, bytes] = field(default_factory=dict)
+    checkpoints: list[str] = field(default_factory=list)  # C2SP checkpoint notes (log.checkpoints, optional)
 
 
 def _need(d: Mapping, key: str, typ: type, where: str) -> object:
@@ -268,6 +273,9 @@ def parse_bundle(data: object) -> ParsedBundle:
             raise BundleError(f"{where} is not an object")
         consistency.append((_need(c, "old_size", int, where), _need(c, "new_size", int, where),
                             [_hex(p, where) for p in _need(c, "proof", list, where)]))
+    checkpoints = log.get("checkpoints", [])
+    if type(checkpoints) is not list or not all(type(c) is str for c in checkpoints):
+        raise BundleError("log.checkpoints must be a list of checkpoint notes (strings)")
     receipts = _need(data, "receipts", list, "bundle")
     receipt_keys = {}
     for i, k in enumerate(_need(data, "receipt_keys", list, "bundle")):
@@ -275,7 +283,8 @@ def parse_bundle(data: object) -> ParsedBundle:
         if type(k) is not dict:
             raise BundleError(f"{where} is not an object")
         receipt_keys[_need(k, "key_id", str, where)] = _hex(_need(k, "public_key", str, where), where)
-    return ParsedBundle(tenant, epochs, memories, leaves, tree_heads, consistency, receipts, receipt_keys)
+    return ParsedBundle(tenant, epochs, memories, leaves, tree_heads, consistency, receipts, receipt_keys,
+                        list(checkpoints))
 
 
 def _bad(message: str) -> Epoch:

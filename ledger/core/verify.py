@@ -17,14 +17,27 @@ first break because everything after it depends on it):
    grow; a valid consistency proof links each consecutive pair.
 4. Receipts: signature by a listed receipt key, result inclusion proofs,
    the STH they cite, and each result against the memory's chain.
+5. Coverage: every log leaf lies under a valid signed tree head.
+6. Checkpoints: each C2SP checkpoint note the bundle carries is signed by an
+   epoch key and twins a tree head; a pinned checkpoint (``--checkpoint``) is
+   extended by the newest tree head (RFC 6962 consistency), so tree heads or
+   history dropped after it are a finding; optional k-of-n witness cosignatures.
 
-Exit status: 0 no findings, 1 findings, 2 unusable input.
+The epoch keys are only as good as the anchor: without ``--anchor`` (the
+organization's epoch-1 key, pinned out of band) the command prints
+``UNANCHORED`` first and exits 3 even when every check passes.
+
+Exit status: 0 no findings (anchored), 1 findings, 2 unusable input, 3 no
+findings but unanchored.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -32,6 +45,7 @@ from typing import Sequence
 
 from ledger.core.bundle import MemoryRecord, ParsedBundle, load_bundle, parse_bundle
 from ledger.core.canonical import parse_time
+from ledger.core.checkpoint import Checkpoint, OpenedCheckpoint, open_checkpoint
 from ledger.core.entries import (
     GENESIS,
     LABEL,
@@ -41,11 +55,12 @@ from ledger.core.entries import (
     check_label_chain,
     check_provenance_chain,
 )
-from ledger.core.errors import BundleError, LedgerError
+from ledger.core.errors import BundleError, LedgerError, ProofError
 from ledger.core.keys import EpochSet, verify_epoch_chain
-from ledger.core.merkle import leaf_hash, roots_at, verify_consistency
+from ledger.core.merkle import EMPTY_ROOT, consistency_proof, leaf_hash, roots_at, verify_consistency
+from ledger.core.note import COSIGNATURE_V1, NoteError, VerifierKey, cosigned_by, parse_verifier_key
 from ledger.core.receipts import verify_receipt
-from ledger.core.tree_heads import verify_tree_head
+from ledger.core.tree_heads import SignedTreeHead, verify_tree_head
 
 
 @dataclass(frozen=True)
@@ -145,8 +160,15 @@ def _check_memory(m: MemoryRecord, tenant: str, epochs: EpochSet, hash_of: _Hash
     return result
 
 
-def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: list[Finding]) -> dict[int, bytes]:
-    """Return the recomputed roots at every tree-head size (empty when leaves are unusable)."""
+@dataclass
+class _Log:
+    roots: dict[int, bytes]  # recomputed roots at every tree-head/receipt size (empty: leaves unusable)
+    leaf_hashes: list[bytes] | None  # None when the leaves are unusable
+    heads: list[SignedTreeHead]  # tree heads whose signature (and root, when computable) verified
+
+
+def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: list[Finding]) -> _Log:
+    """Leaves, tree heads and their consistency; the recomputed roots and the tree heads that verified."""
     index: dict[tuple[str, str, int], SignedEntry] = {}
     for m in b.memories:
         for e in m.entries():
@@ -204,6 +226,7 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
                 sizes.append(s)
         roots = roots_at(leaf_hashes, sizes)
     prev = None
+    verified: list[SignedTreeHead] = []
     for t in b.tree_heads:
         size = t.body.get("size") if type(t.body) is dict else None
         subject = f"tree_head size={size}"
@@ -214,6 +237,7 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
                 verify_tree_head(t, tenant=b.tenant, epochs=epochs)
             else:
                 verify_tree_head(t, tenant=b.tenant, epochs=epochs, root=roots.get(size) if usable else None)
+                verified.append(t)
         except LedgerError as exc:
             findings.append(_finding(subject, exc))
             prev = None
@@ -239,7 +263,7 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
                 findings.append(Finding(subject, None, "two tree heads of one size disagree on the root",
                                         "ProofError"))
         prev = t
-    return roots
+    return _Log(roots, leaf_hashes if usable else None, verified)
 
 
 def _check_receipts(b: ParsedBundle, roots: dict[int, bytes], memories: dict[str, tuple[MemoryRecord, _MemoryResult]],
@@ -289,6 +313,117 @@ def _check_receipts(b: ParsedBundle, roots: dict[int, bytes], memories: dict[str
                                         "ChainBrokenError"))
 
 
+# --------------------------------------------------------------------------- anchoring, checkpoints, coverage
+
+
+def _check_coverage(b: ParsedBundle, log: _Log, findings: list[Finding]) -> None:
+    """Every log leaf must lie under a signed tree head: leaves past the newest one are unattested
+    (anything after it could be dropped or rewritten with no signature noticing)."""
+    n = len(b.leaves)
+    newest = max((t.size for t in log.heads), default=None)
+    if n == 0:
+        return
+    if newest is None:
+        findings.append(Finding("log", None, f"none of the {n} log leaves is covered by a valid signed tree head",
+                                "ProofError"))
+    elif newest < n:
+        findings.append(Finding("log", None, f"log leaves {newest}..{n - 1} ({n - newest}) lie beyond the newest "
+                                f"signed tree head (size {newest})", "ProofError"))
+
+
+def _epoch_keys(epochs: EpochSet) -> list[bytes]:
+    return [e.public_key for e in epochs.by_number.values()]
+
+
+def _consistency_proof_for(b: ParsedBundle, log: _Log, old: int, new: int) -> list[bytes] | None:
+    carried = [p for (o, n, p) in b.consistency if o == old and n == new]
+    if carried:
+        return carried[0]
+    if log.leaf_hashes is not None and 0 < old <= new <= len(log.leaf_hashes):
+        return consistency_proof(old, log.leaf_hashes[:new])
+    return None
+
+
+def _check_consistent_with(subject: str, cp: Checkpoint, head: SignedTreeHead | None, b: ParsedBundle, log: _Log,
+                           findings: list[Finding]) -> None:
+    """The bundle's newest tree head must extend ``cp`` (RFC 6962 consistency)."""
+    if head is None or head.size < cp.size:
+        have = "no valid tree head" if head is None else f"its newest valid tree head has size {head.size}"
+        findings.append(Finding(subject, None, f"checkpoint of size {cp.size} is newer than the bundle ({have}): "
+                                "tree heads or history were dropped after it", "ProofError"))
+        return
+    try:
+        if cp.size == 0:
+            if cp.root != EMPTY_ROOT:
+                raise ProofError("size-0 checkpoint does not carry the empty root")
+        elif cp.size == head.size:
+            if cp.root != head.root:
+                raise ProofError(f"checkpoint and tree head of size {cp.size} disagree on the root")
+        else:
+            proof = _consistency_proof_for(b, log, cp.size, head.size)
+            if proof is None:
+                raise ProofError(f"no consistency proof {cp.size}->{head.size} in the bundle and the leaves are "
+                                 "unusable to compute one")
+            verify_consistency(cp.size, head.size, proof, cp.root, head.root)
+        if log.leaf_hashes is not None and cp.size <= len(log.leaf_hashes):
+            if roots_at(log.leaf_hashes, [cp.size])[cp.size] != cp.root:
+                raise ProofError(f"the bundle's first {cp.size} log leaves do not hash to the checkpoint root")
+    except LedgerError as exc:
+        findings.append(_finding(subject, exc))
+
+
+def _open_checkpoint(subject: str, data: str, b: ParsedBundle, epochs: EpochSet,
+                     findings: list[Finding]) -> OpenedCheckpoint | None:
+    try:
+        opened = open_checkpoint(data, _epoch_keys(epochs))
+    except LedgerError as exc:
+        findings.append(_finding(subject, exc))
+        return None
+    if opened.checkpoint.tenant != b.tenant:
+        findings.append(Finding(subject, None, f"checkpoint origin {opened.checkpoint.origin!r} is not tenant "
+                                f"{b.tenant!r}", "TenantMismatchError"))
+        return None
+    return opened
+
+
+def _check_bundle_checkpoints(b: ParsedBundle, epochs: EpochSet, log: _Log,
+                              findings: list[Finding]) -> list[OpenedCheckpoint]:
+    """Checkpoint notes the bundle carries: signed by an epoch key, each the twin of a tree head."""
+    by_size = {t.size: t for t in log.heads}
+    out = []
+    for i, data in enumerate(b.checkpoints):
+        subject = f"checkpoint #{i}"
+        opened = _open_checkpoint(subject, data, b, epochs, findings)
+        if opened is None:
+            continue
+        cp = opened.checkpoint
+        twin = by_size.get(cp.size)
+        if twin is None or twin.root != cp.root:
+            findings.append(Finding(subject, None, f"size {cp.size} matches no valid tree head of the bundle",
+                                    "ProofError"))
+            continue
+        out.append(opened)
+    return out
+
+
+def _check_witnesses(subject: str, opened: OpenedCheckpoint | None, witnesses: Sequence[VerifierKey],
+                     threshold: int, findings: list[Finding]) -> None:
+    if threshold <= 0:
+        return
+    if opened is None:
+        findings.append(Finding(subject, None, f"no checkpoint to hold {threshold} witness cosignature(s)",
+                                "SignatureInvalidError"))
+        return
+    try:
+        good = cosigned_by(opened.note, witnesses)
+    except LedgerError as exc:
+        findings.append(_finding(subject, exc))
+        return
+    if len(good) < threshold:
+        findings.append(Finding(subject, None, f"cosigned by {len(good)} of the {len(witnesses)} known witnesses, "
+                                f"{threshold} required", "SignatureInvalidError"))
+
+
 @dataclass
 class Report:
     findings: list[Finding]
@@ -297,9 +432,19 @@ class Report:
     tree_heads: int
     receipts: int
     seconds: float
+    anchored: bool = False
+    checkpoint_size: int | None = None  # the pinned checkpoint the bundle was checked against
+    newest_tree_head: int | None = None
 
 
-def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None) -> Report:
+def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None, checkpoint: str | None = None,
+                  witnesses: Sequence[VerifierKey] = (), witness_threshold: int = 0,
+                  require_coverage: bool = True) -> Report:
+    """All checks. ``checkpoint``: a pinned C2SP checkpoint note the bundle must extend;
+    ``witnesses``/``witness_threshold``: k-of-n cosignatures on the checkpoint relied on (the
+    pinned one, else the newest the bundle carries); ``require_coverage``: every log leaf under
+    a signed tree head (the in-app check of a live log turns it off: the log grows between heads).
+    """
     t0 = time.perf_counter()
     findings: list[Finding] = []
     epochs = _check_epochs(b, findings, trust_anchor)
@@ -312,41 +457,163 @@ def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None) -> Repo
             continue
         memories[m.id] = (m, _check_memory(m, b.tenant, epochs, hash_of, findings))
         entries += 1 + len(m.provenance) + len(m.transitions) + len(m.labels)
-    roots = _check_log(b, epochs, hash_of, findings)
-    _check_receipts(b, roots, memories, findings)
+    log = _check_log(b, epochs, hash_of, findings)
+    _check_receipts(b, log.roots, memories, findings)
+    if require_coverage:
+        _check_coverage(b, log, findings)
+    newest = max(log.heads, key=lambda t: t.size, default=None)
+    carried = _check_bundle_checkpoints(b, epochs, log, findings)
+    relied: OpenedCheckpoint | None = max(carried, key=lambda o: o.checkpoint.size, default=None)
+    pinned_size = None
+    if checkpoint is not None:
+        relied = _open_checkpoint("pinned checkpoint", checkpoint, b, epochs, findings)
+        if relied is not None:
+            pinned_size = relied.checkpoint.size
+            _check_consistent_with("pinned checkpoint", relied.checkpoint, newest, b, log, findings)
+    _check_witnesses("pinned checkpoint" if checkpoint is not None else "newest checkpoint", relied, witnesses,
+                     witness_threshold, findings)
     return Report(findings, len(b.memories), entries, len(b.tree_heads), len(b.receipts),
-                  time.perf_counter() - t0)
+                  time.perf_counter() - t0, anchored=trust_anchor is not None, checkpoint_size=pinned_size,
+                  newest_tree_head=newest.size if newest is not None else None)
 
 
-def verify_bundle(bundle: dict, *, trust_anchor: bytes | None = None) -> list[Finding]:
+def verify_bundle(bundle: dict, *, trust_anchor: bytes | None = None, checkpoint: str | None = None,
+                  witnesses: Sequence[VerifierKey] = (), witness_threshold: int = 0,
+                  require_coverage: bool = True) -> list[Finding]:
     """All findings for a bundle (empty = clean). Raises BundleError if the input is unusable."""
-    return verify_parsed(parse_bundle(bundle), trust_anchor=trust_anchor).findings
+    return verify_parsed(parse_bundle(bundle), trust_anchor=trust_anchor, checkpoint=checkpoint,
+                         witnesses=witnesses, witness_threshold=witness_threshold,
+                         require_coverage=require_coverage).findings
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ledger.core.verify",
-                                 description="Verify a MemAudit evidence bundle (exit 0 clean, 1 findings, 2 unusable).")
-    ap.add_argument("bundle", help="bundle JSON file, or a directory (bundle.json, or manifest.json + memories.jsonl)")
-    ap.add_argument("--trust-anchor", help="hex public key of the tenant's epoch 1, pinned out of band")
+# --------------------------------------------------------------------------- command line
+
+EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE, EXIT_UNANCHORED = 0, 1, 2, 3
+UNANCHORED_LINE = ("UNANCHORED: no --anchor given, so the epoch keys are the bundle's own; a bundle signed with "
+                   "freshly generated keys passes every other check. Pin the organization's epoch-1 public key.")
+
+
+def _read_arg(value: str) -> str:
+    """A value given inline, or ``@FILE`` / the path of an existing file holding it."""
+    path = value[1:] if value.startswith("@") else value
+    if value.startswith("@") or (len(value) < 4096 and os.path.isfile(path)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read {path}: {exc}") from None
+    return value
+
+
+def parse_anchor(value: str) -> bytes:
+    """The epoch-1 public key: 64 hex, standard base64 of 32 bytes, a note verifier key
+    (``name+keyid+base64(0x01 || key)``), or a file holding one of those."""
+    text = _read_arg(value).strip()
+    if len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text):
+        return bytes.fromhex(text)
+    if text.count("+") >= 2 and len(text.split("+", 2)[1]) == 8:
+        try:
+            return parse_verifier_key(text).public_key
+        except NoteError:
+            pass
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) == 32:
+        return raw
+    raise ValueError("anchor must be the 32-byte Ed25519 epoch-1 key as 64 hex, base64, a verifier key, or a "
+                     "file holding one")
+
+
+def parse_witness(value: str) -> VerifierKey:
+    """A witness verifier key ``name+keyid+base64(0x04 || key)`` (C2SP tlog-cosignature), or a file."""
+    try:
+        vk = parse_verifier_key(_read_arg(value).strip())
+    except NoteError as exc:
+        raise ValueError(f"witness key: {exc}") from None
+    if vk.type != COSIGNATURE_V1:
+        raise ValueError(f"witness key {vk.name} is not a cosignature/v1 (0x04) key")
+    return vk
+
+
+def _add_trust_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--anchor", "--trust-anchor", dest="anchor",
+                    help="the organization's epoch-1 public key (hex, base64, verifier key, or a file), pinned out "
+                         "of band; without it the result is UNANCHORED (exit 3)")
+    ap.add_argument("--checkpoint", help="a pinned checkpoint (C2SP tlog-checkpoint note file, as served at "
+                                         "/api/v1/orgs/<slug>/checkpoint) the evidence must be consistent with")
+    ap.add_argument("--witness", action="append", default=[],
+                    help="a known witness key name+keyid+base64(0x04||key) (repeatable)")
+    ap.add_argument("--witness-threshold", type=int, default=None,
+                    help="how many of the --witness keys must cosign the checkpoint (default: all given)")
     ap.add_argument("--json", action="store_true", help="print findings as JSON lines")
+
+
+def _trust(args: argparse.Namespace) -> tuple[bytes | None, str | None, list[VerifierKey], int]:
+    anchor = parse_anchor(args.anchor) if args.anchor else None
+    checkpoint = _read_arg(args.checkpoint) if args.checkpoint else None
+    witnesses = [parse_witness(w) for w in args.witness]
+    threshold = len(witnesses) if args.witness_threshold is None else args.witness_threshold
+    if threshold > len(witnesses) or threshold < 0:
+        raise ValueError(f"--witness-threshold {threshold} needs at least that many --witness keys")
+    return anchor, checkpoint, witnesses, threshold
+
+
+def _bundle_main(argv: Sequence[str], prog: str) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description="Verify a MemAudit evidence bundle (exit 0 clean, "
+                                 "1 findings, 2 unusable, 3 clean but unanchored).")
+    ap.add_argument("bundle", help="bundle JSON file, or a directory (bundle.json, or manifest.json + memories.jsonl)")
+    _add_trust_args(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        anchor = bytes.fromhex(args.trust_anchor) if args.trust_anchor else None
+        anchor, checkpoint, witnesses, threshold = _trust(args)
         parsed = parse_bundle(load_bundle(args.bundle))
         load_s = time.perf_counter() - t0
-        report = verify_parsed(parsed, trust_anchor=anchor)
+        report = verify_parsed(parsed, trust_anchor=anchor, checkpoint=checkpoint, witnesses=witnesses,
+                               witness_threshold=threshold)
     except (BundleError, ValueError) as exc:
         print(f"ERROR: unusable bundle: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_UNUSABLE
+    if anchor is None:
+        print(UNANCHORED_LINE)
     for f in report.findings:
         print(json.dumps(asdict(f)) if args.json else str(f))
     rate = report.entries / report.seconds if report.seconds > 0 else float("inf")
-    status = "OK" if not report.findings else f"FAILED with {len(report.findings)} finding(s)"
-    print(f"{status}: {report.memories} memories, {report.entries} entries, {report.tree_heads} tree heads, "
-          f"{report.receipts} receipts checked in {report.seconds:.3f}s ({rate:,.0f} entries/s; "
-          f"reading the bundle took {load_s:.3f}s more)")
-    return 0 if not report.findings else 1
+    status = ("OK" if anchor is not None else "UNANCHORED") if not report.findings else \
+        f"FAILED with {len(report.findings)} finding(s)"
+    pin = (f"; consistent with the pinned checkpoint of size {report.checkpoint_size}"
+           if report.checkpoint_size is not None and not report.findings else "")
+    print(f"{status}: {report.memories} memories, {report.entries} entries, {report.tree_heads} tree heads "
+          f"(newest size {report.newest_tree_head}), {report.receipts} receipts checked in {report.seconds:.3f}s "
+          f"({rate:,.0f} entries/s; reading the bundle took {load_s:.3f}s more){pin}")
+    if report.findings:
+        return EXIT_FINDINGS
+    return EXIT_OK if anchor is not None else EXIT_UNANCHORED
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m ledger.core.verify") -> int:
+    """``[bundle] BUNDLE …`` or ``receipt RECEIPT …`` (a bare path means ``bundle``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(f"usage: {prog} [bundle] BUNDLE [--anchor KEY] [--checkpoint FILE] [--witness KEY ...]\n"
+              f"       {prog} receipt RECEIPT [--anchor KEY] [--checkpoint FILE] [--proof FILE]\n"
+              f"'{prog} bundle --help' and '{prog} receipt --help' list every option. Exit status: 0 verified, "
+              "1 findings, 2 unusable input, 3 no findings but UNANCHORED (no --anchor).")
+        return EXIT_OK if argv else EXIT_UNUSABLE
+    if argv[0] == "receipt":
+        from ledger.core.receipt_check import receipt_main
+
+        return receipt_main(argv[1:], f"{prog} receipt")
+    if argv[0] == "bundle":
+        argv = argv[1:]
+    return _bundle_main(argv, prog)
+
+
+def console_main() -> int:
+    """Entry point of the packaged ``memaudit-verify`` command."""
+    return main(prog="memaudit-verify")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ class Tenant:
     incident: Any
     audit_run: Any
     proposal: Any
-    ids: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, int | str] = field(default_factory=dict)
 
 
 def member(org: Organization, username: str, role: str):
@@ -81,11 +81,18 @@ def build_tenant(org: Organization, prefix: str) -> Tenant:
         reason="fixture", scores={}, proposed_by=users["analyst"], proposed_by_actor=f"user:{prefix}-analyst",
         idempotency_key=f"proposal-{uuid.uuid4().hex}")
     from audits.models import AgentEndpoint
+    from ledger.checkpoints import witness_key_add
+    from ledger.core.note import COSIGNATURE_V1, NoteSigner
+    from ledger.services import tree_head_issue
 
     endpoint = AgentEndpoint.objects.create(organization=org, name=f"{prefix}-agent", connector="webhook",
                                             base_url="https://agent.example/hook")
+    tree_head_issue(organization=org)  # a checkpoint for the public witness endpoints
+    witness = witness_key_add(organization=org, vkey=NoteSigner(f"{prefix}.witness.example", bytes(32),
+                                                                 COSIGNATURE_V1).verifier.encode())
     tenant = Tenant(org, users, store, memory, job, token, receipt, incident, run, proposal)
     tenant.ids = {"store_id": store.pk, "memory_id": memory.pk, "job_id": job.pk, "receipt_id": receipt.pk,
                   "incident_id": incident.pk, "audit_run_id": run.pk, "proposal_id": proposal.pk,
-                  "membership_id": Membership.objects.get(user=users["analyst"]).pk, "endpoint_id": endpoint.pk}
+                  "membership_id": Membership.objects.get(user=users["analyst"]).pk, "endpoint_id": endpoint.pk,
+                  "org": org.slug, "witness_id": witness.pk}
     return tenant

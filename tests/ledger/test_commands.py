@@ -43,11 +43,14 @@ def test_export_and_verify_a_clean_ledger(memories, tmp_path, capsys):
     assert "OK" in run(capsys, "ledger_verify", "--org", "acme")
     out = tmp_path / "acme.json"
     assert "3 memories" in run(capsys, "ledger_export", "--org", "acme", "--out", str(out))
-    assert json.loads(out.read_text())["tenant"] == "acme"
-    assert portable_verify([str(out)]) == 0
+    bundle = json.loads(out.read_text())
+    assert bundle["tenant"] == "acme"
+    anchor = bundle["epochs"][0]["public_key"]
+    assert portable_verify([str(out), "--anchor", anchor]) == 0
+    assert portable_verify([str(out)]) == 3  # UNANCHORED without the pinned epoch-1 key
     d = tmp_path / "acme-dir"
     run(capsys, "ledger_export", "--org", "acme", "--out", str(d), "--dir")
-    assert portable_verify([str(d)]) == 0
+    assert portable_verify([str(d), "--anchor", anchor]) == 0
 
 
 def test_tasks_hold_the_housekeeper_role_themselves(store, housekeeper, monkeypatch):

@@ -54,8 +54,9 @@ def run_ledger_verify(capsys) -> str:
 def run_portable(tmp_path, capsys) -> tuple[int, str]:
     out = tmp_path / "bundle.json"
     bundle_write(Organization.objects.get(slug="acme"), out)
+    anchor = KeyEpoch.objects.filter(organization__slug="acme", number=1).values_list("public_key", flat=True).first()
     capsys.readouterr()
-    code = portable_verify([str(out)])
+    code = portable_verify([str(out)] + (["--anchor", bytes(anchor).hex()] if anchor is not None else []))
     return code, capsys.readouterr().out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ledger.core.bundle import build_bundle, leaf_ref, memory_record
 from ledger.core.canonical import format_time, sha256_hex
+from ledger.core.checkpoint import Checkpoint, checkpoint_origin, sign_checkpoint
 from ledger.core.entries import (
     GENESIS,
     LABEL,
@@ -34,6 +35,7 @@ from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RECEIPT_SEED = bytes(range(32))
+ORIGIN_PREFIX = "memaudit.test"
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Housekeeper:
         self.log: list[tuple[str, SignedEntry]] = []
         self.leaf_hashes: list[bytes] = []
         self.tree_heads: list[SignedTreeHead] = []
+        self.checkpoints: list[str] = []  # the C2SP checkpoint note of each tree head
         self.receipts: list[dict] = []
         self.receipt_key = Ed25519Key(RECEIPT_SEED)
 
@@ -118,6 +121,8 @@ class Housekeeper:
         signer = self.keys.signer(self.tenant, self.now)
         sth = sign_tree_head(self.tenant, len(self.leaf_hashes), root(self.leaf_hashes), t, signer)
         self.tree_heads.append(sth)
+        cp = Checkpoint(checkpoint_origin(ORIGIN_PREFIX, self.tenant), sth.size, sth.root)
+        self.checkpoints.append(sign_checkpoint(cp, public_key=signer.public_key, sign=signer.sign).encode())
         return sth
 
     def receipt(self, mids: list[str], query: str = "what is the capital of France?", k: int = 5) -> dict:
@@ -140,7 +145,12 @@ class Housekeeper:
         return build_bundle(tenant=self.tenant, epochs=self.keys.epochs(self.tenant), memories=memories,
                             log_leaves=[leaf_ref(mid, e) for mid, e in self.log], tree_heads=self.tree_heads,
                             receipts=self.receipts, receipt_public_keys=[self.receipt_key.public_key],
-                            exported_at=format_time(self.now), leaf_hashes=self.leaf_hashes)
+                            exported_at=format_time(self.now), leaf_hashes=self.leaf_hashes,
+                            checkpoints=self.checkpoints)
+
+    @property
+    def anchor(self) -> bytes:
+        return self.keys.epochs(self.tenant)[0].public_key
 
 
 def small_ledger(keydir: Path) -> Housekeeper:

@@ -178,3 +178,15 @@ def test_consistency_proofs_for_random_trees_verify(m_n):
     if proof:
         with pytest.raises(ProofError):
             verify_consistency(m, n, proof[:-1] + [_flip(proof[-1])], old, new)
+
+
+def test_merkle_levels_give_the_same_proofs_and_roots_as_the_direct_computation():
+    """consistency_records builds the levels once (a tree head a minute means hundreds of proofs)."""
+    from ledger.core.merkle import MerkleLevels, consistency_proof, leaf_hash, root
+
+    leaves = [leaf_hash(bytes([i % 256, i // 256])) for i in range(300)]
+    levels = MerkleLevels(leaves)
+    for lo, hi in [(0, 300), (0, 1), (0, 256), (256, 300), (17, 29), (5, 5)]:
+        assert levels.range_root(lo, hi) == root(leaves[lo:hi])
+    for old, new in [(1, 2), (3, 7), (7, 8), (100, 300), (256, 300), (299, 300), (5, 5)]:
+        assert consistency_proof(old, leaves, new_size=new, levels=levels) == consistency_proof(old, leaves[:new])

@@ -149,21 +149,29 @@ def test_it_raises_bundle_error_for_unusable_input(bundle, broken):
 # --------------------------------------------------------------------------- CLI
 
 
-def run_cli(path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger.core.verify", str(path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+def run_cli(path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger.core.verify", str(path), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
 
 
-def test_cli_exits_0_for_a_clean_bundle(bundle, tmp_path):
+def test_cli_exits_0_for_a_clean_anchored_bundle(bundle, tmp_path):
     write_bundle(bundle, tmp_path / "bundle.json")
-    out = run_cli(tmp_path / "bundle.json")
+    out = run_cli(tmp_path / "bundle.json", "--anchor", bundle["epochs"][0]["public_key"])
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("OK: 3 memories, ")
 
 
+def test_cli_exits_3_and_says_unanchored_first_without_an_anchor(bundle, tmp_path):
+    write_bundle(bundle, tmp_path / "bundle.json")
+    out = run_cli(tmp_path / "bundle.json")
+    assert out.returncode == 3, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("UNANCHORED") and lines[-1].startswith("UNANCHORED: 3 memories")
+
+
 def test_cli_reads_the_directory_form(bundle, tmp_path):
     write_bundle_dir(bundle, tmp_path / "export")
-    assert run_cli(tmp_path / "export").returncode == 0
+    assert run_cli(tmp_path / "export", "--trust-anchor", bundle["epochs"][0]["public_key"]).returncode == 0
 
 
 def test_cli_exits_1_and_prints_one_line_per_finding(bundle, tmp_path):
