@@ -32,7 +32,7 @@ from .cmis import (
     run_replay,
 )
 from .consistency import ConsistencyBackend, RulesBackend
-from .expansion import expand_batch
+from .expansion import content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, make_harm
@@ -65,6 +65,9 @@ class AuditParams:
     expansion_agreement: float = 0.6
     expansion_min_tokens: int = 3
     expansion_dormant: bool = True
+    # Harm reach (expansion step 2b): records whose content meets a seed's harm, nearer the
+    # seeds than a random clean sample on some feature; any answer shape, no metadata needed.
+    expansion_harm_reach: bool = True
     group_credit_filter: bool = True
     baselines: bool = True
     baseline_residual: bool = True
@@ -124,7 +127,7 @@ _CHEAP_HARMS = ("contains", "regex", "similarity")
 
 
 def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str], bool]:
-    """Does a memory's own content (its answer, else its text) meet the event's harm?"""
+    """Does a memory's own content (its answer slot, its text, a line of it) meet the harm?"""
     by_id = {m.id: m for m in memories}
 
     def check(ev: AuditEvent, mid: str) -> bool:
@@ -133,9 +136,11 @@ def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str
         m = by_id.get(mid)
         if m is None:
             return True
-        answer = m.metadata.get("answer") if isinstance(m.metadata, dict) else None
-        texts = ([str(answer)] if answer not in (None, "") else []) + [m.text]
-        return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in texts)
+        if getattr(ev.harm, "type", None) == "similarity":
+            answer = m.metadata.get("answer") if isinstance(m.metadata, dict) else None
+            texts = ([str(answer)] if answer not in (None, "") else []) + [m.text]
+            return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in texts)
+        return content_meets_harm(ev, m.metadata, m.text)
 
     return check
 
@@ -212,7 +217,7 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
     exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
                        alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
                        min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
-                       dormant=p.expansion_dormant,
+                       dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
                        group_thresholds=p.group_thresholds, combine=p.combine,
                        carries_harm=_carries_harm(retriever.memories)
                        if p.group_credit_filter else None)
@@ -229,6 +234,8 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
             by_id[mid] = s
         s.per_event.extend(rows)
         s.signals["answer_agreement"] = agree
+        for feat, margin in exp.affinity.get(mid, {}).items():
+            s.signals[f"seed_{feat}"] = margin
         s.ds = max(s.ds, p.alpha * min(sc.cmis, 1.0) + (1 - p.alpha) * max(s.cas_hat, agree))
     ranked.sort(key=lambda s: (-s.ds, -s.cmis, -s.cas, s.id))
     for i, s in enumerate(ranked, start=1):
