@@ -220,9 +220,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         correct_b = sum(1 for a, b in zip(benign_before, sc.benign) if a.casefold() == b["expected"].casefold())
         correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if a.casefold() == b["expected"].casefold())
         sc_ = score_removed(removed, es.truth if es.truth else set())
-        verdicts = {s.id: getattr(s, "verdict", "") for s in (res.suspects if res else [])}
-        poison_like = [m for m in removed if verdicts.get(m, "poison-like") != "honest-error"] \
-            if method == "memaudit" else removed
+        poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
+        corrections = res.honest_errors if (method == "memaudit" and res) else []
         row = {"family": name, "split": FAMILIES[name].split, "rho": rho, "rho_achieved": sc.meta["rho"],
                "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),
@@ -231,6 +230,9 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
                "true_positives": sc_["true_positives"], "false_positives": sc_["false_positives"],
                "precision": sc_["precision"], "recall": sc_["recall"] if es.truth else None,
                "poison_suspects": len(poison_like),
+               "poison_suspect_tp": len(set(poison_like) & set(es.truth or ())),
+               "corrections": len(corrections),
+               "corrections_honest": len(set(corrections) & honest),
                "honest_errors": len(honest), "honest_removed": len(set(removed) & honest),
                "utility_changed": changed / max(1, len(sc.benign)),
                "benign_acc_before": correct_b / max(1, len(sc.benign)),
@@ -239,13 +241,18 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
                                if method == "cmis" else 0) if res else 0,
                "seconds": round(secs, 2)}
         if method == "memaudit" and res is not None:
-            row["extra"] = getattr(res, "report", {})
+            col = {k: v for k, v in res.collateral.items() if k != "rows"}
+            row["collateral"] = col
+            row["engine_utility_cost"] = col.get("utility_cost")
+            row["signal_influence"] = res.signal_influence
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
           f"asr {ma['asr_before']:.2f}->{ma['asr_after']:.2f} removed={ma['removed']}/{ma['poisoned']} "
           f"P={_f(ma['precision'])} R={_f(ma['recall'])} util={ma['utility_changed']:.2f} "
-          f"suspects={ma['poison_suspects']} calls={ma['agent_calls']} {secs:.1f}s | "
+          f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
+          f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
+          f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']} {secs:.1f}s | "
           f"cmis asr {rows[1]['asr_after']:.2f} R={_f(rows[1]['recall'])}", flush=True)
     return rows
 
@@ -265,7 +272,7 @@ def family_table(rows: list[dict]) -> str:
         lines.append(f"| {fam} | {split} | {rho} | {obs} | {method} | {mean('incidents'):.1f} | "
                      f"{mean('asr_before'):.2f} | {mean('asr_after'):.2f} | {mean('removed'):.1f}/"
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
-                     f"{mean('poison_suspects'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
+                     f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
                      f"{mean('utility_changed'):.2f} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
 
