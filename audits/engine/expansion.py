@@ -24,7 +24,8 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    structural evidence both speak, as for the incidents.
 5. Repeat with the grown batch (bounded rounds) until no memory joins.
 2b. Harm reach (issue 16, format-free): a record whose own content meets a seed event's harm
-   (cheap harms: contains/regex, applied to its answer slot, its text and each of its lines —
+   (cheap harms: a contains target as a whole word or phrase; a regex applied to its answer
+   slot, its text, each line and each sentence —
    any answer shape, one token or a number included, no metadata needed) and that is closer to
    the seeds than every memory of a random clean reference sample is, on at least one
    feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
@@ -106,6 +107,12 @@ def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text:
     """Does a memory's own content meet the event's harm? Only for harms cheap to apply."""
     if getattr(ev.harm, "type", None) not in ("contains", "regex"):
         return False
+    target = getattr(ev.harm, "target", None)
+    if isinstance(target, str) and target.strip():
+        # A contains-harm is met by a memory only as a whole claim: "2" is in "A: 2", not in
+        # "item 12" — otherwise a short target (a digit, "yes") sweeps in half the store.
+        return re.search(r"(?<!\w)" + re.escape(target.strip()) + r"(?!\w)", text, re.IGNORECASE) \
+            is not None or (answer_slot(metadata, text) or "").strip().casefold() == target.strip()
     slot = answer_slot(metadata, text)
     parts = ([slot] if slot else []) + [text] + [ln for ln in text.splitlines() if ln.strip()]
     parts += [p for ln in text.splitlines() for p in re.split(r"(?<=[.!?:])\s+", ln) if p.strip()]
@@ -197,6 +204,14 @@ def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Colle
     if not times:
         return {}
     lo, hi = _burst(times)
+    timed = np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None])
+    span = float(timed.max() - timed.min()) if len(timed) > 1 else 0.0
+    inside = int(np.sum((timed >= lo) & (timed <= hi)))
+    # A burst is a density anomaly: the window must hold at least 5 times the records an even
+    # spread would put there, and at most a tenth of the timed store.
+    expected = len(timed) * (hi - lo) / span if span > 0 else float("inf")
+    if inside < 5 * expected or inside > 0.1 * len(timed):
+        return {}
     out: dict[str, str] = {}
     for i, m in enumerate(mems):
         if m.id in skip or not allowed[i]:

@@ -161,12 +161,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # 3. attack shape
         shape: list[str] = []
         if t is not None and span > 0:
-            peers = [p for p in members if p != m and times[p] is not None]
-            near = [p for p in peers if abs(times[p] - t) <= 0.002 * span]
-            clean_near = int(np.sum(np.abs(ref_t - t) <= 0.002 * span)) if len(ref_t) else 0
-            if len(near) >= 2 and clean_near == 0:
-                shape.append(f"write-time burst: written with {len(near)} other suspects inside "
-                             f"{0.002 * span:.3g} time units, no clean record sampled there")
+            # The burst is as wide as the gap to the second-nearest suspect in time; it is a
+            # burst when no clean reference record was written inside it.
+            gaps = sorted(abs(times[p] - t) for p in members if p != m and times[p] is not None)
+            if len(gaps) >= 2:
+                width = max(gaps[1], 1e-9)
+                clean_near = int(np.sum(np.abs(ref_t - t) <= width)) if len(ref_t) else 0
+                if clean_near == 0:
+                    near = sum(1 for g in gaps if g <= width)
+                    shape.append(f"write-time burst: written with {near} other suspects within "
+                                 f"{width:.3g} time units, no clean record sampled there")
         src = _meta(rec).get("source")
         if isinstance(src, str):
             shared = sum(1 for p in members if p != m and _meta(mems[idx[p]]).get("source") == src)
@@ -179,7 +183,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
-            if len(qs) >= 3 and corrected_by is None:
+            if len(qs) >= 3:  # a correction of one fact does not explain one claim planted everywhere
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
                              "distinct questions")
         if shape:

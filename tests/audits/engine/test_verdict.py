@@ -115,12 +115,12 @@ def test_collateral_names_the_member_whose_removal_breaks_a_clean_answer(hashing
 def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(hashing_embedder):
     q = "how many moons does the planet Zorb have?"
     mems = _fillers(60) + [
-        MemoryRecord("old1", f"Q: {q}\nA: 2", {"query": q, "answer": "2", "written_at": 110.0}),
-        MemoryRecord("old2", f"Question: {q}\nA: 2", {"query": q, "answer": "2", "written_at": 125.0}),
-        MemoryRecord("new", f"Q: {q} (update)\nA: 3\nCorrection: earlier notes said 2; outdated.",
-                     {"query": q, "answer": "3", "written_at": 150.0}),
+        MemoryRecord("old1", f"Q: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 110.0}),
+        MemoryRecord("old2", f"Question: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 125.0}),
+        MemoryRecord("new", f"Q: {q} (update)\nA: Ama\nCorrection: earlier notes said Olu; outdated.",
+                     {"query": q, "answer": "Ama", "written_at": 150.0}),
     ]
-    sc = Scenario(mems, None, [Probe("p", q, HarmSpec("contains", {"target": "2"}), True)],
+    sc = Scenario(mems, None, [Probe("p", q, HarmSpec("contains", {"target": "Olu"}), True)],
                   AgentConfig("builtin-vote", 5), set())
     emb = hashing_embedder.encode([m.text for m in mems])
     agent = make_agent(sc.agent)
