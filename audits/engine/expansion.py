@@ -208,9 +208,9 @@ def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Colle
     span = float(timed.max() - timed.min()) if len(timed) > 1 else 0.0
     inside = int(np.sum((timed >= lo) & (timed <= hi)))
     # A burst is a density anomaly: the window must hold at least 5 times the records an even
-    # spread would put there, and at most a tenth of the timed store.
+    # spread would put there.
     expected = len(timed) * (hi - lo) / span if span > 0 else float("inf")
-    if inside < 5 * expected or inside > 0.1 * len(timed):
+    if inside < 5 * expected:
         return {}
     out: dict[str, str] = {}
     for i, m in enumerate(mems):
