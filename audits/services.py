@@ -880,8 +880,14 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
     if audit_run.status != AuditRun.Status.DONE:
         raise DjangoValidationError({"audit_run": ["the audit has not finished"]})
     suspects = audit_run.suspects.select_related("memory")
+    # The engine's verdict per batch member (issue 16): only poison-like members are proposed
+    # as poison_suspect by default; honest errors are left for an explicit choice.
+    verdicts = (audit_run.results or {}).get("verdicts") or {}
     if memory_ids is None:
         suspects = suspects.filter(in_batch=True)
+        honest = [ext for ext, v in verdicts.items() if v.get("verdict") == "honest-error"]
+        if honest:
+            suspects = suspects.exclude(memory__external_id__in=honest)
     else:
         wanted = {int(m) for m in memory_ids}
         suspects = suspects.filter(memory_id__in=wanted)
@@ -901,6 +907,9 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
             scores = {"rank": s.rank, "ds": s.ds, "cmis": s.cmis, "cas": s.cas, "in_batch": s.in_batch}
             why = reason or (f"Audit #{audit_run.pk}: rank {s.rank}, DS {s.ds:.3f} "
                              f"(CMIS {s.cmis:.3f}, CAS {s.cas:.3f})")
+            v = verdicts.get(s.memory.external_id)
+            if v and not reason:
+                why += f"; {v['verdict']}: " + "; ".join(v.get("reasons", [])[:3])
             p = ReviewProposal.objects.create(
                 organization=audit_run.organization, store=audit_run.store, memory=s.memory,
                 source=ReviewProposal.Source.AUDIT, audit_run=audit_run, reason=why, scores=scores,

@@ -67,6 +67,8 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
                           "harmful": r.get("harmful"), "total": r.get("total"), "rate": r.get("rate"),
                           "ours": False})
     suspect_by_ext = {s["external_id"]: s for s in data["suspects"]}
+    res = data["run"].results or {}
+    verdicts = res.get("verdicts") or {}  # issue 16: poison-like vs honest error per batch member
     text_by_pk = dict(Memory.objects.filter(pk__in=[n["memory_pk"] for n in data["graph"]["nodes"]
                                                     if n.get("memory_pk")]).values_list("pk", "text"))
     nodes = []
@@ -81,7 +83,15 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         "positive_count": selectors.positive_suspect_count(run=data["run"]), "terms": TERMS,
         "batch_size": batch_size, "baseline_rows": baselines,
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
-        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]),
+        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]
+                          and verdicts.get(s["external_id"], {}).get("verdict") != "honest-error"),
+        "verdict_groups": {
+            "poison_like": [{**v, "suspect": suspect_by_ext.get(ext)} for ext, v in sorted(verdicts.items())
+                            if v.get("verdict") != "honest-error"],
+            "honest_errors": [{**v, "suspect": suspect_by_ext.get(ext)} for ext, v in sorted(verdicts.items())
+                              if v.get("verdict") == "honest-error"],
+        },
+        "collateral": {k: v for k, v in (res.get("collateral") or {}).items() if k != "rows"},
     })
     return data
 

@@ -41,7 +41,14 @@ sys.path.insert(0, str(ROOT))
 from audits.engine.agents import make_agent as _make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
 from audits.engine.egress import policy_for_url  # noqa: E402
-from audits.engine.evaluate import KEYS, METHODS, ProbeRunner, evaluate_all, incidents_from_probes  # noqa: E402
+from audits.engine.evaluate import (  # noqa: E402
+    KEYS,
+    METHODS,
+    ProbeRunner,
+    evaluate_all,
+    incidents_from_probes,
+    score_removed,
+)
 from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
@@ -176,6 +183,108 @@ def sweep_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- families
+
+
+FAMILY_METHODS = ("memaudit", "cmis", "mcg")
+
+
+def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], removed) -> list[str]:
+    return [replayer.replay(b["query"], removed, b.get("candidates"))[1].text for b in queries]
+
+
+def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
+               params: AuditParams | None = None) -> list[dict]:
+    """One family scenario: the audit, then per method ASR, P/R, utility cost, calls."""
+    from bench.scenarios.families import FAMILIES, build_family
+
+    sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed)
+    es = to_engine(sc)
+    embeddings = emb.encode([m.text for m in es.memories])
+    agent = make_agent(es.agent)
+    retriever = Retriever(es.memories, embeddings, None, embedder=emb)
+    probe_rep = Replayer(agent, retriever, es.agent.top_k, {})
+    runner = ProbeRunner(es, probe_rep, emb)
+    before = runner.run(())
+    incidents = incidents_from_probes(before)
+    p = params or AuditParams(top_k=es.agent.top_k)
+    t = time.perf_counter()
+    res = run_audit(es.memories, embeddings, None, incidents, agent, None, p, {}, embedder=emb) \
+        if incidents else None
+    secs = time.perf_counter() - t
+    benign_before = _answers(es, probe_rep, sc.benign, ())
+    honest = set(sc.meta.get("honest_errors", []))
+    rows = []
+    for method in FAMILY_METHODS:
+        if res is None:
+            removed: list[str] = []
+        elif method == "memaudit":
+            removed = list(res.batch)
+        else:
+            removed = list(res.baselines.get(method, {}).get("removed", []))
+        after = runner.run(removed)
+        benign_after = _answers(es, probe_rep, sc.benign, removed)
+        changed = sum(1 for a, b in zip(benign_before, benign_after) if a != b)
+        correct_b = sum(1 for a, b in zip(benign_before, sc.benign) if a.casefold() == b["expected"].casefold())
+        correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if a.casefold() == b["expected"].casefold())
+        sc_ = score_removed(removed, es.truth if es.truth else set())
+        poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
+        corrections = res.honest_errors if (method == "memaudit" and res) else []
+        row = {"family": name, "split": FAMILIES[name].split, "rho": rho, "rho_achieved": sc.meta["rho"],
+               "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
+               "asr_before": sum(r["harmful"] for r in before) / len(before),
+               "asr_after": sum(r["harmful"] for r in after) / len(after),
+               "removed": len(removed), "poisoned": len(es.truth or ()),
+               "true_positives": sc_["true_positives"], "false_positives": sc_["false_positives"],
+               "precision": sc_["precision"], "recall": sc_["recall"] if es.truth else None,
+               "poison_suspects": len(poison_like),
+               "poison_suspect_tp": len(set(poison_like) & set(es.truth or ())),
+               "corrections": len(corrections),
+               "corrections_honest": len(set(corrections) & honest),
+               "honest_errors": len(honest), "honest_removed": len(set(removed) & honest),
+               "utility_changed": changed / max(1, len(sc.benign)),
+               "benign_acc_before": correct_b / max(1, len(sc.benign)),
+               "benign_acc_after": correct_a / max(1, len(sc.benign)),
+               "agent_calls": (res.agent_calls if method == "memaudit" else res.cmis_agent_calls
+                               if method == "cmis" else 0) if res else 0,
+               "seconds": round(secs, 2)}
+        if method == "memaudit" and res is not None:
+            col = {k: v for k, v in res.collateral.items() if k != "rows"}
+            row["collateral"] = col
+            row["engine_utility_cost"] = col.get("utility_cost")
+            row["signal_influence"] = res.signal_influence
+        rows.append(row)
+    ma = rows[0]
+    print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
+          f"asr {ma['asr_before']:.2f}->{ma['asr_after']:.2f} removed={ma['removed']}/{ma['poisoned']} "
+          f"P={_f(ma['precision'])} R={_f(ma['recall'])} util={ma['utility_changed']:.2f} "
+          f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
+          f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
+          f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']} {secs:.1f}s | "
+          f"cmis asr {rows[1]['asr_after']:.2f} R={_f(rows[1]['recall'])}", flush=True)
+    return rows
+
+
+def family_table(rows: list[dict]) -> str:
+    """Mean over seeds per (family, ρ, observed, method)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
+    head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
+            "P | R | poison_suspect | honest removed | utility changed | calls |")
+    lines = [head, "|" + "---|" * 15]
+    for (fam, split, rho, obs, method), rs in groups.items():
+        def mean(k, rs=rs):
+            vals = [r[k] for r in rs if r[k] is not None]
+            return sum(vals) / len(vals) if vals else None
+        lines.append(f"| {fam} | {split} | {rho} | {obs} | {method} | {mean('incidents'):.1f} | "
+                     f"{mean('asr_before'):.2f} | {mean('asr_after'):.2f} | {mean('removed'):.1f}/"
+                     f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
+                     f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
+                     f"{mean('utility_changed'):.2f} | {mean('agent_calls'):.0f} |")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- scaling
 
 
@@ -280,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--incidents", type=int, default=100)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cold", action="store_true", help="ignore the persisted embedding cache")
+    ap.add_argument("--families", default="", help="comma-separated family names, or 'all' (bench/scenarios/families.py)")
+    ap.add_argument("--split", choices=("tune", "holdout", "all"), default="all",
+                    help="with --families all: only the TUNE or only the HOLDOUT families")
+    ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
+    ap.add_argument("--fam-size", type=int, default=400)
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
     a = ap.parse_args(argv)
     if a.quick:
@@ -288,6 +402,22 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"embedding_model": emb.model_name, "agent": "builtin-vote (simulation)",
                               "scenarios": "MINJA-style simulations (bench/scenarios)"}
     try:
+        if a.families:
+            from bench.scenarios.families import families
+
+            names = families(None if a.split == "all" else a.split) if a.families == "all" \
+                else [n for n in a.families.split(",") if n]
+            rows = []
+            print(f"families ({a.split}), builtin simulations:", flush=True)
+            for name in names:
+                for rho in [float(r) for r in a.rhos.split(",")]:
+                    for seed in [int(s) for s in a.seeds.split(",")]:
+                        for obs in [int(o) for o in a.observed.split(",")]:
+                            rows += family_run(name, rho, seed, obs, a.fam_size, emb)
+            result["families"] = rows
+            print()
+            print(family_table(rows))
+            a.no_sweep = True
         if not a.no_sweep:
             kinds = a.kinds.split(",")
             seeds = [int(s) for s in a.seeds.split(",")]

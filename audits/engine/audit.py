@@ -3,7 +3,10 @@
 1. Events from the incidents (reference harm h(q*, y*)).
 2. CMIS: near-duplicate groups, the replay plan, every replay, combination.
 3. MCG over the scope (candidates and group members, plus neighbours) and CAS.
-4. Fusion into DS, one batch decided after all events, residual-harm verification.
+4. Fusion into DS, one batch decided after all events, residual-harm verification; then
+   (issue 16) a poison/honest-error verdict per batch member (`verdict.judge`), the collateral
+   check over clean questions synthesised from non-suspect memories, and how much CAS moved
+   the ranking (`signal_influence`) — reported, additive fields of `AuditResult`.
 5. Baselines removing as many memories, each with its own residual harm.
 
 The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fan-out,
@@ -33,13 +36,14 @@ from .cmis import (
     run_replays,
 )
 from .consistency import ConsistencyBackend, RulesBackend
-from .expansion import expand_batch
+from .expansion import content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, make_harm
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import Incident, MemoryRecord
+from .verdict import HONEST_ERROR, judge
 
 ProgressCb = Callable[[str, int, int], None]
 
@@ -66,10 +70,18 @@ class AuditParams:
     expansion_agreement: float = 0.6
     expansion_min_tokens: int = 3
     expansion_dormant: bool = True
+    # Harm reach (expansion step 2b): records whose content meets a seed's harm, nearer the
+    # seeds than a random clean sample on some feature; any answer shape, no metadata needed.
+    expansion_harm_reach: bool = True
     group_credit_filter: bool = True
     baselines: bool = True
     baseline_residual: bool = True
     seed: int = 0
+    # Issue 16: a poison/honest-error verdict per batch member, the collateral check (clean
+    # questions synthesised from non-suspect memories, replayed with and without the batch;
+    # 0 turns it off) and the per-run report of how much CAS moved the ranking.
+    verdicts: bool = True
+    collateral_questions: int = 20
 
 
 @dataclass
@@ -88,9 +100,26 @@ class AuditResult:
     timings: dict[str, float] = field(default_factory=dict)
     cmis: dict[str, CmisScore] = field(default_factory=dict)
     cas: dict[str, float] = field(default_factory=dict)
+    # Additive (issue 16): verdicts per batch member, the collateral check, CAS influence.
+    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    collateral: dict[str, Any] = field(default_factory=dict)
+    signal_influence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def poison_suspects(self) -> list[str]:
+        """Batch members judged poison-like (all of the batch when no verdict was made)."""
+        if not self.verdicts:
+            return list(self.batch)
+        return [m for m in self.batch if self.verdicts.get(m, {}).get("verdict") != HONEST_ERROR]
+
+    @property
+    def honest_errors(self) -> list[str]:
+        return [m for m in self.batch if self.verdicts.get(m, {}).get("verdict") == HONEST_ERROR]
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "verdicts": self.verdicts, "collateral": self.collateral,
+            "signal_influence": self.signal_influence,
             "suspects": [s.__dict__ for s in self.suspects],
             "batch": self.batch, "residual": self.residual,
             "residual_rounds": self.residual_rounds, "baselines": self.baselines,
@@ -127,7 +156,7 @@ _CHEAP_HARMS = ("contains", "regex", "similarity")
 
 
 def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str], bool]:
-    """Does a memory's own content (its answer, else its text) meet the event's harm?"""
+    """Does a memory's own content (its answer slot, its text, a line of it) meet the harm?"""
     by_id = {m.id: m for m in memories}
 
     def check(ev: AuditEvent, mid: str) -> bool:
@@ -136,9 +165,11 @@ def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str
         m = by_id.get(mid)
         if m is None:
             return True
-        answer = m.metadata.get("answer") if isinstance(m.metadata, dict) else None
-        texts = ([str(answer)] if answer not in (None, "") else []) + [m.text]
-        return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in texts)
+        if getattr(ev.harm, "type", None) == "similarity":
+            answer = m.metadata.get("answer") if isinstance(m.metadata, dict) else None
+            texts = ([str(answer)] if answer not in (None, "") else []) + [m.text]
+            return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in texts)
+        return content_meets_harm(ev, m.metadata, m.text)
 
     return check
 
@@ -215,7 +246,7 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
     exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
                        alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
                        min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
-                       dormant=p.expansion_dormant,
+                       dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
                        group_thresholds=p.group_thresholds, combine=p.combine,
                        carries_harm=_carries_harm(retriever.memories)
                        if p.group_credit_filter else None)
@@ -232,6 +263,8 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
             by_id[mid] = s
         s.per_event.extend(rows)
         s.signals["answer_agreement"] = agree
+        for feat, margin in exp.affinity.get(mid, {}).items():
+            s.signals[f"seed_{feat}"] = margin
         s.ds = max(s.ds, p.alpha * min(sc.cmis, 1.0) + (1 - p.alpha) * max(s.cas_hat, agree))
     ranked.sort(key=lambda s: (-s.ds, -s.cmis, -s.cas, s.id))
     for i, s in enumerate(ranked, start=1):
@@ -322,6 +355,26 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 
+    # 4b. Verdicts, collateral check, CAS influence (issue 16)
+    t = time.perf_counter()
+    verdicts: dict[str, dict[str, Any]] = {}
+    if p.verdicts and batch:
+        claims = _claims(batch, ranked, evmap, retriever)
+        for mid, v in judge(batch, retriever, claims=claims, seed=p.seed).items():
+            verdicts[mid] = v.to_dict()
+        for s in ranked:
+            if s.id in verdicts:
+                s.verdict = verdicts[s.id]["verdict"]
+                s.reasons = list(verdicts[s.id]["reasons"])
+    collateral = collateral_check(batch, retriever, replayer, n=p.collateral_questions,
+                                  seed=p.seed) if batch and p.collateral_questions else {}
+    for mid in collateral.get("breaking", []):
+        if mid in verdicts:
+            verdicts[mid]["reasons"].append("collateral: removing it changes a clean answer")
+    influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
+                                 seed=p.seed)
+    timings["verdicts"] = time.perf_counter() - t
+
     # 5. Baselines
     t = time.perf_counter()
     baselines: dict[str, dict[str, Any]] = {}
@@ -344,7 +397,139 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
         baselines=baselines, graph=graph_for_plot(mg, suspects=batch) if len(mg.graph) <= 3000
         else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
         groups=groups, events=ev_rows, agent_calls=replayer.calls, cmis_agent_calls=cmis_calls,
-        replays=len(jobs), timings=timings, cmis=cmis, cas=cas)
+        replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
+        collateral=collateral, signal_influence=influence)
+
+
+def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
+            retriever: Retriever) -> dict[str, str]:
+    """What each batch member asserts: its answer slot, else the target of the (contains) harm
+    of the event that credited it — so a memory without an answer layout still has a claim."""
+    from .expansion import answer_slot
+
+    by_id = {s.id: s for s in ranked}
+    out: dict[str, str] = {}
+    for mid in batch:
+        if mid not in retriever.index:
+            continue
+        m = retriever.memories[retriever.index[mid]]
+        slot = answer_slot(m.metadata, m.text)
+        if slot:
+            out[mid] = slot
+            continue
+        s = by_id.get(mid)
+        for e in (s.per_event if s else []):
+            ev = evmap.get(e.get("event", ""))
+            target = getattr(ev.harm, "target", None) if ev is not None else None
+            if target:
+                out[mid] = str(target)
+                break
+    return out
+
+
+def _question_of(m: MemoryRecord) -> str:
+    q = m.metadata.get("query") if isinstance(m.metadata, dict) else None
+    return q.strip() if isinstance(q, str) and q.strip() else m.text[:300]
+
+
+def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Replayer, *,
+                     n: int = 20, seed: int = 0) -> dict[str, Any]:
+    """Replay clean questions with and without the batch; report what changes (issue 16).
+
+    The questions are synthesised from non-suspect memories (their `metadata.query`, else their
+    text): half from the batch's embedding neighbourhood, where removal can reach, half at
+    random. A question whose answer changes is *broken* when the answer before was the source
+    memory's own claim (its answer slot, or the answer appeared in its text); the batch members
+    the question retrieved before are named as `breaking`. Replays whose retrieval the batch
+    does not touch are cache hits, so the check costs agent calls only where it matters.
+    """
+    from .expansion import answer_slot
+
+    in_batch = set(batch)
+    idx = [retriever.index[m] for m in batch if m in retriever.index]
+    mems = retriever.memories
+    allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
+    pool = [i for i, m in enumerate(mems) if m.id not in in_batch and allowed[i]]
+    if not idx or not pool:
+        return {}
+    E = retriever.embeddings
+    near = (E[pool] @ E[idx].T).max(axis=1)
+    order = [pool[j] for j in np.argsort(-near)]
+    rng = np.random.default_rng(seed)
+    picked = list(dict.fromkeys(order[: n // 2] + rng.permutation(pool).tolist()))[:n]
+    calls0 = replayer.calls
+    rows = []
+    breaking: set[str] = set()
+    for i in picked:
+        m = mems[i]
+        q = _question_of(m)
+        r0, y0 = replayer.replay(q, ())
+        r1, y1 = replayer.replay(q, in_batch)
+        changed = y0.text.strip().casefold() != y1.text.strip().casefold()
+        own = answer_slot(m.metadata, m.text)
+        supported = bool(y0.text.strip()) and (
+            (own is not None and own.casefold() == y0.text.strip().casefold())
+            or (own is None and y0.text.strip().casefold() in m.text.casefold()))
+        broke = changed and supported
+        culprits = sorted(x.id for x in r0 if x.id in in_batch) if broke else []
+        breaking.update(culprits)
+        rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text,
+                     "changed": changed, "broken": broke, "culprits": culprits})
+    total = len(rows)
+    changed_n = sum(1 for r in rows if r["changed"])
+    broken_n = sum(1 for r in rows if r["broken"])
+    return {"questions": total, "changed": changed_n, "broken": broken_n,
+            # Utility cost: answers the store itself supported that the batch changes. Answers
+            # that merely change (`changed`) include the ones the batch fixed.
+            "utility_cost": broken_n / total if total else 0.0,
+            "changed_share": changed_n / total if total else 0.0,
+            "breaking": sorted(breaking), "flagged": broken_n > 0,
+            "agent_calls": replayer.calls - calls0, "rows": rows}
+
+
+def _auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    if not pos or not neg:
+        return None
+    wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,
+                     alpha: float, threshold: float, seed: int = 0) -> dict[str, Any]:
+    """How much CAS (and each of its signals) moved this run's ranking and batch.
+
+    Evidence: the confirmed seeds (batch members with causal credit) against a seeded random
+    sample of the pool outside the batch. Reported: each signal's AUC on that evidence, the
+    α that evidence supports (1.0 — CAS gets no weight — when CAS separates seeds from clean no
+    better than chance, AUC ≤ 0.6; else the paper's 0.6), how many batch members would change
+    with CMIS alone, and the mean rank shift CAS causes among the batch.
+    """
+    by_id = {s.id: s for s in ranked}
+    seeds = [m for m in batch if m in by_id and by_id[m].cmis > 0]
+    rng = np.random.default_rng(seed)
+    rest = [m for m in pool if m not in set(batch) and m in by_id]
+    sample = rng.permutation(rest).tolist()[:200] if rest else []
+    out: dict[str, Any] = {"seeds": len(seeds), "reference": len(sample)}
+    cas_auc = _auc([by_id[m].cas_hat for m in seeds], [by_id[m].cas_hat for m in sample])
+    out["cas_auc"] = None if cas_auc is None else round(cas_auc, 3)
+    sig_names = sorted({k for s in ranked for k in s.signals})
+    out["signal_auc"] = {}
+    for k in sig_names:
+        a = _auc([by_id[m].signals.get(k, 0.0) for m in seeds],
+                 [by_id[m].signals.get(k, 0.0) for m in sample])
+        if a is not None:
+            out["signal_auc"][k] = round(a, 3)
+    out["alpha_supported"] = 0.6 if cas_auc is not None and cas_auc > 0.6 else 1.0 \
+        if cas_auc is not None else None
+    out["alpha_used"] = alpha
+    cmis_rank = {s.id: i for i, s in enumerate(sorted(ranked, key=lambda s: (-s.cmis_hat, s.id)))}
+    ds_rank = {s.id: i for i, s in enumerate(ranked)}
+    shifts = [abs(cmis_rank[m] - ds_rank[m]) for m in batch if m in ds_rank]
+    out["mean_rank_shift_in_batch"] = round(float(np.mean(shifts)), 2) if shifts else 0.0
+    # Batch decisions CAS made: members in with CMIS credit below what α alone needs, or
+    # suspects kept out although their CMIS alone would reach the threshold at α = 1.
+    out["cas_decided"] = sum(1 for m in batch if m in by_id and by_id[m].cmis_hat < threshold)
+    return out
 
 
 def audit_summary(result: AuditResult, truth: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -23,6 +23,16 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    DS = α·CMIS + (1 − α)·max(CAS^, agreement) reaches the batch threshold: causal and
    structural evidence both speak, as for the incidents.
 5. Repeat with the grown batch (bounded rounds) until no memory joins.
+2b. Harm reach (issue 16, format-free): a record whose own content meets a seed event's harm
+   (cheap harms: a contains target as a whole word or phrase; a regex applied to its answer
+   slot, its text, each line and each sentence —
+   any answer shape, one token or a number included, no metadata needed) and that is closer to
+   the seeds than every memory of a random clean reference sample is, on at least one
+   feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
+   seed, rare in the store) or write time (`metadata.written_at` inside the seeds' burst). The
+   cut is the reference sample's own maximum, so it is set per store, not a constant. Such a
+   record's agreement is 1.0 (its content asserts what the seed's harm looks for); it still
+   has to earn causal credit below before it joins.
 6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
    today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
    where CMIS tests necessity. When that output meets the harm, its score is that harm and
@@ -32,7 +42,7 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +58,12 @@ from .cmis import (
     run_replay,
 )
 from .fusion import HARMFUL
+from .harm import make_harm
 from .replay import Replayer
 from .retriever import RetrievedMemory, Retriever
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
 
 
 def answer_slot(metadata: Mapping[str, Any] | None, text: str) -> str | None:
@@ -91,6 +103,126 @@ def agreement_scores(patterns: Sequence[frozenset[str]], slots: Sequence[frozens
     return out
 
 
+def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text: str) -> bool:
+    """Does a memory's own content meet the event's harm? Only for harms cheap to apply."""
+    if getattr(ev.harm, "type", None) not in ("contains", "regex"):
+        return False
+    target = getattr(ev.harm, "target", None)
+    if isinstance(target, str) and target.strip():
+        # A contains-harm is met by a memory only as a whole claim: "2" is in "A: 2", not in
+        # "item 12" — otherwise a short target (a digit, "yes") sweeps in half the store.
+        return re.search(r"(?<!\w)" + re.escape(target.strip()) + r"(?!\w)", text, re.IGNORECASE) \
+            is not None or (answer_slot(metadata, text) or "").strip().casefold() == target.strip()
+    slot = answer_slot(metadata, text)
+    parts = ([slot] if slot else []) + [text] + [ln for ln in text.splitlines() if ln.strip()]
+    parts += [p for ln in text.splitlines() for p in re.split(r"(?<=[.!?:])\s+", ln) if p.strip()]
+    return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in dict.fromkeys(parts))
+
+
+def _written_at(meta: Mapping[str, Any] | None) -> float | None:
+    v = meta.get("written_at") if isinstance(meta, Mapping) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _source(meta: Mapping[str, Any] | None) -> str | None:
+    v = meta.get("source") if isinstance(meta, Mapping) else None
+    return str(v) if isinstance(v, str) and v else None
+
+
+def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: Retriever, *,
+                  exclude: Collection[str] = (), seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per candidate, the features by which it is closer to the seeds than a clean reference.
+
+    Returns {candidate: {feature: margin}} for the candidates that beat the reference sample's
+    maximum on at least one feature (margin = value − cut). The reference is a seeded random
+    sample of allowed memories outside the seeds, the candidates and `exclude`.
+    """
+    mems = retriever.memories
+    idx = retriever.index
+    sidx = [idx[s] for s in seed_ids if s in idx]
+    if not sidx or not cand_ids:
+        return {}
+    allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
+    skip = set(seed_ids) | set(cand_ids) | set(exclude)
+    pool = [i for i in range(len(mems)) if allowed[i] and mems[i].id not in skip]
+    rng = np.random.default_rng(seed)
+    ref = sorted(rng.choice(pool, size=min(_REFERENCE, len(pool)), replace=False).tolist()) if pool else []
+    E = retriever.embeddings
+    S = E[sidx]
+    seed_tok = [slot_tokens(mems[i].text) for i in sidx]
+    sources = {_source(mems[i].metadata) for i in sidx} - {None}
+    times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
+    src_count: dict[str, int] = {}
+    for m in mems:
+        src = _source(m.metadata)
+        if src in sources:
+            src_count[src] = src_count.get(src, 0) + 1
+    # A provenance is telling only when rare: at most 5% of the store shares it.
+    rare = {s for s, n in src_count.items() if n <= max(2, 0.05 * len(mems))}
+    lo_t, hi_t = _burst(times) if times else (None, None)
+
+    def features(i: int) -> dict[str, float]:
+        tok = slot_tokens(mems[i].text)
+        lex = max((len(tok & st) / len(tok | st) if tok | st else 0.0) for st in seed_tok)
+        f = {"embedding": float((S @ E[i]).max()), "lexical": lex}
+        if sources:
+            f["provenance"] = 1.0 if _source(mems[i].metadata) in rare else 0.0
+        if times:
+            t = _written_at(mems[i].metadata)
+            f["write_time"] = 1.0 if t is not None and lo_t <= t <= hi_t else 0.0
+        return f
+
+    ref_f = [features(i) for i in ref]
+    cuts = {k: max((f[k] for f in ref_f), default=0.0) for k in (ref_f[0] if ref_f else {})}
+    out: dict[str, dict[str, float]] = {}
+    for c in cand_ids:
+        if c not in idx:
+            continue
+        f = features(idx[c])
+        beat = {k: round(v - cuts.get(k, 0.0), 4) for k, v in f.items() if v > cuts.get(k, 0.0)}
+        if beat:
+            out[c] = beat
+    return out
+
+
+def _burst(times: Sequence[float]) -> tuple[float, float]:
+    """The seeds' write-time burst: median ± 3 MAD (robust to a clean record among the seeds),
+    at least ± 1% of the seeds' own range so that identical times still make a window."""
+    t = np.asarray(sorted(times), dtype=float)
+    med = float(np.median(t))
+    mad = float(np.median(np.abs(t - med)))
+    half = max(3.0 * mad, 0.01 * float(t[-1] - t[0]), 1e-6)
+    return med - half, med + half
+
+
+def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Collection[str],
+                      allowed: np.ndarray) -> dict[str, str]:
+    """Memories written inside the seeds' write-time burst (`_burst`), with an answer slot (the claim their replay is tested for): {id: answer}."""
+    mems, idx = retriever.memories, retriever.index
+    sidx = [idx[s] for s in seed_ids if s in idx]
+    times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
+    if not times:
+        return {}
+    lo, hi = _burst(times)
+    timed = np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None])
+    span = float(timed.max() - timed.min()) if len(timed) > 1 else 0.0
+    inside = int(np.sum((timed >= lo) & (timed <= hi)))
+    # A burst is a density anomaly: the window must hold at least 5 times the records an even
+    # spread would put there.
+    expected = len(timed) * (hi - lo) / span if span > 0 else float("inf")
+    if inside < 5 * expected:
+        return {}
+    out: dict[str, str] = {}
+    for i, m in enumerate(mems):
+        if m.id in skip or not allowed[i]:
+            continue
+        t = _written_at(m.metadata)
+        slot = answer_slot(m.metadata, m.text)
+        if t is not None and lo <= t <= hi and slot:
+            out[m.id] = slot
+    return out
+
+
 @dataclass
 class ExpansionResult:
     batch: list[str]
@@ -99,6 +231,7 @@ class ExpansionResult:
     derived: dict[str, AuditEvent] = field(default_factory=dict)
     scores: dict[str, CmisScore] = field(default_factory=dict)
     agreement: dict[str, float] = field(default_factory=dict)
+    affinity: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
@@ -107,7 +240,8 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  agreement: float = 0.6, min_tokens: int = 3, max_rounds: int = 4,
                  dormant: bool = True,
                  group_thresholds: Sequence[float] = (0.9, 0.8), combine: str = "max",
-                 carries_harm: Callable[[AuditEvent, str], bool] | None = None
+                 carries_harm: Callable[[AuditEvent, str], bool] | None = None,
+                 harm_reach: bool = True, max_candidates: int = 200
                  ) -> ExpansionResult:
     """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event."""
     res = ExpansionResult(batch=list(batch))
@@ -131,6 +265,36 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 continue
             cands[mid] = ev
             res.agreement[mid] = max(res.agreement.get(mid, 0.0), j)
+        if harm_reach:
+            # 2b. any record whose content meets a seed event's harm, near the seeds
+            carriers: dict[str, AuditEvent] = {}
+            events = list({id(ev): ev for ev in seeds.values()}.values())
+            for i, m in enumerate(mems):
+                if m.id in in_batch or m.id in cands or not allowed[i]:
+                    continue
+                for ev in events:
+                    if content_meets_harm(ev, m.metadata, m.text):
+                        carriers[m.id] = ev
+                        break
+            near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
+            ranked = sorted(near, key=lambda c: -max(near[c].values()))[:max_candidates]
+            for mid in ranked:
+                cands[mid] = carriers[mid]
+                res.agreement[mid] = 1.0
+                res.affinity[mid] = near[mid]
+            # 2c. write-time reach: records written in the seeds' burst (when no clean reference
+            # record was), whatever they answer; each is tested against its own answer slot.
+            prov = _provenance_peers(seed_ids, retriever, in_batch | set(cands), allowed)
+            near = seed_affinity(seed_ids, list(prov), retriever, exclude=in_batch)
+            for mid, feats in near.items():
+                if "write_time" not in feats:
+                    continue
+                base = seeds[seed_ids[0]]
+                harm = make_harm({"type": "contains", "target": prov[mid]})
+                cands[mid] = AuditEvent(f"provenance:{mid}", base.query, base.output, [], harm,
+                                        1.0, None)
+                res.agreement[mid] = 1.0
+                res.affinity[mid] = feats
         return cands
 
     for rnd in range(max_rounds):

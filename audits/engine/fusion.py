@@ -41,6 +41,9 @@ class Suspect:
     ci_high: float = 0.0
     per_event: list[dict[str, Any]] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
+    # Additive (issue 16): "poison-like" | "honest-error" for batch members, with reasons.
+    verdict: str = ""
+    reasons: list[str] = field(default_factory=list)
 
 
 def fuse(cmis: Mapping[str, CmisScore | float], cas: Mapping[str, float], *, alpha: float = 0.6,

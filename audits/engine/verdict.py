@@ -1,0 +1,203 @@
+"""Poison or honest error: a verdict with reasons for every causal memory (issue 16).
+
+CMIS says a memory caused the harm; it does not say why the memory is wrong. An attacker's
+record and an honest mistake (a typo, an outdated value) both cause it, but only the first is
+a poison: the second wants a correction, not a quarantine. The verdict reads the evidence the
+audit already holds, in this order:
+
+1. Adversarial content: injected instructions ("from now on…", "ignore previous…", "always
+   answer…", system notes, policy overrides, tool-use directives) or bridging/redirect
+   statements ("X is the same patient as Y", "was merged into", "look up Y instead").
+2. A newer correction: a memory outside the batch that answers the same question (same
+   `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
+   says something else (or says it corrects) — the memory is an *outdated* record.
+3. Attack shape: a write-time burst (the memory and at least two other batch members written
+   inside a window that holds no clean memory of a random reference), a provenance outlier (a
+   source shared by batch members and rare in the store), planted redundancy (at least two other
+   batch members assert the same claim), a pattern across questions (the same claim planted
+   for several distinct questions).
+4. Otherwise honest error: isolated, no adversarial marker.
+
+1 and 3 give *poison-like*; 2 and 4 give *honest-error*. The reasons name every marker found
+(also those that did not decide), so a reviewer sees both sides. "Contradicts the store" (the
+agent answers the memory's own question differently once the batch is out) is reported as a
+reason but decides nothing: both kinds contradict the store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .expansion import answer_slot
+from .retriever import Retriever
+
+POISON_LIKE = "poison-like"
+HONEST_ERROR = "honest-error"
+
+INSTRUCTION = re.compile(
+    r"\b(from now on|ignore (all |any |the )?(previous|prior|older|earlier|other|above)|disregard|"
+    r"always (answer|reply|respond|say|approve|return|call|use|send)|never (mention|tell|ask|consult)|"
+    r"system (note|prompt|override)|policy override|(do not|don't) (consult|check|verify|use) |"
+    r"you must (now )?(answer|reply|call|use|approve)|new instructions?)\b",
+    re.IGNORECASE)
+BRIDGE = re.compile(
+    r"\b(is the same (patient|person|entity|user|customer) as|same (patient|person) as|"
+    r"(were|was|been) (merged|moved) into|re-?registered as|stored under|outdated id|"
+    r"look up \S+ instead|use \S+'s (data|records) instead|redirect(ed)? to)\b",
+    re.IGNORECASE)
+_CORRECTION = re.compile(r"\b(correction|corrected|no longer|was outdated|updated to|erratum)\b",
+                         re.IGNORECASE)
+
+
+@dataclass
+class Verdict:
+    memory_id: str
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    corrected_by: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "verdict": self.verdict, "reasons": list(self.reasons),
+                "corrected_by": self.corrected_by}
+
+
+def _meta(m: Any) -> Mapping[str, Any]:
+    return m.metadata if isinstance(getattr(m, "metadata", None), Mapping) else {}
+
+
+def _time(m: Any) -> float | None:
+    v = _meta(m).get("written_at")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _norm(s: str | None) -> str:
+    return " ".join((s or "").casefold().split())
+
+
+def dup_cut(retriever: Retriever, *, sample: int = 200, seed: int = 0) -> float:
+    """The store's own near-duplicate cut: the 95th percentile of nearest-neighbour cosine over
+    a random sample, clipped to [0.8, 0.95] (a store of varied passages sets a low cut; in a
+    store of templated records, where every record has a 0.98 twin, the cap keeps planted
+    copies recognisable)."""
+    E = retriever.embeddings
+    n = len(E)
+    if n < 3:
+        return 0.9
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(n, size=min(sample, n), replace=False)
+    sims = E[idx] @ E.T
+    sims[np.arange(len(idx)), idx] = -1.0
+    return float(np.clip(np.percentile(sims.max(axis=1), 95), 0.8, 0.95))
+
+
+def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, str] | None = None,
+          contradicts: Mapping[str, bool] | None = None, seed: int = 0) -> dict[str, Verdict]:
+    """A verdict per batch member (see the module docstring).
+
+    `claims`: memory -> the claim it asserts (its answer slot when it has one, else the harm
+    target it carries); `contradicts`: memory -> the agent answers its question differently
+    without the batch.
+    """
+    idx, mems = retriever.index, retriever.memories
+    members = [m for m in dict.fromkeys(batch) if m in idx]
+    if not members:
+        return {}
+    E = retriever.embeddings
+    cut = dup_cut(retriever, seed=seed)
+    in_batch = set(members)
+    claim = {m: _norm((claims or {}).get(m) or answer_slot(_meta(mems[idx[m]]), mems[idx[m]].text))
+             for m in members}
+    query = {m: _norm(_meta(mems[idx[m]]).get("query")) for m in members}
+    # Write-time burst: batch times whose window holds no clean reference record.
+    times = {m: _time(mems[idx[m]]) for m in members}
+    all_t = np.array([t for t in (_time(x) for x in mems) if t is not None], dtype=float)
+    rng = np.random.default_rng(seed)
+    ref_pool = [i for i, x in enumerate(mems) if x.id not in in_batch and _time(x) is not None]
+    ref_t = np.array([_time(mems[i]) for i in rng.choice(ref_pool, size=min(256, len(ref_pool)),
+                                                         replace=False)]) if ref_pool else np.array([])
+    span = float(all_t.max() - all_t.min()) if len(all_t) > 1 else 0.0
+    sources: dict[str, int] = {}
+    for x in mems:
+        s = _meta(x).get("source")
+        if isinstance(s, str):
+            sources[s] = sources.get(s, 0) + 1
+    out: dict[str, Verdict] = {}
+    for m in members:
+        i = idx[m]
+        rec = mems[i]
+        reasons: list[str] = []
+        poison = False
+        if INSTRUCTION.search(rec.text):
+            reasons.append("carries an injected instruction: "
+                           f"'{INSTRUCTION.search(rec.text).group(0)}'")
+            poison = True
+        if BRIDGE.search(rec.text):
+            reasons.append(f"bridging/redirect statement: '{BRIDGE.search(rec.text).group(0)}'")
+            poison = True
+        # 2. a newer correction outside the batch
+        corrected_by = None
+        t = times[m]
+        sims = E @ E[i]
+        for j in np.argsort(-sims)[:20].tolist():
+            other = mems[j]
+            if other.id in in_batch or j == i:
+                continue
+            same_q = query[m] and _norm(_meta(other).get("query")) == query[m]
+            if not same_q and sims[j] < cut:
+                continue
+            ot = _time(other)
+            newer = t is not None and ot is not None and ot > t
+            other_claim = _norm(answer_slot(_meta(other), other.text))
+            differs = bool(other_claim) and other_claim != claim[m]
+            if (newer and differs) or (differs and _CORRECTION.search(other.text)):
+                corrected_by = other.id
+                reasons.append(f"a newer record answers the same question differently ({other.id})")
+                break
+        # 3. attack shape
+        shape: list[str] = []
+        if t is not None and span > 0:
+            # The burst is as wide as the gap to the second-nearest suspect in time; it is a
+            # burst when no clean reference record was written inside it.
+            gaps = sorted(abs(times[p] - t) for p in members if p != m and times[p] is not None)
+            if len(gaps) >= 2:
+                width = max(gaps[1], 1e-9)
+                clean_near = int(np.sum(np.abs(ref_t - t) <= width)) if len(ref_t) else 0
+                if clean_near == 0:
+                    near = sum(1 for g in gaps if g <= width)
+                    shape.append(f"write-time burst: written with {near} other suspects within "
+                                 f"{width:.3g} time units, no clean record sampled there")
+        src = _meta(rec).get("source")
+        if isinstance(src, str):
+            shared = sum(1 for p in members if p != m and _meta(mems[idx[p]]).get("source") == src)
+            if shared >= 2 and sources.get(src, 0) <= max(3, 0.02 * len(mems)):
+                shape.append(f"provenance outlier: source '{src}' shared by {shared} other suspects, "
+                             f"{sources[src]} records in the store")
+        same = [p for p in members if p != m and claim[m] and claim[p] == claim[m]]
+        if len(same) >= 2:
+            qs = {query[p] or p for p in [m, *same]}
+            near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
+            if near_dup >= 2 and corrected_by is None:
+                shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
+            if len(qs) >= 3:  # a correction of one fact does not explain one claim planted everywhere
+                shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
+                             "distinct questions")
+        if shape:
+            reasons += shape
+            poison = True
+        if contradicts and contradicts.get(m):
+            reasons.append("contradicts the store: without the batch its question is answered otherwise")
+        if poison:
+            verdict = POISON_LIKE
+        else:
+            verdict = HONEST_ERROR
+            if corrected_by is None:
+                reasons.append("isolated: no adversarial marker, no planted redundancy")
+            else:
+                reasons.append("outdated: an older version of a fact with a newer correction")
+        out[m] = Verdict(m, verdict, reasons, corrected_by)
+    return out

@@ -1,0 +1,62 @@
+"""Invariants of the issue-16 scenario families (bench/scenarios/families.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.scenarios import DEFAULT_DATA, ScenarioError
+from bench.scenarios.families import FAMILIES, HOLDOUT, TUNE, build_family, families
+
+pytestmark = pytest.mark.skipif(
+    not (DEFAULT_DATA / "poisonedrag").is_dir() or not (DEFAULT_DATA / "locomo").is_dir(),
+    reason=f"evaluation data not found under {DEFAULT_DATA} (never copied into the repo)",
+)
+
+
+def test_every_family_declares_its_split_and_both_splits_exist():
+    assert {f.split for f in FAMILIES.values()} == {TUNE, HOLDOUT}
+    assert set(families(TUNE)) | set(families(HOLDOUT)) == set(FAMILIES)
+    assert not set(families(TUNE)) & set(families(HOLDOUT))
+    # At least three data sets among the families.
+    assert len({f.source for f in FAMILIES.values()}) >= 3
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_family_builds_with_its_layout_and_truth(name):
+    fam = FAMILIES[name]
+    sc = build_family(name, rho=0.3, seed=0, size=300, observed=3)
+    assert len(sc.memories) == 300
+    assert sc.meta["split"] == fam.split
+    ids = {m["id"] for m in sc.memories}
+    assert set(sc.poisoned) <= ids and set(sc.meta["honest_errors"]) <= ids
+    assert sum(p["observed"] for p in sc.probes) == 3
+    if fam.layout != "slot":
+        assert all(m["metadata"] == {} for m in sc.memories), "plain/aline memories carry no metadata"
+    if fam.layout == "plain":
+        assert sc.agent["connector"] == "builtin-reader"
+        assert all(p.get("candidates") for p in sc.probes)
+    if fam.attack == "honest":
+        assert sc.poisoned == [] and sc.meta["honest_errors"]
+    else:
+        assert sc.poisoned and not sc.meta["honest_errors"]
+
+
+def test_rho_per_target_is_injected_over_injected_plus_honest():
+    lo = build_family("nq-token-slot", rho=0.05, seed=1, size=300)
+    hi = build_family("nq-token-slot", rho=0.5, seed=1, size=300)
+    assert len(lo.poisoned) == lo.meta["targets"] * 1
+    assert len(hi.poisoned) == hi.meta["targets"] * 8
+    assert hi.meta["rho"] == 0.5
+
+
+def test_instruction_family_plants_instructions():
+    sc = build_family("instruction-plain", rho=0.3, seed=0, size=300)
+    poison = [m["text"] for m in sc.memories if m["id"] in set(sc.poisoned)]
+    assert all(any(k in t.lower() for k in ("from now on", "ignore", "override")) for t in poison)
+
+
+def test_unknown_family_and_bad_rho_are_refused():
+    with pytest.raises(ScenarioError):
+        build_family("nope")
+    with pytest.raises(ScenarioError):
+        build_family("nq-token-slot", rho=1.0)
