@@ -786,20 +786,16 @@ def audit_run_now(*, audit_run_id: int) -> AuditRun:
 # ============================================================================ review
 
 
-def _label_append_enqueue(*, memory_id: int, label: str, reason: str, evidence: dict[str, Any], actor: str,
-                          idempotency_key: str) -> None:
-    """Hand a label to the housekeeper worker (the only process holding signing keys)."""
+def _label_append_enqueue(*, proposal_id: int) -> None:
+    """Ask the housekeeper worker (the only process holding signing keys) to sign the labels the
+    proposal's recorded state calls for. The message names the proposal only: the housekeeper
+    rebuilds the label from the row and re-checks who decided (``ledger.decisions``)."""
     from audits.tasks import proposals_sync_task
     from ledger.tasks import label_append_task
 
-    # Plain strings only: the message is JSON and the label goes into a signed canonical body.
     # Once the housekeeper has signed, the linked sync marks the proposal decided, so nobody
     # has to open the review queue for it to leave "applying".
-    label_append_task.apply_async(
-        kwargs={"memory_id": memory_id, "label": EpistemicLabel.Label(label).value, "reason": reason,
-                "evidence": evidence, "actor": actor, "idempotency_key": idempotency_key},
-        link=proposals_sync_task.si(),
-    )
+    label_append_task.apply_async(kwargs={"decision": f"proposal:{proposal_id}"}, link=proposals_sync_task.si())
 
 
 def _label_for_key(*, memory_id: int, key: str) -> EpistemicLabel | None:
@@ -846,23 +842,12 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
 
         def enqueue() -> None:
             for p in created:
-                _label_append_enqueue(memory_id=p.memory_id, label=EpistemicLabel.Label.SUSPECT, reason=p.reason,
-                                      evidence=_evidence(p, p.flag_key), actor=actor, idempotency_key=p.flag_key)
+                _label_append_enqueue(proposal_id=p.pk)
             for p in created:
                 proposal_sync(proposal_id=p.pk)
 
         transaction.on_commit(enqueue)
     return [ReviewProposal.objects.get(pk=p.pk) for p in created]
-
-
-def _evidence(p: ReviewProposal, key: str) -> dict[str, Any]:
-    ev: dict[str, Any] = {"idempotency_key": key, "proposal": p.pk, "source": p.source}
-    if p.audit_run_id:
-        ev["audit_run"] = p.audit_run_id
-    # Signed bodies hold no floats: scores go in as integer milli-units.
-    ev["scores_milli"] = {k: round(float(v) * 1000) for k, v in (p.scores or {}).items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return ev
 
 
 def _proposal_for(*, organization: Organization, proposal_id: int) -> ReviewProposal:
@@ -878,8 +863,6 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
     p = _proposal_for(organization=organization, proposal_id=proposal_id)
     if p.store.four_eyes and user is not None and p.proposed_by_id == user.pk:
         raise DjangoValidationError({"proposal": ["four-eyes: the reviewer must not be the one who proposed it"]})
-    label = EpistemicLabel.Label.LIKELY if decision == ReviewProposal.Decision.APPROVE else \
-        EpistemicLabel.Label.REFUTED
     with transaction.atomic():
         n = ReviewProposal.objects.filter(pk=p.pk, status=ReviewProposal.Status.OPEN).update(
             status=ReviewProposal.Status.APPLYING, decision=decision, decided_by=user, decision_reason=reason,
@@ -891,9 +874,7 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
                 return proposal_sync(proposal_id=p.pk)
             raise DjangoValidationError({"proposal": [f"already decided: {p.get_status_display().lower()}"]})
         p.refresh_from_db()
-        transaction.on_commit(lambda: _label_append_enqueue(
-            memory_id=p.memory_id, label=label, reason=reason, evidence=_evidence(p, p.decision_key),
-            actor=actor_for(user), idempotency_key=p.decision_key))
+        transaction.on_commit(lambda: _label_append_enqueue(proposal_id=p.pk))
     return proposal_sync(proposal_id=p.pk)
 
 
@@ -980,11 +961,7 @@ def proposals_requeue(*, organization: Organization | None = None) -> int:
         qs = qs.filter(organization=organization)
     n = 0
     for p in qs.select_related("decided_by"):
-        label = EpistemicLabel.Label.LIKELY if p.decision == ReviewProposal.Decision.APPROVE else \
-            EpistemicLabel.Label.REFUTED
-        _label_append_enqueue(memory_id=p.memory_id, label=label, reason=p.decision_reason,
-                              evidence=_evidence(p, p.decision_key), actor=actor_for(p.decided_by),
-                              idempotency_key=p.decision_key)
+        _label_append_enqueue(proposal_id=p.pk)
         n += 1
     return n
 

@@ -213,12 +213,62 @@ class TreeHead(models.Model):
 
 
 class ReceiptKey(models.Model):
-    """Public half of the lower-privilege key that signs recall receipts."""
+    """Public half of the lower-privilege key that signs recall receipts.
+
+    A receipt key is only trusted with its endorsement: a statement (``ledger.core.keys.
+    key_endorsement_body``, purpose ``receipt``) signed by the housekeeper epoch ``epoch``
+    over the key and its validity window. ``revoked_at`` (set by the housekeeper) ends it early.
+    """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     key_id = models.CharField(max_length=32)
     public_key = models.BinaryField(max_length=32)
     created_at = models.DateTimeField(auto_now_add=True)
+    epoch = models.IntegerField(null=True, blank=True)
+    not_before = models.CharField(max_length=32, blank=True, default="")
+    not_after = models.CharField(max_length=32, blank=True, default="")
+    endorsement = models.BinaryField(max_length=64, null=True, blank=True)
+    revoked_at = models.CharField(max_length=32, blank=True, default="")
+
+
+class ClassifierFinding(models.Model):
+    """One flag of the ingest classifier, recorded before any label is signed.
+
+    The housekeeper signs the classifier's ``poison_likely`` only from a finding row (the label
+    task carries its id, nothing else) and re-checks it first: same classifier version, the
+    memory's content unchanged since the finding, a group the memory belongs to.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="classifier_findings")
+    classifier = models.CharField(max_length=100)  # "<name>@<version>", the signed label's actor
+    reason = models.TextField()
+    evidence = models.JSONField(default=dict)  # already signable (no floats)
+    content_sha256 = models.BinaryField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    label = models.ForeignKey(EpistemicLabel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "classifier"], name="finding_unique_per_version")]
+
+
+class SigningRefusal(models.Model):
+    """A label task the housekeeper refused to sign (no recorded, eligible decision behind it).
+
+    Shown on the keys page: a refusal means something wrote to the housekeeper's queue that no
+    reviewer decided, which an org admin should look into. ``organization`` is null when the
+    message named nothing that belongs to an organization.
+    """
+
+    organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    task = models.CharField(max_length=100)
+    reason = models.TextField()
+    payload = models.JSONField(default=dict)  # a summary: argument names and short values, never whole bodies
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
 
 
 class AgentToken(models.Model):

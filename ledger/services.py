@@ -779,6 +779,37 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
         return chain.rows[0]
 
 
+def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
+                         unexpected_kwargs: dict | None = None, now: datetime | None = None) -> list[EpistemicLabel]:
+    """Append the labels a recorded decision calls for; refuse (and record) anything else.
+
+    ``decision`` is ``proposal:<id>`` or ``finding:<id>``; see ``ledger.decisions`` for what
+    makes a decision eligible. A refusal writes a ``SigningRefusal`` (keys page), an activity
+    event ``signing.refused`` and a warning, signs nothing, and returns ``[]``.
+    """
+    from ledger.decisions import Refused, finding_spec, parse_ref, proposal_specs, refusal_record
+
+    require_housekeeper("signing a decision's labels")
+    kwargs = dict(unexpected_kwargs or {})
+    try:
+        if unexpected_args or kwargs:
+            raise Refused("the task carries fields besides a decision id (" +
+                          ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+        kind, pk = parse_ref(decision)
+        specs = proposal_specs(pk) if kind == "proposal" else [finding_spec(pk)]
+    except Refused as exc:
+        refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
+                       kwargs={"decision": decision, **kwargs})
+        return []
+    labels = [label_append(memory_id=s.memory_id, label=s.label, reason=s.reason, evidence=s.evidence, actor=s.actor,
+                           idempotency_key=s.idempotency_key, now=now) for s in specs]
+    if kind == "finding":
+        from ledger.models import ClassifierFinding
+
+        ClassifierFinding.objects.filter(pk=pk, label__isnull=True).update(label=labels[0])
+    return labels
+
+
 def tree_head_issue(*, organization: Organization, now: datetime | None = None) -> TreeHead:
     """Sign a tree head over the organization's log; returns the latest one if the size is unchanged."""
     require_housekeeper("issuing tree heads")

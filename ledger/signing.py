@@ -2,8 +2,10 @@
 
 "Only the housekeeper signs" (DESIGN section 3, "Keys and epochs") is enforced in two layers:
 
-1. **Filesystem.** Private keys live under ``settings.HOUSEKEEPER_KEY_DIR`` (files, mode 0600),
-   never in the database. In production only the housekeeper worker's user can read it.
+1. **Key store.** Private keys never enter the database. With ``HOUSEKEEPER_SIGNER=file``
+   (development) they are files (mode 0600) under ``settings.HOUSEKEEPER_KEY_DIR``; with
+   ``HOUSEKEEPER_SIGNER=pkcs11`` they are non-extractable Ed25519 keys on a PKCS#11 token and
+   never exist outside it (``ledger.keystore``).
 2. **Process role.** :func:`housekeeper_signer` refuses with :class:`NotHousekeeperError` unless
    the caller holds the housekeeper role, so a web request that calls a signing service
    directly (instead of queueing a ``ledger.tasks`` task) fails loudly even where the web
@@ -34,11 +36,12 @@ from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.utils.module_loading import import_string
 
 from ledger.core.canonical import now_utc
-from ledger.core.keys import Ed25519Key, Ed25519Signer, Epoch, KeyDirectory, Signer
+from ledger.core.keys import Ed25519Key, Epoch, Signer
+from ledger.keystore import KeyDirectory, Pkcs11KeyStore
 
 ROLE_ENV = "MEMAUDIT_ROLE"
 HOUSEKEEPER = "housekeeper"
@@ -71,38 +74,64 @@ def housekeeper_role() -> Iterator[None]:
         _role.reset(token)
 
 
+_keystores: dict[tuple, KeyDirectory] = {}
+
+
 def key_directory() -> KeyDirectory:
-    return KeyDirectory(Path(settings.HOUSEKEEPER_KEY_DIR))
+    """The configured epoch key store (``settings.HOUSEKEEPER_SIGNER``): ``file`` keeps seeds in
+    ``HOUSEKEEPER_KEY_DIR``; ``pkcs11`` keeps non-extractable keys on the token named by
+    ``PKCS11_MODULE`` / ``PKCS11_TOKEN_LABEL`` (PIN ``PKCS11_PIN``). Both keep the public epoch
+    records in ``HOUSEKEEPER_KEY_DIR``."""
+    backend = getattr(settings, "HOUSEKEEPER_SIGNER", "file") or "file"
+    path = Path(settings.HOUSEKEEPER_KEY_DIR)
+    if backend == "file":
+        return KeyDirectory(path)
+    if backend != "pkcs11":
+        raise ImproperlyConfigured(f"HOUSEKEEPER_SIGNER must be 'file' or 'pkcs11', not {backend!r}")
+    module, label = settings.PKCS11_MODULE, settings.PKCS11_TOKEN_LABEL
+    cache_key = (str(path), module, label)
+    store = _keystores.get(cache_key)
+    if store is None:  # one token session per process, reused by every signature
+        store = _keystores[cache_key] = Pkcs11KeyStore(path, module=module, token_label=label,
+                                                       pin=settings.PKCS11_PIN)
+    return store
 
 
-# A signer is cached per (key dir, tenant, epochs.json mtime): loading a seed costs a file read
-# and a key expansion, which would otherwise dominate a single append. A rotation or revocation
-# rewrites epochs.json, which changes the mtime and so drops the cached signer.
-_signer_cache: dict[tuple[str, str, int], tuple[list[Epoch], dict[int, Ed25519Signer]]] = {}
+def signer_backend_describe() -> dict[str, str]:
+    """Which backend holds the epoch keys, for the keys page (no PIN, no key material)."""
+    backend = getattr(settings, "HOUSEKEEPER_SIGNER", "file") or "file"
+    if backend == "pkcs11":
+        return {"backend": "pkcs11", "text": f"PKCS#11 token '{settings.PKCS11_TOKEN_LABEL}' "
+                f"({Path(settings.PKCS11_MODULE).name}): non-extractable Ed25519 keys, signing on the token"}
+    return {"backend": "file", "text": f"key files in {settings.HOUSEKEEPER_KEY_DIR} (mode 0600; development)"}
+
+
+# A signer is cached per (key store, tenant, epochs.json mtime): loading a seed costs a file read
+# and a key expansion (a token lookup for PKCS#11), which would otherwise dominate a single
+# append. A rotation or revocation rewrites epochs.json, which changes the mtime and so drops it.
+_signer_cache: dict[tuple, tuple[list[Epoch], dict[int, Signer]]] = {}
 
 
 def key_directory_signer(organization, now: datetime) -> Signer:
-    """Default factory: the newest epoch of ``organization`` valid at ``now``, from the key directory."""
+    """Default factory: the newest epoch of ``organization`` valid at ``now``, from the key store."""
+    from ledger.core.keys import epoch_valid_at
+
     kd = key_directory()
     tenant = organization.slug
-    path = Path(kd.path) / tenant / "epochs.json"
-    try:
-        mtime = path.stat().st_mtime_ns
-    except FileNotFoundError:
+    mtime = kd.epochs_mtime(tenant)
+    if mtime is None:
         return kd.signer(tenant, now)  # raises: no epochs
-    cache_key = (str(kd.path), tenant, mtime)
+    cache_key = (kd.backend, str(kd.path), tenant, mtime)
     cached = _signer_cache.get(cache_key)
     if cached is None:
         cached = (kd.epochs(tenant), {})
         _signer_cache.clear()
         _signer_cache[cache_key] = cached
     epochs, signers = cached
-    from ledger.core.keys import epoch_valid_at
-
     for ep in reversed(epochs):
         if epoch_valid_at(ep, now):
             if ep.number not in signers:
-                signers[ep.number] = Ed25519Signer(kd._read_seed(tenant, ep.number), ep.number)
+                signers[ep.number] = kd.epoch_signer(tenant, ep.number)
             return signers[ep.number]
     return kd.signer(tenant, now)  # raises EpochExpiredError with the tenant named
 

@@ -120,5 +120,13 @@ def key_epoch_list(*, organization) -> list[dict[str, Any]]:
             for r in KeyEpoch.objects.filter(organization=organization).order_by("-number")]
 
 
+def signing_refusal_list(*, organization, limit: int = 20) -> list[dict[str, Any]]:
+    """The organization's refused signing requests, newest first (keys page)."""
+    from ledger.models import SigningRefusal
+
+    return [{"time": r.created_at, "task": r.task, "reason": r.reason, "payload": r.payload}
+            for r in SigningRefusal.objects.filter(organization=organization)[:limit]]
+
+
 def import_job_list(*, store: Store, limit: int = 10) -> QuerySet[ImportJob]:
     return ImportJob.objects.filter(store=store).select_related("created_by").order_by("-created_at")[:limit]

@@ -161,11 +161,12 @@ def ledger_export(request):
 @org_required("admin")
 @require_GET
 def keys_page(request):
-    from django.conf import settings
+    from ledger.signing import signer_backend_describe
 
     return render(request, "ledger/keys.html", {
         "epochs": ui_selectors.key_epoch_list(organization=request.organization),
-        "key_dir": settings.HOUSEKEEPER_KEY_DIR,
+        "backend": signer_backend_describe(),
+        "refusals": ui_selectors.signing_refusal_list(organization=request.organization),
     })
 
 

@@ -1,4 +1,7 @@
-"""Ed25519 housekeeper key epochs, signers and a file-based key directory.
+"""Ed25519 housekeeper key epochs and signers (pure: bytes and signers in, no file I/O).
+
+Where private keys live (a key directory, a PKCS#11 token) is ``ledger.keystore``'s business;
+this module only takes seeds, public keys and :class:`Signer` objects.
 
 What is signed is always an entry hash ``entry_hash(tag, body)`` (32 bytes),
 never raw JSON, so every signature is domain separated by its tag.
@@ -19,19 +22,16 @@ Epoch rules (DESIGN section 3, "Keys and epochs"):
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence
 
 import nacl.exceptions
 import nacl.signing
 from nacl.bindings import crypto_sign_open
 
-from ledger.core.canonical import TAG_EPOCH, entry_hash, format_time, now_utc, parse_time
+from ledger.core.canonical import TAG_EPOCH, entry_hash, format_time, parse_time
 from ledger.core.errors import (
     BundleError,
     CanonicalError,
@@ -299,101 +299,3 @@ class EpochSet:
             verify_signature(ep.public_key, message, signature)
         except SignatureInvalidError:
             raise SignatureInvalidError(f"signature invalid (epoch {number})") from None
-
-
-# --------------------------------------------------------------------------- key directory
-
-
-@dataclass
-class KeyDirectory:
-    """Private keys as files (mode 0600) under ``path/<tenant>/``; stdlib I/O only.
-
-    Layout: ``epochs.json`` (public epoch records, the tenant's key history)
-    and ``epoch-<n>.key`` (hex seed). Only the housekeeper process should be
-    given this directory.
-    """
-
-    path: Path
-    validity: timedelta = field(default=DEFAULT_VALIDITY)
-
-    def __post_init__(self) -> None:
-        self.path = Path(self.path)
-
-    # -- helpers
-    def _tenant_dir(self, tenant: str) -> Path:
-        if not _TENANT_RE.fullmatch(tenant):
-            raise ValueError(f"tenant {tenant!r} is not a safe directory name")
-        return self.path / tenant
-
-    def _write_epochs(self, tenant: str, epochs: list[Epoch]) -> None:
-        d = self._tenant_dir(tenant)
-        tmp = d / "epochs.json.tmp"
-        tmp.write_text(json.dumps([e.to_json() for e in epochs], indent=2) + "\n")
-        os.replace(tmp, d / "epochs.json")
-
-    def _write_seed(self, tenant: str, number: int, seed: bytes) -> None:
-        p = self._tenant_dir(tenant) / f"epoch-{number}.key"
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(seed.hex() + "\n")
-
-    def _read_seed(self, tenant: str, number: int) -> bytes:
-        return bytes.fromhex((self._tenant_dir(tenant) / f"epoch-{number}.key").read_text().strip())
-
-    # -- public API
-    def epochs(self, tenant: str) -> list[Epoch]:
-        p = self._tenant_dir(tenant) / "epochs.json"
-        if not p.exists():
-            return []
-        return [Epoch.from_json(d) for d in json.loads(p.read_text())]
-
-    def init(self, tenant: str, now: datetime | None = None) -> Epoch:
-        """Create epoch 1 (the trust anchor) for a tenant with no keys yet."""
-        d = self._tenant_dir(tenant)
-        if self.epochs(tenant):
-            raise FileExistsError(f"tenant {tenant!r} already has key epochs")
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        d.mkdir(mode=0o700, exist_ok=True)
-        now = now or now_utc()
-        seed, pub = generate_keypair()
-        ep = Epoch(tenant, 1, pub, format_time(now), format_time(now + self.validity))
-        self._write_seed(tenant, 1, seed)
-        self._write_epochs(tenant, [ep])
-        return ep
-
-    def rotate(self, tenant: str, now: datetime | None = None) -> Epoch:
-        """Start epoch N+1 at ``now``, endorsed by epoch N's key (which must still be valid)."""
-        epochs = self.epochs(tenant)
-        if not epochs:
-            raise UnknownEpochError(f"tenant {tenant!r} has no epochs; run init first")
-        now = now or now_utc()
-        prev = epochs[-1]
-        check_epoch_at(prev, now)
-        seed, pub = generate_keypair()
-        unsigned = Epoch(tenant, prev.number + 1, pub, format_time(now), format_time(now + self.validity))
-        endorser = Ed25519Signer(self._read_seed(tenant, prev.number), prev.number)
-        ep = replace(unsigned, endorsement=endorser.sign(entry_hash(TAG_EPOCH, unsigned.body())))
-        self._write_seed(tenant, ep.number, seed)
-        self._write_epochs(tenant, epochs + [ep])
-        return ep
-
-    def revoke(self, tenant: str, epoch: int, now: datetime | None = None) -> Epoch:
-        """Mark an epoch revoked from ``now`` on (an earlier revocation time is kept)."""
-        epochs = self.epochs(tenant)
-        for i, ep in enumerate(epochs):
-            if ep.number == epoch:
-                at = format_time(now or now_utc())
-                if ep.revoked_at is not None and parse_time(ep.revoked_at) <= parse_time(at):
-                    return ep
-                epochs[i] = replace(ep, revoked_at=at)
-                self._write_epochs(tenant, epochs)
-                return epochs[i]
-        raise UnknownEpochError(f"tenant {tenant!r} has no epoch {epoch}")
-
-    def signer(self, tenant: str, now: datetime | None = None) -> Ed25519Signer:
-        """Signer of the newest epoch valid at ``now``."""
-        now = now or now_utc()
-        for ep in reversed(self.epochs(tenant)):
-            if epoch_valid_at(ep, now):
-                return Ed25519Signer(self._read_seed(tenant, ep.number), ep.number)
-        raise EpochExpiredError(f"tenant {tenant!r} has no epoch valid at {format_time(now)}")

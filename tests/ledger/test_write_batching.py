@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from ledger import services
 from ledger.core.canonical import format_time
 from ledger.core.errors import EpochRevokedError, UnknownEpochError
-from ledger.core.keys import Ed25519Signer, KeyDirectory
+from ledger.core.keys import Ed25519Signer
+from ledger.keystore import KeyDirectory
 from ledger.models import KeyEpoch, LogLeaf, Memory, ProvenanceNode, TransitionCommitment
 from ledger.verification import organization_verify
 from orgs.models import Organization

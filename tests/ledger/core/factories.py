@@ -26,11 +26,12 @@ from ledger.core.entries import (
     sign_entry,
     transition_body,
 )
-from ledger.core.keys import Ed25519Key, KeyDirectory
+from ledger.core.keys import Ed25519Key
 from ledger.core.merkle import leaf_hash, root
 from ledger.core.receipts import build_receipt
 from ledger.core.tree_heads import SignedTreeHead, sign_tree_head
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q
+from ledger.keystore import KeyDirectory
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RECEIPT_SEED = bytes(range(32))

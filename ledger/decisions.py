@@ -1,0 +1,234 @@
+"""What the housekeeper may sign: labels that follow from a recorded decision, nothing else.
+
+A label task carries one decision reference (``proposal:<id>`` or ``finding:<id>``); the
+housekeeper loads the row and rebuilds every field of the label from it (label, reason,
+evidence, actor, idempotency key). It refuses — and records a :class:`~ledger.models.
+SigningRefusal` shown on the keys page — anything that is not, at that moment,
+
+* for a review proposal's ``poison_suspect`` flag: an audit proposal made by an active member
+  of the organization who may propose;
+* for a review decision (``poison_likely`` / ``poison_refuted``): a proposal whose recorded
+  status is a decision, made by an active member who may review, who is not the proposer when
+  the organization's policy (``Organization.four_eyes``, set by an org admin; a store flag an
+  analyst sets does not count) requires four eyes;
+* for the ingest classifier's ``poison_likely``: a recorded :class:`~ledger.models.
+  ClassifierFinding` of the classifier version this housekeeper runs, over the memory's current
+  content, naming the memory in a group large enough to flag.
+
+So a message written straight into the broker (or a task called with a label and an actor of
+its choosing) signs nothing: the queue is no longer trusted with what to sign, only with when.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.models import ClassifierFinding, EpistemicLabel, SigningRefusal
+
+logger = logging.getLogger(__name__)
+
+TASK = "ledger.tasks.label_append_task"
+_REF_RE = re.compile(r"(proposal|finding):([1-9][0-9]{0,17})")
+OPERATOR_ACTOR = "system:memaudit"  # audits.services.actor_for(None): a management command
+MIN_GROUP = 4  # ledger.core.classifier.Params.min_group: a smaller group never flags
+
+
+class Refused(Exception):
+    """The decision does not allow a signature; ``organization`` is known when the message named one."""
+
+    def __init__(self, reason: str, *, organization=None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.organization = organization
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """One label to append, rebuilt entirely from a recorded decision."""
+
+    memory_id: int
+    label: str
+    reason: str
+    evidence: dict
+    actor: str
+    idempotency_key: str
+
+
+def parse_ref(decision: object) -> tuple[str, int]:
+    if not isinstance(decision, str) or not _REF_RE.fullmatch(decision):
+        raise Refused("the task names no decision (expected 'proposal:<id>' or 'finding:<id>')")
+    kind, pk = decision.split(":")
+    return kind, int(pk)
+
+
+def _membership(user, organization):
+    from orgs.models import Membership
+
+    if user is None:
+        return None
+    return Membership.objects.filter(user=user, organization=organization, is_active=True).first()
+
+
+def _actor_for(user) -> str:
+    return f"user:{user.get_username()}" if user is not None else OPERATOR_ACTOR
+
+
+def proposal_evidence(p, key: str) -> dict[str, Any]:
+    """The signed evidence of a proposal's labels (same shape ``audits.services`` used to send)."""
+    ev: dict[str, Any] = {"idempotency_key": key, "proposal": p.pk, "source": p.source}
+    if p.audit_run_id:
+        ev["audit_run"] = p.audit_run_id
+    # Signed bodies hold no floats: scores go in as integer milli-units.
+    ev["scores_milli"] = {k: round(float(v) * 1000) for k, v in (p.scores or {}).items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return ev
+
+
+def _check_proposer(p) -> None:
+    org = p.organization
+    if p.proposed_by_id is None:
+        if p.proposed_by_actor != OPERATOR_ACTOR:
+            raise Refused(f"proposal {p.pk}: its proposer ({p.proposed_by_actor}) is no longer a user",
+                          organization=org)
+        return
+    m = _membership(p.proposed_by, org)
+    if m is None:
+        raise Refused(f"proposal {p.pk}: {_actor_for(p.proposed_by)} is not an active member of {org.slug}",
+                      organization=org)
+    if not m.can_propose:
+        raise Refused(f"proposal {p.pk}: {_actor_for(p.proposed_by)} ({m.role}) may not propose",
+                      organization=org)
+
+
+def _flag_spec(p) -> LabelSpec:
+    _check_proposer(p)
+    return LabelSpec(p.memory_id, EpistemicLabel.Label.SUSPECT.value, p.reason, proposal_evidence(p, p.flag_key),
+                     p.proposed_by_actor, p.flag_key)
+
+
+def _decision_spec(p) -> LabelSpec:
+    from audits.models import ReviewProposal
+
+    org = p.organization
+    if p.status not in (ReviewProposal.Status.APPLYING, ReviewProposal.Status.APPROVED,
+                        ReviewProposal.Status.REFUTED) or p.decision not in (ReviewProposal.Decision.APPROVE,
+                                                                             ReviewProposal.Decision.REFUTE):
+        raise Refused(f"proposal {p.pk} has no recorded decision (status {p.status})", organization=org)
+    if not (p.decision_reason or "").strip():
+        raise Refused(f"proposal {p.pk}: the decision has no reason", organization=org)
+    if p.decided_by_id is not None:
+        m = _membership(p.decided_by, org)
+        if m is None:
+            raise Refused(f"proposal {p.pk}: {_actor_for(p.decided_by)} is not an active member of {org.slug}",
+                          organization=org)
+        if not m.can_review:
+            raise Refused(f"proposal {p.pk}: {_actor_for(p.decided_by)} ({m.role}) may not review",
+                          organization=org)
+        if org.four_eyes and p.decided_by_id == p.proposed_by_id:
+            raise Refused(f"proposal {p.pk}: four-eyes: decided by its own proposer", organization=org)
+    label = EpistemicLabel.Label.LIKELY if p.decision == ReviewProposal.Decision.APPROVE else \
+        EpistemicLabel.Label.REFUTED
+    return LabelSpec(p.memory_id, label.value, p.decision_reason, proposal_evidence(p, p.decision_key),
+                     _actor_for(p.decided_by), p.decision_key)
+
+
+def proposal_specs(proposal_id: int) -> list[LabelSpec]:
+    """The labels a review proposal calls for now, in chain order (flag, then decision).
+
+    Both are idempotent (their keys are in the signed evidence), so the one reference serves the
+    proposing and the deciding task alike; a decision that is not eligible refuses the whole task.
+    """
+    from audits.models import ReviewProposal
+
+    p = ReviewProposal.objects.select_related("organization", "store", "memory", "proposed_by", "decided_by") \
+        .filter(pk=proposal_id).first()
+    if p is None:
+        raise Refused(f"proposal {proposal_id} does not exist")
+    if p.memory.organization_id != p.organization_id or p.store_id != p.memory.store_id:
+        raise Refused(f"proposal {p.pk} names a memory of another store or organization", organization=p.organization)
+    specs = []
+    if p.source == ReviewProposal.Source.AUDIT:
+        specs.append(_flag_spec(p))
+    if p.decision or p.status != ReviewProposal.Status.OPEN:
+        specs.append(_decision_spec(p))
+    if not specs:
+        raise Refused(f"proposal {p.pk} calls for no label (a classifier proposal not yet decided)",
+                      organization=p.organization)
+    return specs
+
+
+def finding_spec(finding_id: int) -> LabelSpec:
+    """The classifier's ``poison_likely`` from a recorded finding, re-checked against the memory now."""
+    from ledger.classifier_service import ACTOR
+
+    f = ClassifierFinding.objects.select_related("organization", "memory", "memory__store").filter(
+        pk=finding_id).first()
+    if f is None:
+        raise Refused(f"classifier finding {finding_id} does not exist")
+    org, m = f.organization, f.memory
+    if m.organization_id != org.pk:
+        raise Refused(f"finding {f.pk} names a memory of another organization", organization=org)
+    if f.classifier != ACTOR:
+        raise Refused(f"finding {f.pk} was made by {f.classifier}, not the classifier this housekeeper runs "
+                      f"({ACTOR})", organization=org)
+    if bytes(f.content_sha256) != bytes(m.content_sha256):
+        raise Refused(f"finding {f.pk}: the memory's content changed since the finding", organization=org)
+    ev = f.evidence if isinstance(f.evidence, dict) else {}
+    group = ev.get("group")
+    if not isinstance(group, list) or m.external_id not in group or len(set(map(str, group))) < MIN_GROUP:
+        raise Refused(f"finding {f.pk}: its group does not name this memory among at least {MIN_GROUP}",
+                      organization=org)
+    from ledger.models import Memory
+
+    present = Memory.objects.filter(store_id=m.store_id, external_id__in=[str(g) for g in group]).count()
+    if present != len(set(map(str, group))):
+        raise Refused(f"finding {f.pk}: its group names memories the store does not hold", organization=org)
+    if not isinstance(ev.get("distinct_passages"), int) or ev["distinct_passages"] < MIN_GROUP:
+        raise Refused(f"finding {f.pk}: fewer than {MIN_GROUP} distinct passages", organization=org)
+    return LabelSpec(m.pk, EpistemicLabel.Label.LIKELY.value, f.reason, dict(ev), f.classifier,
+                     f"{f.classifier}:{m.pk}")
+
+
+def _short(value: object, limit: int = 80) -> object:
+    if isinstance(value, (bool, int)) or value is None:
+        return value
+    text = value if isinstance(value, str) else type(value).__name__
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def payload_summary(args: tuple, kwargs: dict) -> dict:
+    """What a refused message asked for, short enough to show: argument names and short values."""
+    return {"args": [_short(a) for a in args[:8]],
+            "kwargs": {str(k)[:40]: _short(v) for k, v in list(kwargs.items())[:12]}}
+
+
+def _organization_named(args: tuple, kwargs: dict):
+    """The organization a forged message targets (through its memory), to show it to that org's admins."""
+    from ledger.models import Memory
+
+    mid = kwargs.get("memory_id", args[0] if args else None)
+    if isinstance(mid, int) and not isinstance(mid, bool):
+        m = Memory.objects.select_related("organization").filter(pk=mid).first()
+        if m is not None:
+            return m.organization
+    return None
+
+
+def refusal_record(*, reason: str, args: tuple = (), kwargs: dict | None = None, organization=None,
+                   task: str = TASK) -> SigningRefusal:
+    """Record (and log, and put in the organization's activity) a refused signing request."""
+    from orgs.services import activity_record
+
+    kwargs = kwargs or {}
+    organization = organization or _organization_named(args, kwargs)
+    summary = payload_summary(args, kwargs)
+    logger.warning("housekeeper refused to sign (%s): %s; payload %s", task, reason, summary)
+    row = SigningRefusal.objects.create(organization=organization, task=task[:100], reason=reason[:2000],
+                                        payload=summary)
+    if organization is not None:
+        activity_record(organization=organization, verb="signing.refused", actor_label="housekeeper",
+                        target=task, detail={"reason": reason[:500], "refusal": row.pk})
+    return row
