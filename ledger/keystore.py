@@ -209,9 +209,13 @@ class Pkcs11KeyStore(KeyDirectory):
             except ImportError:
                 raise Pkcs11Error("HOUSEKEEPER_SIGNER=pkcs11 needs the python-pkcs11 package") from None
             try:
-                lib = _pkcs11_lib(self.module)
-                token = lib.get_token(token_label=self.token_label)
-                self._session = token.open(user_pin=self.pin or None, rw=True)
+                token = _pkcs11_lib(self.module).get_token(token_label=self.token_label)
+                try:
+                    self._session = token.open(user_pin=self.pin or None, rw=True)
+                except pkcs11.exceptions.UserAlreadyLoggedIn:
+                    # Login is per token and application: another session of this process has
+                    # logged in already, and a new session shares that login.
+                    self._session = token.open(rw=True)
             except (pkcs11.PKCS11Error, RuntimeError, OSError) as exc:
                 # The exception class names the failure (no PIN or module path in it).
                 raise Pkcs11Error(f"cannot open PKCS#11 token '{self.token_label}': {type(exc).__name__}") from None

@@ -91,7 +91,8 @@ def test_a_raw_message_in_the_broker_folder_signs_nothing(memories, organization
                               "delivery_info": {"exchange": "", "routing_key": "housekeeper"}}}
     (queue / f"{int(time.monotonic() * 1000)}_{uuid.uuid4()}.housekeeper.msg").write_text(json.dumps(message))
 
-    options = {"data_folder_in": str(queue), "data_folder_out": str(queue), "store_processed": False}
+    options = {"data_folder_in": str(queue), "data_folder_out": str(queue), "control_folder": str(tmp_path / "control"),
+               "store_processed": False}
     with Connection("filesystem://", transport_options=options) as conn:
         got = conn.SimpleQueue("housekeeper", no_ack=True).get(timeout=2)
         args, kwargs, _embed = got.decode()
