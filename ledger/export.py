@@ -27,7 +27,7 @@ from ledger.core.merkle import leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 from ledger.models import LogLeaf, Memory, Receipt, ReceiptKey, TreeHead
 from ledger.selectors import MemoryEntries
-from ledger.signing import epochs_for
+from ledger.signing import epochs_for, key_endorsements_for
 
 
 def memory_record_of(me: MemoryEntries) -> dict:
@@ -108,6 +108,7 @@ def bundle_build(organization, *, parts: dict | None = None) -> dict:
         receipt_public_keys=[bytes(k) for k in ReceiptKey.objects.filter(organization=organization).order_by("id")
                              .values_list("public_key", flat=True)],
         exported_at=format_time(now_utc()),
+        key_endorsements=key_endorsements_for(organization),
     )
 
 

@@ -215,20 +215,41 @@ class TreeHead(models.Model):
 class ReceiptKey(models.Model):
     """Public half of the lower-privilege key that signs recall receipts.
 
-    A receipt key is only trusted with its endorsement: a statement (``ledger.core.keys.
-    key_endorsement_body``, purpose ``receipt``) signed by the housekeeper epoch ``epoch``
-    over the key and its validity window. ``revoked_at`` (set by the housekeeper) ends it early.
+    A receipt key is only trusted with a ``KeyEndorsement`` (purpose ``receipt``) naming its
+    ``key_id``, signed by a housekeeper epoch key; the recall process asks the housekeeper for it.
     """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     key_id = models.CharField(max_length=32)
     public_key = models.BinaryField(max_length=32)
     created_at = models.DateTimeField(auto_now_add=True)
-    epoch = models.IntegerField(null=True, blank=True)
-    not_before = models.CharField(max_length=32, blank=True, default="")
-    not_after = models.CharField(max_length=32, blank=True, default="")
-    endorsement = models.BinaryField(max_length=64, null=True, blank=True)
+
+
+class KeyEndorsement(models.Model):
+    """An epoch key's signed endorsement of a shorter-lived key (``ledger.core.keys.KeyEndorsement``).
+
+    Purpose ``online``: the housekeeper's in-memory signing key (entries and tree heads), rotated
+    every ``ONLINE_KEY_VALIDITY_HOURS``; ``receipt``: a recall-receipt key. Only the public half is
+    here. ``seq`` numbers the organization's endorsements; ``revoked_at`` is set once, by the
+    housekeeper, and ends the key early.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    seq = models.IntegerField()
+    purpose = models.CharField(max_length=16)
+    key_id = models.CharField(max_length=32)
+    public_key = models.BinaryField(max_length=32)
+    not_before = models.CharField(max_length=32)
+    not_after = models.CharField(max_length=32)
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
     revoked_at = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        ordering = ["organization", "seq"]
+        constraints = [models.UniqueConstraint(fields=["organization", "seq"], name="keyendorsement_unique_seq")]
+        indexes = [models.Index(fields=["organization", "purpose", "key_id"], name="keyendorsement_key")]
 
 
 class ClassifierFinding(models.Model):

@@ -50,3 +50,18 @@ def housekeeper_rotate_task(organization_id: int) -> int:
     """A new key epoch endorsed by the current one; the private key stays on the housekeeper host."""
     with housekeeper_role():
         return services.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number
+
+
+@shared_task
+def receipt_key_endorse_task(organization_id: int, receipt_key_id: int) -> int:
+    """Endorse a recall-receipt key with the current epoch key (asked for by the recall process)."""
+    with housekeeper_role():
+        return services.receipt_key_endorse(organization=Organization.objects.get(pk=organization_id),
+                                            receipt_key_id=receipt_key_id).seq
+
+
+@shared_task
+def receipt_key_revoke_task(organization_id: int, key_id: str) -> int:
+    """Revoke a receipt key's endorsements from now on; the recall process then rotates to a new key."""
+    with housekeeper_role():
+        return services.receipt_key_revoke(organization=Organization.objects.get(pk=organization_id), key_id=key_id)

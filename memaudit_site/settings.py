@@ -262,9 +262,12 @@ PKCS11_TOKEN_LABEL = envstr("PKCS11_TOKEN_LABEL", "memaudit")
 PKCS11_PIN = envsecret("PKCS11_PIN", "")
 if HOUSEKEEPER_SIGNER not in ("file", "pkcs11"):
     raise ImproperlyConfigured(f"HOUSEKEEPER_SIGNER={HOUSEKEEPER_SIGNER}: use 'file' or 'pkcs11'")
-# The epoch key endorses a short-lived online Ed25519 key that lives only in the housekeeper's
-# memory and signs the receipts' key (see docs/bundle.md); rotated this often.
+# The epoch key (file or HSM) endorses a short-lived online Ed25519 key that lives only in the
+# housekeeper's memory and signs entries and tree heads; a new one every this many hours
+# (0: sign every entry with the epoch key itself). See docs/bundle.md, "Endorsed keys".
 ONLINE_KEY_VALIDITY_HOURS = envint("ONLINE_KEY_VALIDITY_HOURS", "24")
+# A recall-receipt key is endorsed by the epoch key for this long, then replaced.
+RECEIPT_KEY_VALIDITY_DAYS = envint("RECEIPT_KEY_VALIDITY_DAYS", "30")
 EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
 # A dotted embedder class overriding the model choice for every store (tests and load benches
 # use "ledger.embeddings.HashingEmbedder", a labelled test double); empty = the real model.

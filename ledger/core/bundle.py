@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ledger.core.entries import GENESIS, KIND_TAGS, LABEL, PROVENANCE, TRANSITION, SignedEntry
 from ledger.core.errors import BundleError
-from ledger.core.keys import Epoch, key_id
+from ledger.core.keys import Epoch, KeyEndorsement, key_id
 from ledger.core.merkle import consistency_proof, leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 
@@ -65,7 +65,8 @@ def consistency_records(tree_heads: Sequence[SignedTreeHead], leaf_hashes: Seque
 def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dict], log_leaves: Sequence[list],
                  tree_heads: Sequence[SignedTreeHead], consistency: Sequence[dict] | None = None,
                  receipts: Sequence[dict] = (), receipt_public_keys: Iterable[bytes] = (),
-                 exported_at: str | None = None, leaf_hashes: Sequence[bytes] | None = None) -> dict:
+                 exported_at: str | None = None, leaf_hashes: Sequence[bytes] | None = None,
+                 key_endorsements: Sequence[KeyEndorsement] = ()) -> dict:
     """Assemble a bundle. ``log_leaves`` are :func:`leaf_ref` lists in append order.
 
     Pass ``leaf_hashes`` (log leaf hashes in the same order) to have the
@@ -88,6 +89,8 @@ def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dic
         },
         "receipts": list(receipts),
         "receipt_keys": [{"key_id": key_id(k), "public_key": k.hex()} for k in receipt_public_keys],
+        # Online (entry-signing) and receipt keys, each endorsed by an epoch key (docs/bundle.md).
+        "key_endorsements": [e.to_json() for e in key_endorsements],
     }
     if exported_at is not None:
         bundle["exported_at"] = exported_at
@@ -191,6 +194,7 @@ class ParsedBundle:
     consistency: list[tuple[int, int, list[bytes]]]
     receipts: list[dict]
     receipt_keys: dict[str, bytes] = field(default_factory=dict)
+    key_endorsements: list[KeyEndorsement] = field(default_factory=list)
 
 
 def _need(d: Mapping, key: str, typ: type, where: str) -> object:
@@ -275,7 +279,17 @@ def parse_bundle(data: object) -> ParsedBundle:
         if type(k) is not dict:
             raise BundleError(f"{where} is not an object")
         receipt_keys[_need(k, "key_id", str, where)] = _hex(_need(k, "public_key", str, where), where)
-    return ParsedBundle(tenant, epochs, memories, leaves, tree_heads, consistency, receipts, receipt_keys)
+    endorsements = []
+    raw = data.get("key_endorsements", [])  # absent in bundles from before endorsed keys: none
+    if type(raw) is not list:
+        raise BundleError("bundle: 'key_endorsements' must be list")
+    for i, e in enumerate(raw):
+        try:
+            endorsements.append(KeyEndorsement.from_json(e))
+        except BundleError as exc:
+            raise BundleError(f"key_endorsements[{i}]: {exc}") from None
+    return ParsedBundle(tenant, epochs, memories, leaves, tree_heads, consistency, receipts, receipt_keys,
+                        endorsements)
 
 
 def _bad(message: str) -> Epoch:

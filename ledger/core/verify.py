@@ -15,8 +15,12 @@ first break because everything after it depends on it):
 3. Tenant log: every entry is a leaf exactly once, in causal order; each
    tree head's signature and root (recomputed from the leaves); tree heads
    grow; a valid consistency proof links each consecutive pair.
-4. Receipts: signature by a listed receipt key, result inclusion proofs,
-   the STH they cite, and each result against the memory's chain.
+1b. Key endorsements (``verify_endorsements``): each online or receipt key is endorsed by a
+   trusted epoch key, for a window inside that epoch; numbered without gaps. Entries and tree
+   heads naming epoch n verify under epoch n's key or an online key it endorsed, valid then.
+4. Receipts: signature by a receipt key *endorsed* for the receipt's time (being listed in
+   ``receipt_keys`` is not enough), result inclusion proofs, the STH they cite, and each result
+   against the memory's chain.
 
 Exit status: 0 no findings, 1 findings, 2 unusable input.
 """
@@ -41,8 +45,15 @@ from ledger.core.entries import (
     check_label_chain,
     check_provenance_chain,
 )
-from ledger.core.errors import BundleError, LedgerError
-from ledger.core.keys import EpochSet, verify_epoch_chain
+from ledger.core.errors import BundleError, EpochExpiredError, LedgerError, SignatureInvalidError
+from ledger.core.keys import (
+    ONLINE,
+    EpochSet,
+    KeyEndorsement,
+    check_key_endorsement,
+    endorsed_key_valid_at,
+    verify_epoch_chain,
+)
 from ledger.core.merkle import leaf_hash, roots_at, verify_consistency
 from ledger.core.receipts import verify_receipt
 from ledger.core.tree_heads import verify_tree_head
@@ -105,6 +116,51 @@ def _check_epochs(b: ParsedBundle, findings: list[Finding], trust_anchor: bytes 
             trusted = []
             break
     return EpochSet(trusted)
+
+
+def verify_endorsements(b: ParsedBundle, epochs: EpochSet, findings: list[Finding]
+                        ) -> tuple[EpochSet, dict[str, list[KeyEndorsement]]]:
+    """Check the bundle's key endorsements against the trusted epochs (anchor -> epoch -> key).
+
+    1. ``seq`` runs 0, 1, 2... without gaps or repeats (a dropped endorsement is a finding).
+    2. Each is signed by the epoch *key* it names, at a time inside that epoch, and endorses a
+       window inside that epoch (``check_key_endorsement``); a bad one vouches for nothing.
+
+    Returns the key ring with the good online keys as delegates of their epochs, and the good
+    receipt-key endorsements by key id (a receipt key without one is not trusted).
+    """
+    online, receipt = [], {}
+    for i, e in enumerate(sorted(b.key_endorsements, key=lambda e: e.seq)):
+        subject = f"key_endorsement seq={e.seq}"
+        if e.seq != i:
+            findings.append(Finding(subject, None, f"endorsements are not numbered 0..n-1 (expected seq {i})",
+                                    "ChainBrokenError"))
+        try:
+            check_key_endorsement(e, epochs, tenant=b.tenant)
+        except LedgerError as exc:
+            findings.append(Finding(subject, None, exc.message, type(exc).__name__))
+            continue
+        if e.purpose == ONLINE:
+            online.append(e)
+        else:
+            receipt.setdefault(e.key_id, []).append(e)
+    return EpochSet(epochs.by_number.values(), delegates=online), receipt
+
+
+def _endorsed_receipt_key(body: dict, endorsed: dict[str, list[KeyEndorsement]], epochs: EpochSet) -> bytes:
+    """The receipt key of ``body``, only if an epoch endorsed it for receipts at the receipt's time.
+
+    A key merely listed in ``receipt_keys`` is not enough: anyone can list a key.
+    """
+    kid = body.get("key_id")
+    candidates = endorsed.get(kid, []) if type(kid) is str else []
+    if not candidates:
+        raise SignatureInvalidError(f"receipt key {kid!r} is not endorsed by an epoch key of this tenant")
+    for e in candidates:
+        if endorsed_key_valid_at(e, body.get("time"), epochs):
+            return e.public_key
+    raise EpochExpiredError(f"receipt key {kid} is not endorsed for the receipt's time {body.get('time')!r} "
+                            "(outside its window, or revoked)")
 
 
 def _check_memory(m: MemoryRecord, tenant: str, epochs: EpochSet, hash_of: _Hashes,
@@ -243,16 +299,15 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
 
 
 def _check_receipts(b: ParsedBundle, roots: dict[int, bytes], memories: dict[str, tuple[MemoryRecord, _MemoryResult]],
-                    findings: list[Finding]) -> None:
+                    findings: list[Finding], endorsed_receipt_keys: dict[str, list[KeyEndorsement]],
+                    epochs: EpochSet) -> None:
     for i, r in enumerate(b.receipts):
         subject = f"receipt #{i}"
         try:
             if type(r) is not dict or type(r.get("body")) is not dict:
                 raise BundleError("receipt must be an object with a body")
             body = r["body"]
-            key = b.receipt_keys.get(body.get("key_id"))
-            if key is None:
-                raise BundleError(f"receipt key {body.get('key_id')!r} is not among the bundle's receipt_keys")
+            key = _endorsed_receipt_key(body, endorsed_receipt_keys, epochs)
             verify_receipt(r, key)
         except LedgerError as exc:
             findings.append(_finding(subject, exc))
@@ -303,6 +358,7 @@ def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None) -> Repo
     t0 = time.perf_counter()
     findings: list[Finding] = []
     epochs = _check_epochs(b, findings, trust_anchor)
+    epochs, endorsed_receipt_keys = verify_endorsements(b, epochs, findings)
     hash_of = _Hashes()
     memories: dict[str, tuple[MemoryRecord, _MemoryResult]] = {}
     entries = 0
@@ -313,7 +369,7 @@ def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None) -> Repo
         memories[m.id] = (m, _check_memory(m, b.tenant, epochs, hash_of, findings))
         entries += 1 + len(m.provenance) + len(m.transitions) + len(m.labels)
     roots = _check_log(b, epochs, hash_of, findings)
-    _check_receipts(b, roots, memories, findings)
+    _check_receipts(b, roots, memories, findings, endorsed_receipt_keys, epochs)
     return Report(findings, len(b.memories), entries, len(b.tree_heads), len(b.receipts),
                   time.perf_counter() - t0)
 
