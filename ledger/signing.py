@@ -268,6 +268,20 @@ def key_endorsements_for(organization, *, purpose: str | None = None) -> list:
     return [key_endorsement_from_row(r, organization.slug) for r in qs.order_by("seq")]
 
 
+def receipt_key_endorsement_for(organization, receipt_body: dict):
+    """The endorsement of the key that signed ``receipt_body``, covering its time (or None)."""
+    from ledger.core.keys import RECEIPT, endorsed_key_valid_at
+
+    kid, t = receipt_body.get("key_id"), receipt_body.get("time")
+    if not isinstance(kid, str):
+        return None
+    ring = EpochSet(epochs_for(organization))
+    for e in reversed([e for e in key_endorsements_for(organization, purpose=RECEIPT) if e.key_id == kid]):
+        if endorsed_key_valid_at(e, t, ring):
+            return e
+    return None
+
+
 def epoch_set_for(organization) -> EpochSet:
     """The organization's key ring as recorded: epochs plus the online keys they endorsed
     (each endorsement checked against the epochs; one that does not verify is left out)."""

@@ -15,4 +15,5 @@ urlpatterns = [
     path("ledger/export/", views.ledger_export, name="ledger-export"),
     path("keys/", views.keys_page, name="keys"),
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
+    path("keys/receipt-revoke/", views.keys_receipt_revoke, name="keys-receipt-revoke"),
 ]
