@@ -182,11 +182,15 @@ class EpistemicLabel(models.Model):
 
 
 class LogLeaf(models.Model):
-    """The organization's RFC 6962 log: one leaf per ledger entry, in append order."""
+    """The organization's RFC 6962 log: one leaf per ledger entry, in append order.
+
+    A memory's entries name their memory; a key endorsement (``kind`` ``key_endorsement``,
+    ``seq`` its endorsement seq) names none.
+    """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     index = models.BigIntegerField()
-    memory = models.ForeignKey(Memory, on_delete=models.PROTECT)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, null=True, blank=True)
     kind = models.CharField(max_length=16)
     seq = models.IntegerField()
     leaf_hash = models.BinaryField(max_length=32)

@@ -887,6 +887,8 @@ def tree_head_issue(*, organization: Organization, now: datetime | None = None) 
     now = now or now_utc()
     with transaction.atomic():
         _lock_log(organization.pk)
+        # The signer first: a new online key's endorsement is a leaf, and it must be in this head.
+        signer = housekeeper_signer(organization, now=now)
         rows = list(LogLeaf.objects.filter(organization=organization).order_by("index")
                     .values_list("index", "leaf_hash"))
         for i, (index, _) in enumerate(rows):
@@ -900,7 +902,6 @@ def tree_head_issue(*, organization: Organization, now: datetime | None = None) 
             raise EntryRejected(f"log of {organization.slug} shrank below the last tree head ({last.size})",
                                 cause=ChainBrokenError("log shrank"))
         r = root([bytes(h) for _, h in rows])
-        signer = housekeeper_signer(organization, now=now)
         sth = sign_tree_head(organization.slug, len(rows), r, format_time(now), signer)
         try:
             verify_tree_head(sth, tenant=organization.slug, epochs=epoch_set_for(organization), root=r)

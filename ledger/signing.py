@@ -231,8 +231,10 @@ def key_endorsement_record(*, organization, purpose: str, public_key: bytes, not
     from django.db import transaction
     from django.db.models import Max
 
+    from ledger.core.bundle import KEY_ENDORSEMENT
     from ledger.core.keys import sign_key_endorsement
-    from ledger.models import KeyEndorsement
+    from ledger.core.merkle import leaf_hash
+    from ledger.models import KeyEndorsement, LogLeaf
     from orgs.models import Organization
 
     require_housekeeper("endorsing a key")
@@ -246,6 +248,10 @@ def key_endorsement_record(*, organization, purpose: str, public_key: bytes, not
         row = KeyEndorsement.objects.create(
             organization=organization, seq=seq, purpose=purpose, key_id=e.key_id, public_key=public_key,
             not_before=e.not_before, not_after=e.not_after, epoch=e.epoch, time=e.time, signature=e.signature)
+        # Its own leaf of the organization's log (the organization row is locked: no gap, no race).
+        last = LogLeaf.objects.filter(organization=organization).aggregate(m=Max("index"))["m"]
+        LogLeaf.objects.create(organization=organization, index=0 if last is None else last + 1, memory=None,
+                               kind=KEY_ENDORSEMENT, seq=seq, leaf_hash=leaf_hash(e.hash()))
     _endorsement_generation += 1
     return row
 

@@ -82,7 +82,7 @@ def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
     bundle = build_bundle(tenant=parts["tenant"], epochs=epochs_for(org),
                           memories=[export.memory_record_of(me) for me in parts["entries"]],
                           log_leaves=parts["refs"], tree_heads=[], consistency=[],
-                          key_endorsements=key_endorsements_for(org, purpose="online"))
+                          key_endorsements=key_endorsements_for(org))
     try:
         checked = verify_bundle(bundle)
     except BundleError as exc:

@@ -20,6 +20,11 @@ from ledger.core.keys import Epoch, KeyEndorsement, key_id
 from ledger.core.merkle import consistency_proof, leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 
+# A key endorsement's log leaf is ``[KEYS_REF, KEY_ENDORSEMENT, seq]`` (it belongs to no memory;
+# memory ids always contain a "/", so this one cannot clash).
+KEYS_REF = ":keys"
+KEY_ENDORSEMENT = "key_endorsement"
+
 BUNDLE_FORMAT = "memaudit-evidence-bundle"
 BUNDLE_VERSION = 1
 
@@ -260,8 +265,9 @@ def parse_bundle(data: object) -> ParsedBundle:
     log = _need(data, "log", dict, "bundle")
     leaves = []
     for i, ref in enumerate(_need(log, "leaves", list, "log")):
-        if (type(ref) is not list or len(ref) != 3 or type(ref[0]) is not str or ref[1] not in KIND_TAGS
-                or type(ref[2]) is not int):
+        shaped = type(ref) is list and len(ref) == 3 and type(ref[0]) is str and type(ref[1]) is str \
+            and type(ref[2]) is int
+        if not shaped or not (ref[1] in KIND_TAGS or (ref[1] == KEY_ENDORSEMENT and ref[0] == KEYS_REF)):
             raise BundleError(f"log.leaves[{i}] must be [memory id, kind, seq], got {ref!r:.80}")
         leaves.append((ref[0], ref[1], ref[2]))
     tree_heads = [SignedTreeHead.from_json(t) for t in _need(log, "tree_heads", list, "log")]

@@ -34,7 +34,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from ledger.core.bundle import MemoryRecord, ParsedBundle, load_bundle, parse_bundle
+from ledger.core.bundle import (
+    KEY_ENDORSEMENT,
+    KEYS_REF,
+    MemoryRecord,
+    ParsedBundle,
+    load_bundle,
+    parse_bundle,
+)
 from ledger.core.canonical import parse_time
 from ledger.core.entries import (
     GENESIS,
@@ -209,6 +216,8 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
             seq = e.seq
             if type(seq) is int:
                 index.setdefault((m.id, e.kind, seq), e)
+    for ke in b.key_endorsements:
+        index.setdefault((KEYS_REF, KEY_ENDORSEMENT, ke.seq), ke)
     seen: set[tuple[str, str, int]] = set()
     leaf_hashes: list[bytes] = []
     usable = True
@@ -226,6 +235,14 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
         if ref in seen:
             findings.append(Finding(f"memory={mem}", label, f"log leaf {i} repeats an entry", "ChainBrokenError"))
         seen.add(ref)
+        if kind == KEY_ENDORSEMENT:  # the tenant's endorsements, in seq order; no memory chain
+            want = next_seq.get((mem, kind), 0)
+            if seq != want:
+                findings.append(Finding(f"key_endorsement seq={seq}", None, f"log leaf {i} out of order",
+                                        "ChainBrokenError"))
+            next_seq[(mem, kind)] = seq + 1
+            leaf_hashes.append(leaf_hash(entry.hash()))
+            continue
         chain = "labels" if kind == LABEL else kind
         want = next_seq.get((mem, chain), 0 if kind in (GENESIS, LABEL) else 1)
         if kind == PROVENANCE and (mem, GENESIS) not in next_seq:
@@ -250,6 +267,10 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
             if ref not in seen:
                 findings.append(Finding(f"memory={m.id}", _entry_label(e.kind, e.seq) if type(e.seq) is int else e.kind,
                                         "entry is not a leaf of the tenant log", "ChainBrokenError"))
+    for ke in b.key_endorsements:
+        if (KEYS_REF, KEY_ENDORSEMENT, ke.seq) not in seen:
+            findings.append(Finding(f"key_endorsement seq={ke.seq}", None, "endorsement is not a leaf of the tenant "
+                                    "log", "ChainBrokenError"))
     roots: dict[int, bytes] = {}
     if usable:
         sizes = [t.body.get("size") for t in b.tree_heads if type(t.body) is dict]

@@ -59,6 +59,6 @@ def test_tasks_hold_the_housekeeper_role_themselves(store, housekeeper, monkeypa
     # A label message carries a decision id only; label fields of the sender's choosing are refused.
     assert tasks.label_append_task(m.pk, "poison_suspect", "r", {}, "user:alice", "k1") == 0
     assert tasks.outcomes_apply_task(store.organization_id) == 0
-    assert tasks.tree_head_issue_task(store.organization_id) == 1
+    assert tasks.tree_head_issue_task(store.organization_id) == 2  # genesis + the online key's endorsement
     assert TreeHead.objects.count() == 1 and Memory.objects.get(pk=m.pk).epistemic_state == ""
     assert tasks.memory_genesis_sign_task.name == "ledger.tasks.memory_genesis_sign_task"

@@ -93,7 +93,7 @@ def test_a_batch_spanning_two_organizations_appends_to_each_log(memories, organi
                                                {"memory_id": memories[1].pk, "valence_q": 500, "evidence": []}])
     assert [n.organization_id for n in nodes] == [globex.pk, organization.pk]
     assert list(LogLeaf.objects.filter(organization=globex).order_by("index").values_list("kind", flat=True)) == \
-        ["genesis", "provenance", "transition"]
+        ["key_endorsement", "genesis", "provenance", "transition"]
     assert organization_verify(organization) == [] and organization_verify(globex) == []
 
 
