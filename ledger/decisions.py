@@ -136,7 +136,8 @@ def _decision_spec(p) -> LabelSpec:
 
 
 def proposal_specs(proposal_id: int) -> list[LabelSpec]:
-    """The labels a review proposal calls for now, in chain order (flag, then decision).
+    """The labels a review proposal calls for now: its ``poison_suspect`` flag while it is open,
+    its decision's label once one is recorded.
 
     Both are idempotent (their keys are in the signed evidence), so the one reference serves the
     proposing and the deciding task alike; a decision that is not eligible refuses the whole task.
@@ -150,7 +151,9 @@ def proposal_specs(proposal_id: int) -> list[LabelSpec]:
     if p.memory.organization_id != p.organization_id or p.store_id != p.memory.store_id:
         raise Refused(f"proposal {p.pk} names a memory of another store or organization", organization=p.organization)
     specs = []
-    if p.source == ReviewProposal.Source.AUDIT:
+    # The flag stands for "proposed, not decided yet": once a decision is recorded the decision's
+    # label is what counts, so a late flag message signs nothing of its own.
+    if p.source == ReviewProposal.Source.AUDIT and p.status == ReviewProposal.Status.OPEN:
         specs.append(_flag_spec(p))
     if p.decision or p.status != ReviewProposal.Status.OPEN:
         specs.append(_decision_spec(p))

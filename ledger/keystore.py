@@ -193,6 +193,7 @@ class Pkcs11KeyStore(KeyDirectory):
             raise Pkcs11Error("HOUSEKEEPER_SIGNER=pkcs11 needs PKCS11_MODULE and PKCS11_TOKEN_LABEL")
         self._lock = threading.Lock()
         self._session = None
+        self._handles: dict[str, object] = {}
 
     def describe(self) -> str:
         return (f"PKCS#11 token '{self.token_label}' ({Path(self.module).name}): non-extractable Ed25519 keys, "
@@ -242,7 +243,9 @@ class Pkcs11KeyStore(KeyDirectory):
         from pkcs11 import Mechanism, ObjectClass
 
         with self._lock:
-            key = self._open().get_key(label=label, object_class=ObjectClass.PRIVATE_KEY)
+            key = self._handles.get(label)
+            if key is None:  # one object search per key, not per signature
+                key = self._handles[label] = self._open().get_key(label=label, object_class=ObjectClass.PRIVATE_KEY)
             return bytes(key.sign(message, mechanism=Mechanism.EDDSA))
 
     def private_key_attributes(self, tenant: str, number: int) -> dict[str, bool]:

@@ -131,11 +131,11 @@ def test_a_proposal_signs_only_what_an_eligible_person_recorded(memories, organi
     assert "not an active member" in SigningRefusal.objects.latest("pk").reason
     # The reviewer, active: signed, with the label, reason and actor from the decision row.
     Membership.objects.filter(user=people["rita"]).update(is_active=True)
-    assert tasks.label_append_task(ref) == 2
+    assert tasks.label_append_task(ref) == 1  # decided: the decision's label (the flag was signed while open)
     assert _labels(m.pk) == ["poison_suspect", "poison_likely"]
     last = EpistemicLabel.objects.filter(memory=m).latest("seq")
     assert (last.actor, last.reason) == ("user:rita", "planted")
-    assert tasks.label_append_task(ref) == 2 and len(_labels(m.pk)) == 2  # redelivered: nothing twice
+    assert tasks.label_append_task(ref) == 1 and len(_labels(m.pk)) == 2  # redelivered: nothing twice
 
 
 def test_a_proposal_by_someone_who_may_not_propose_is_refused(memories, organization, people, housekeeper):

@@ -123,6 +123,11 @@ def test_the_ledger_signed_by_the_hsm_verifies_end_to_end(hsm_settings, tmp_path
     services.transition_append(memory_id=ms[0].pk, valence_q=-500, evidence=["outcome:2"])
     services.tree_head_issue(organization=org)
     assert KeyEpoch.objects.filter(organization=org).count() == 2
+    # The token signed two endorsements (one online key per epoch), not one signature per entry.
+    from ledger.models import KeyEndorsement
+
+    assert KeyEndorsement.objects.filter(organization=org, purpose="online").values_list("epoch", flat=True) \
+        .order_by("epoch").distinct().count() == 2
     assert organization_verify(org) == []
     out = tmp_path / "bundle.json"
     bundle_write(org, out)
