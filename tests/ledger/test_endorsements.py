@@ -184,3 +184,20 @@ def test_a_revoked_receipt_key_is_rotated_and_its_later_receipts_refused(facts, 
     late["receipts"][0]["body"] = body
     found = _subjects(verify_bundle(late))
     assert any("receipt #0" in f and ("revoked" in f or "not endorsed" in f) for f in found), found
+
+
+def test_endorsements_are_append_only_but_for_one_revocation(memories, organization):
+    from django.db import DatabaseError, connection, transaction
+
+    row = KeyEndorsement.objects.get(organization=organization)
+
+    def refused(sql: str) -> None:
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as c:
+            c.execute(sql, [row.pk])
+
+    refused("UPDATE ledger_keyendorsement SET not_after = '2999-01-01T00:00:00Z' WHERE id = %s")
+    refused("DELETE FROM ledger_keyendorsement WHERE id = %s")
+    refused("UPDATE ledger_logleaf SET seq = seq + 1 WHERE memory_id IS NULL AND id > %s - 1000000")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_keyendorsement SET revoked_at = '2030-01-01T00:00:00Z' WHERE id = %s", [row.pk])
+    refused("UPDATE ledger_keyendorsement SET revoked_at = '2031-01-01T00:00:00Z' WHERE id = %s")
