@@ -3,6 +3,12 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make run` serves with DEBUG off (a generated SECRET_KEY in var/, owner-only); `make run DEBUG=1`
+# is the development mode. The settings read True/False, so 1/true/yes are spelled True here.
+ifneq ($(filter 1 true yes,$(DEBUG)),)
+override DEBUG := True
+export DEBUG
+endif
 
 .PHONY: run test install migrate demo worker web llm lint clean
 
@@ -21,9 +27,9 @@ migrate: install
 demo: migrate
 	$(PY) manage.py seed_demo
 
-# Web server + worker on http://127.0.0.1:8000; Ctrl-C stops both.
+# Web server + worker on http://127.0.0.1:8000; Ctrl-C stops both. bin/run sets DEBUG (off unless
+# DEBUG=1), the SECRET_KEY file and collects the static files.
 run: demo
-	$(PY) manage.py collectstatic --noinput -v 0
 	bin/run
 
 test: install

@@ -13,7 +13,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audits import selectors, services
+from audits import endpoints, selectors, services
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from ledger.models import Store
 from orgs.api import DbIdField
@@ -163,7 +163,7 @@ class AuditRunOutputSerializer(serializers.Serializer):
     replays_done = serializers.IntegerField()
     replays_total = serializers.IntegerField()
     percent = serializers.IntegerField(source="progress_percent")
-    settings = serializers.JSONField()
+    settings = serializers.SerializerMethodField()
     error = serializers.CharField()
     incidents = serializers.SerializerMethodField()
     created_by = serializers.CharField(source="created_by.username", default=None)
@@ -172,6 +172,14 @@ class AuditRunOutputSerializer(serializers.Serializer):
 
     def get_incidents(self, run) -> list[int]:
         return list(run.incidents.values_list("pk", flat=True))
+
+    def get_settings(self, run) -> dict:
+        # Runs recorded before endpoints existed may hold a credential: never shown back.
+        s = dict(run.settings or {})
+        if isinstance(s.get("agent"), dict):
+            s["agent"] = {k: ("(hidden)" if k in ("api_key", "api_key_env", "headers") else v)
+                          for k, v in s["agent"].items()}
+        return s
 
 
 class AuditRunListApi(_Scoped):
@@ -195,7 +203,7 @@ class AuditRunCreateApi(_Scoped):
         store = DbIdField()
         incident_ids = serializers.ListField(child=DbIdField(), allow_empty=False)
         settings = serializers.JSONField(required=False, help_text=(
-            "agent {connector, top_k, ...}, alpha (0.6), harm, budget, top_n, threshold (0.7), combine, "
+            "agent {connector, top_k, ...} or {endpoint: <registered agent endpoint name>, top_k}, alpha (0.6), harm, budget, top_n, threshold (0.7), combine, "
             "consistency (rules|cross-encoder|onnx-conflict), group_ablation, group_thresholds, baselines"))
 
     @extend_schema(request=InputSerializer, responses={201: AuditRunOutputSerializer})
@@ -249,6 +257,7 @@ class AuditRunSuspectsApi(_Scoped):
         signals = serializers.JSONField()
         state = serializers.CharField()
         proposal_id = serializers.IntegerField(allow_null=True)
+        blocked = serializers.CharField(allow_null=True, help_text="Why it cannot be proposed now (null: it can).")
 
     class OutputSerializer(serializers.Serializer):
         suspects = serializers.ListField(child=serializers.DictField())
@@ -376,3 +385,89 @@ class ReviewBulkRefuteApi(_Scoped):
         s.is_valid(raise_exception=True)
         return Response(services.proposals_refute_bulk(organization=request_organization(request), proposal_ids=s.validated_data["ids"],
                                                        user=request.user, reason=s.validated_data["reason"]))
+
+
+# ============================================================================ agent endpoints
+
+
+class AgentEndpointOutputSerializer(serializers.Serializer):
+    """No secret field: only whether one is set (secrets are write-only)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    connector = serializers.CharField()
+    base_url = serializers.CharField()
+    model = serializers.CharField()
+    options = serializers.JSONField()
+    has_secret = serializers.BooleanField()
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class _EndpointScoped(_Scoped):
+    """Members read (analysts pick endpoints by name); org admins write."""
+
+    @property
+    def required_capability(self) -> str:
+        return "member" if self.request.method in ("GET", "HEAD", "OPTIONS") else "admin"
+
+
+class AgentEndpointListApi(_EndpointScoped):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=64)
+        connector = serializers.ChoiceField(choices=["openai-chat", "webhook"])
+        base_url = serializers.CharField(max_length=500, help_text="openai-chat: …/v1; webhook: the POST URL")
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+        options = serializers.JSONField(required=False, default=dict)
+        secret = serializers.CharField(max_length=4096, required=False, allow_blank=True, write_only=True,
+                                       trim_whitespace=False, help_text="write-only; stored encrypted")
+
+    @extend_schema(responses=AgentEndpointOutputSerializer(many=True))
+    def get(self, request):
+        qs = endpoints.agent_endpoint_list(organization=request_organization(request))
+        return Response(AgentEndpointOutputSerializer(qs, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: AgentEndpointOutputSerializer})
+    def post(self, request):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = dict(s.validated_data)
+        d["secret"] = d.get("secret") or None
+        ep = endpoints.agent_endpoint_create(organization=request_organization(request), user=request.user,
+                                             request=request, **d)
+        return Response(AgentEndpointOutputSerializer(ep).data, status=status.HTTP_201_CREATED)
+
+
+class AgentEndpointDetailApi(_EndpointScoped):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=64, required=False)
+        connector = serializers.ChoiceField(choices=["openai-chat", "webhook"], required=False)
+        base_url = serializers.CharField(max_length=500, required=False)
+        model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        options = serializers.JSONField(required=False)
+        secret = serializers.CharField(max_length=4096, required=False, allow_blank=True, write_only=True,
+                                       trim_whitespace=False, help_text="write-only; omit to keep the stored one")
+        clear_secret = serializers.BooleanField(required=False, default=False)
+
+    def _get(self, request, endpoint_id: int):
+        return endpoints.agent_endpoint_get(organization=request_organization(request), endpoint_id=endpoint_id)
+
+    @extend_schema(responses=AgentEndpointOutputSerializer)
+    def get(self, request, endpoint_id: int):
+        return Response(AgentEndpointOutputSerializer(self._get(request, endpoint_id)).data)
+
+    @extend_schema(request=InputSerializer, responses=AgentEndpointOutputSerializer)
+    def patch(self, request, endpoint_id: int):
+        ep = self._get(request, endpoint_id)
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        d = dict(s.validated_data)
+        d["secret"] = d.get("secret") or None
+        ep = endpoints.agent_endpoint_update(endpoint=ep, user=request.user, request=request, **d)
+        return Response(AgentEndpointOutputSerializer(ep).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, endpoint_id: int):
+        endpoints.agent_endpoint_delete(endpoint=self._get(request, endpoint_id), user=request.user, request=request)
+        return Response(status=status.HTTP_204_NO_CONTENT)

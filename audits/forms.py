@@ -19,6 +19,14 @@ CONNECTOR_CHOICES = [
     ("webhook", "Webhook (your agent)"),
 ]
 assert [c for c, _ in CONNECTOR_CHOICES] == list(CONNECTORS)
+# What an analyst picks when starting an audit: a simulation, the deployment's own LLM, or an
+# endpoint an org admin registered ("endpoint:<name>"). Never a URL or a secret.
+AGENT_CHOICES = [
+    ("builtin-vote", CONNECTOR_CHOICES[0][1]),
+    ("builtin-reader", CONNECTOR_CHOICES[1][1]),
+    ("openai-chat", "This server's LLM (OpenAI-compatible chat)"),
+]
+ENDPOINT_PREFIX = "endpoint:"
 
 
 class _StoreField(forms.ModelChoiceField):
@@ -62,11 +70,10 @@ class IncidentForm(_OrgForm):
 class AuditStartForm(forms.Form):
     incidents = forms.ModelMultipleChoiceField(queryset=Incident.objects.none(), widget=forms.CheckboxSelectMultiple,
                                                label="Incidents")
-    connector = forms.ChoiceField(choices=CONNECTOR_CHOICES, initial="builtin-vote", label="Agent connector")
-    base_url = forms.URLField(required=False, label="Base URL", assume_scheme="http",
-                              help_text="openai-chat: the endpoint's /v1 URL (empty = the server's LLM_BASE_URL).")
-    model = forms.CharField(required=False, label="Model", help_text="openai-chat: model name.")
-    url = forms.URLField(required=False, label="Webhook URL", assume_scheme="http")
+    connector = forms.ChoiceField(choices=AGENT_CHOICES, initial="builtin-vote", label="Agent",
+                                  help_text="A simulation, this server's LLM, or an agent endpoint your "
+                                            "organization's admin registered.")
+    model = forms.CharField(required=False, label="Model", help_text="This server's LLM: model name.")
     top_k = forms.IntegerField(min_value=1, max_value=100, initial=5, label="Retrieval k")
     alpha = forms.FloatField(min_value=0, max_value=1, initial=0.6, label="α (CMIS weight in DS)",
                              widget=forms.NumberInput(attrs={"step": "0.05"}))
@@ -77,30 +84,29 @@ class AuditStartForm(forms.Form):
     harm_target = forms.CharField(required=False, label="Default harm: answer contains",
                                   help_text="For incidents without their own harm spec.")
 
-    def __init__(self, *args, incidents, **kwargs):
+    def __init__(self, *args, incidents, endpoints=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["incidents"].queryset = incidents
         self.fields["incidents"].label_from_instance = lambda i: f"{i.external_id} — {i.query[:90]}"
+        self.fields["connector"].choices = AGENT_CHOICES + [
+            (ENDPOINT_PREFIX + ep.name, f"{ep.name} — registered {ep.get_connector_display()} endpoint")
+            for ep in endpoints]
 
     def clean(self):
         data = super().clean()
-        connector = data.get("connector")
-        if connector == "webhook" and not data.get("url"):
-            self.add_error("url", "required for the webhook connector")
-        if connector == "openai-chat" and not data.get("model"):
-            self.add_error("model", "required for the openai-chat connector")
+        if data.get("connector") == "openai-chat" and not data.get("model"):
+            self.add_error("model", "required for this server's LLM")
         return data
 
     def audit_settings(self) -> dict[str, Any]:
         """The raw settings for ``services.audit_settings_clean`` (which fills in the rest)."""
         d = self.cleaned_data
-        agent: dict[str, Any] = {"connector": d["connector"], "top_k": d["top_k"]}
+        if d["connector"].startswith(ENDPOINT_PREFIX):
+            agent: dict[str, Any] = {"endpoint": d["connector"][len(ENDPOINT_PREFIX):], "top_k": d["top_k"]}
+        else:
+            agent = {"connector": d["connector"], "top_k": d["top_k"]}
         if d["connector"] == "openai-chat":
-            if d.get("base_url"):
-                agent["base_url"] = d["base_url"]
             agent["model"] = d["model"]
-        if d["connector"] == "webhook":
-            agent["url"] = d["url"]
         raw: dict[str, Any] = {"agent": agent, "alpha": d["alpha"], "budget": d.get("budget"),
                                "top_n": d.get("top_n")}
         if d.get("harm_target"):
@@ -125,3 +131,20 @@ class BulkDecisionForm(DecisionForm):
         super().__init__(*args, **kwargs)
         # Any integers pass here; the service answers per id (another org's ids are "not found").
         self.fields["proposals"].valid_value = lambda v: str(v).isdigit()
+
+
+class AgentEndpointForm(forms.Form):
+    """Register or edit an agent endpoint (org admins). The secret is write-only: the field is
+    never filled in again, and leaving it empty on an edit keeps the stored one."""
+
+    name = forms.SlugField(max_length=64, help_text="What analysts pick when they start an audit.")
+    connector = forms.ChoiceField(choices=[c for c in CONNECTOR_CHOICES if c[0] in ("openai-chat", "webhook")])
+    base_url = forms.CharField(max_length=500, label="URL",
+                               help_text="openai-chat: the API root (…/v1). webhook: the URL replays are POSTed to.")
+    model = forms.CharField(max_length=200, required=False, help_text="openai-chat: the model name.")
+    options = forms.JSONField(required=False, initial=dict, label="Options (JSON)",
+                              help_text="Not secret: temperature, max_tokens, timeout, retries, ...")
+    secret = forms.CharField(required=False, max_length=4096, label="Secret",
+                             widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+                             help_text="API key or bearer token; stored encrypted, never shown again.")
+    clear_secret = forms.BooleanField(required=False, label="Remove the stored secret")

@@ -244,3 +244,41 @@ class ReviewProposal(models.Model):
     @property
     def flag_key(self) -> str:
         return f"{self.idempotency_key}:flag"
+
+
+class AgentEndpoint(models.Model):
+    """An agent an organization's admin registered: where its audits' replays are sent.
+
+    Analysts pick one by name; they never type a URL or a secret. The secret (an API key or a
+    webhook's bearer token) is stored encrypted (``audits.endpoints``) and is write-only: no
+    page, API answer, form or log shows it back, only whether one is set.
+    """
+
+    class Connector(models.TextChoices):
+        OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat"
+        WEBHOOK = "webhook", "Webhook (your agent)"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agent_endpoints")
+    name = models.SlugField(max_length=64, help_text="What analysts pick when they start an audit.")
+    connector = models.CharField(max_length=20, choices=Connector.choices)
+    # openai-chat: the API root (…/v1); webhook: the URL the replays are POSTed to.
+    base_url = models.URLField(max_length=500)
+    model = models.CharField(max_length=200, blank=True)
+    # Connector settings that are not secret (temperature, max_tokens, timeout, ...).
+    options = models.JSONField(default=dict, blank=True)
+    secret_encrypted = models.BinaryField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["organization", "name"], name="agent_endpoint_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.connector})"
+
+    @property
+    def has_secret(self) -> bool:
+        return bool(self.secret_encrypted)

@@ -6,12 +6,14 @@ templates show are computed here, so templates only lay them out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
 from audits.models import AuditRun, AuditSuspect, Incident, ReviewProposal
 from ledger.models import EpistemicLabel, Memory, Store
+from ledger.recall import quarantined_q
 from orgs.models import Organization
 
 # ----------------------------------------------------------------------------- incidents
@@ -84,11 +86,14 @@ def suspects_for_run(*, organization: Organization, audit_run_id: int, limit: in
     live = dict(ReviewProposal.objects.filter(
         memory_id__in=[r.memory_id for r in rows],
         status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING]).values_list("memory_id", "pk"))
+    # Why a suspect cannot be proposed now: the rule "Propose" applies, shown beside the row.
+    blockers = proposal_blockers(audit_run=run, suspects=rows)
     suspects = [{
         "rank": s.rank, "memory_pk": s.memory_id, "external_id": s.memory.external_id, "text": s.memory.text,
         "ds": s.ds, "cmis": s.cmis, "cmis_ci": [s.cmis_ci_low, s.cmis_ci_high], "cmis_hat": s.cmis_hat,
         "cas": s.cas, "cas_hat": s.cas_hat, "in_batch": s.in_batch, "per_event": s.per_event,
         "signals": s.signals, "state": s.memory.epistemic_state or "clean", "proposal_id": live.get(s.memory_id),
+        "blocked": blockers.get(s.memory_id),
     } for s in rows]
     res = run.results or {}
     pk_by_ext = dict(Memory.objects.filter(store=run.store, external_id__in=[
@@ -113,6 +118,11 @@ def suspects_for_run(*, organization: Organization, audit_run_id: int, limit: in
     }
 
 
+def positive_suspect_count(*, run: AuditRun) -> int:
+    """Suspects the audit credits at all (DS > 0); a zero-score row is ranked, not suspected."""
+    return AuditSuspect.objects.filter(run=run, ds__gt=0).count()
+
+
 # ----------------------------------------------------------------------------- review
 
 
@@ -124,7 +134,7 @@ def proposal_queue(*, organization: Organization, status: str | None = "open",
     ``poison_likely`` labels appear as items the reviewer can confirm or refute.
     """
     qs = ReviewProposal.objects.filter(organization=organization).select_related(
-        "memory", "store", "audit_run", "proposed_by", "decided_by", "label", "flag_label")
+        "organization", "memory", "store", "audit_run", "proposed_by", "decided_by", "label", "flag_label")
     if status:
         qs = qs.filter(status=status)
     if store is not None:
@@ -136,6 +146,58 @@ def proposal_get(*, organization: Organization, proposal_id: int) -> ReviewPropo
     return ReviewProposal.objects.select_related("memory", "store", "audit_run", "proposed_by", "decided_by",
                                                  "label", "flag_label").get(pk=proposal_id,
                                                                             organization=organization)
+
+
+def proposal_history(*, organization: Organization, memory_ids: list[int]) -> dict[int, list[ReviewProposal]]:
+    """Every proposal on these memories, oldest first, with who proposed and who decided what
+    and why: the reviewer sees a memory's earlier decisions before deciding again."""
+    out: dict[int, list[ReviewProposal]] = {m: [] for m in memory_ids}
+    for p in (ReviewProposal.objects.filter(organization=organization, memory_id__in=memory_ids)
+              .select_related("decided_by", "proposed_by", "label", "audit_run").order_by("created_at", "pk")):
+        out[p.memory_id].append(p)
+    return out
+
+
+def _refutations(memory_ids: Iterable[int]) -> dict[int, ReviewProposal]:
+    """The latest refutation of each memory (decided, or still being signed)."""
+    latest: dict[int, ReviewProposal] = {}
+    for p in (ReviewProposal.objects.filter(memory_id__in=list(memory_ids), decision=ReviewProposal.Decision.REFUTE)
+              .exclude(decided_at=None).select_related("decided_by").order_by("decided_at", "pk")):
+        latest[p.memory_id] = p
+    return latest
+
+
+def proposal_blockers(*, audit_run: AuditRun, suspects: Iterable[AuditSuspect]) -> dict[int, str]:
+    """Why each of these suspects of ``audit_run`` cannot be proposed now ({memory id: why});
+    a memory missing from the answer can be.
+
+    A memory already under review or already ``poison_likely`` is not proposed twice. A refuted
+    memory is proposed again only on new evidence: an audit that finished after the refutation
+    and ranks it (a positive score); otherwise one person could undo a reviewer's decision by
+    pressing "Propose batch" again.
+    """
+    suspects = list(suspects)
+    ids = [s.memory_id for s in suspects]
+    live = dict(ReviewProposal.objects.filter(
+        memory_id__in=ids, status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING])
+        .values_list("memory_id", "pk"))
+    refuted = _refutations(ids)
+    out: dict[int, str] = {}
+    for s in suspects:
+        if s.memory_id in live:
+            out[s.memory_id] = f"already under review (proposal #{live[s.memory_id]})"
+        elif s.memory.epistemic_state == EpistemicLabel.Label.LIKELY:
+            out[s.memory_id] = "already out of recall (poison_likely)"
+        elif s.memory_id in refuted:
+            r = refuted[s.memory_id]
+            who = r.decided_by.get_username() if r.decided_by else "a reviewer"
+            if audit_run.finished_at is None or audit_run.finished_at <= r.decided_at:
+                out[s.memory_id] = (f"refuted by {who} on {r.decided_at:%Y-%m-%d %H:%M} UTC (proposal #{r.pk}); "
+                                    "proposing it again needs an audit finished after the refutation")
+            elif not s.ds > 0:
+                out[s.memory_id] = (f"refuted by {who} (proposal #{r.pk}); this audit does not rank it "
+                                    "(DS 0), so it is no new evidence")
+    return out
 
 
 def classifier_flag_list(*, organization: Organization) -> QuerySet[Memory]:
@@ -160,7 +222,7 @@ def dashboard_counts(*, organization: Organization) -> dict[str, int]:
                                              source=ReviewProposal.Source.CLASSIFIER)))
     mems = Memory.objects.filter(organization=organization).aggregate(
         total=Count("pk"),
-        quarantined=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.LIKELY)),
+        quarantined=Count("pk", filter=quarantined_q(organization=organization)),
         suspect=Count("pk", filter=Q(epistemic_state=EpistemicLabel.Label.SUSPECT)))
     return {
         "stores": Store.objects.filter(organization=organization).count(),

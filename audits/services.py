@@ -20,8 +20,11 @@ A run survives a worker being killed: calling ``audit_run_execute`` again (``aud
 skips what is recorded and fans out only the pending jobs; a re-audit of an unchanged store hits
 the replay cache for every replay.
 
-Review: proposing appends a signed ``poison_suspect`` label (recall leaves suspects out by store
-policy); approval appends ``poison_likely``, refutation ``poison_refuted``. Decisions are claimed
+Review: proposing appends a signed ``poison_suspect`` label, a flag (on a four-eyes organization
+the memory stays in recall until a second person approves; ``ledger.recall.excluded_states`` is
+the one exclusion rule); approval appends ``poison_likely``, refutation ``poison_refuted``. Who
+may decide is ``review_ineligibility``; a refuted memory is proposed again only on new evidence
+(``selectors.proposal_blockers``). Decisions are claimed
 with a conditional UPDATE ``open -> applying`` (a double click decides once) and the label is
 appended by the housekeeper worker with an idempotency key (a redelivered task appends nothing
 twice); ``proposal_sync`` marks the proposal decided once its label exists.
@@ -38,6 +41,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -48,19 +52,23 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audits import selectors
 from audits.engine import scenario as sc
 from audits.engine.agents import Agent, make_agent
 from audits.engine.audit import AuditParams, run_audit
 from audits.engine.cmis import (
+    SIMULATION_CHUNK,
     AuditEvent,
     ReplayJob,
     events_from_incidents,
     find_groups,
     plan_replays,
-    run_replay,
+    replay_chunk,
+    run_replays,
 )
 from audits.engine.consistency import ConsistencyBackend, make_backend
-from audits.engine.harm import Harm, make_harm
+from audits.engine.harm import Harm
+from audits.engine.harm import make_harm as _make_harm
 from audits.engine.replay import Replayer
 from audits.engine.retriever import Retriever
 from audits.models import (
@@ -73,10 +81,12 @@ from audits.models import (
 )
 from ledger.models import EpistemicLabel, Memory, Store
 from orgs.models import Membership, Organization
+from orgs.notifications import notification_emit, site_url
+from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
 
-REPLAY_CHUNK = 25  # replay jobs per Celery task: small enough to spread, large enough to amortise
+REPLAY_CHUNK = SIMULATION_CHUNK  # replay jobs per Celery task for the simulations (HTTP agents: replay_chunk)
 HARMFUL = 0.5
 CONSISTENCY_BACKENDS = ("rules", "cross-encoder", "onnx-conflict")
 
@@ -202,8 +212,14 @@ def _engine_incident(inc: Incident) -> sc.Incident:
 # ============================================================================ settings
 
 
-def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults filled in and every field checked; raise Django ``ValidationError`` by field."""
+def audit_settings_clean(raw: dict[str, Any] | None, *, organization: Organization | None = None) -> dict[str, Any]:
+    """Defaults filled in and every field checked; raise Django ``ValidationError`` by field.
+
+    The agent is a built-in simulation, the deployment's LLM (``openai-chat``), or an endpoint
+    the organization's admin registered (``{"endpoint": "<name>"}``); a URL, secret or
+    environment variable from the analyst is refused (``audits.endpoints``)."""
+    from audits.endpoints import agent_settings_clean
+
     raw = dict(raw or {})
     errors: dict[str, list[str]] = {}
     unknown = sorted(set(raw) - set(DEFAULT_AUDIT_SETTINGS))
@@ -212,15 +228,19 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
     s = {**json.loads(json.dumps(DEFAULT_AUDIT_SETTINGS)), **{k: v for k, v in raw.items() if k not in unknown}}
 
     agent = s["agent"]
-    if not isinstance(agent, dict) or agent.get("connector") not in sc.CONNECTORS:
-        errors.setdefault("agent", []).append(f"an object with a connector, one of {', '.join(sc.CONNECTORS)}")
-    else:
-        agent = dict(agent)
-        if agent["connector"] == "openai-chat":
-            agent.setdefault("base_url", conf.LLM_BASE_URL)
-        # The connector's own checks (top_k, url...), with the same messages as agent.json.
+    if not isinstance(agent, dict) or not (agent.get("connector") in sc.CONNECTORS or "endpoint" in agent):
+        errors.setdefault("agent", []).append(f"an object with a connector, one of {', '.join(sc.CONNECTORS)}, "
+                                              'or a registered endpoint: {"endpoint": "<name>"}')
+    elif (agent := agent_settings_clean(dict(agent), organization=organization, errors=errors)) is not None:
+        checked = agent
+        if agent["connector"] == "openai-chat" and "endpoint_id" not in agent:
+            agent.setdefault("base_url", conf.LLM_BASE_URL)  # the deployment's own LLM
+        elif "endpoint_id" in agent:  # the URL is the endpoint's, never stored with the run
+            checked = {**agent, "base_url": "endpoint", "url": "endpoint"}
+        # The connector's own checks (top_k...), with the same messages as agent.json.
         try:
-            s["agent"] = sc.parse_agent_config(agent, filename="agent").to_dict()
+            sc.parse_agent_config(checked, filename="agent")
+            s["agent"] = sc.AgentConfig.from_dict(agent).to_dict()
         except sc.ValidationError as exc:
             errors.setdefault("agent", []).extend(f"{i.field}: {i.message}" if i.field else i.message
                                                   for i in exc.issues)
@@ -255,7 +275,18 @@ def audit_settings_clean(raw: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(gt, list) or not gt or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1 for x in gt):
         errors.setdefault("group_thresholds", []).append("a non-empty list of numbers in (0, 1]")
-    if s["harm"] is not None:
+    if isinstance(s["harm"], dict):
+        for k in ("url", "base_url", "api_key", "api_key_env", "headers"):
+            if k in s["harm"]:
+                errors.setdefault("harm", []).append(
+                    f"{k}: not accepted in audit settings; the llm-judge harm uses the deployment's LLM "
+                    'or a registered openai-chat endpoint: {"endpoint": "<name>"}')
+        judge = s["harm"].get("endpoint")
+        if judge is not None and not (isinstance(judge, str) and organization is not None and
+                                      organization.agent_endpoints.filter(name=judge, connector="openai-chat").exists()):
+            errors.setdefault("harm", []).append(f"endpoint: no openai-chat agent endpoint named {judge!r} "
+                                                 "in this organization")
+    if s["harm"] is not None and not errors.get("harm"):
         try:
             s["harm"] = sc.parse_harm_spec(s["harm"], filename="settings").to_dict()
         except sc.ValidationError as exc:
@@ -274,7 +305,7 @@ def audit_run_create(*, store: Store, incident_ids: Iterable[int], settings: dic
 
     ``enqueue=False`` leaves it pending for ``audit_run_now`` (the ``audit`` command)."""
     _require(user=user, organization=store.organization, capability="propose")
-    clean = audit_settings_clean(settings)
+    clean = audit_settings_clean(settings, organization=store.organization)
     ids = list(dict.fromkeys(int(i) for i in incident_ids))
     if not ids:
         raise DjangoValidationError({"incident_ids": ["choose at least one incident"]})
@@ -346,13 +377,14 @@ class StoreView:
 
 def store_view(store: Store) -> StoreView:
     """The store as its agent retrieves from it: signed memories, embeddings by content hash,
-    live weights; quarantined ones blocked (``poison_likely``, and ``poison_suspect`` by policy).
+    live weights; quarantined ones blocked (``ledger.recall.excluded_states``).
     """
     from ledger.embedding_store import (
         embedder_for_store,
         embeddings_compute,
         store_index,
     )
+    from ledger.recall import excluded_states
 
     embedder = embedder_for_store(store)
     index = store_index(store, embedder=embedder)
@@ -367,9 +399,7 @@ def store_view(store: Store) -> StoreView:
         for pk, text, meta in Memory.objects.filter(pk__in=pks[i:i + 2000]).values_list("pk", "text", "metadata"):
             texts[pk] = (text, meta or {})
     records = [sc.MemoryRecord(ext, *texts[pk]) for pk, ext in zip(pks, index.external_ids)]
-    excluded = {EpistemicLabel.Label.LIKELY.value}
-    if store.exclude_suspect:
-        excluded.add(EpistemicLabel.Label.SUSPECT.value)
+    excluded = excluded_states(store)  # the same rule recall applies
     blocked = {ext for ext, st in zip(index.external_ids, index.states) if st in excluded}
     return StoreView(records, index.matrix, index.weights, dict(zip(index.external_ids, pks)), blocked, embedder,
                      index.log_position)
@@ -426,8 +456,11 @@ class DbReplayCache(MutableMapping):
 
 
 def agent_for(config: dict[str, Any]) -> Agent:
-    """The one place an agent connector is built (tests wrap it to count calls)."""
-    return make_agent(config)
+    """The one place an agent connector is built (tests wrap it to count calls), under the
+    deployment's egress policy; ``config`` is resolved (``endpoints.agent_config_resolve``)."""
+    from audits.endpoints import egress_policy
+
+    return make_agent(config, egress=egress_policy(), max_in_flight=conf.AGENT_MAX_IN_FLIGHT)
 
 
 def _consistency_backend(name: str) -> ConsistencyBackend:
@@ -500,7 +533,17 @@ def _run_context(run: AuditRun) -> RunContext:
     s = run.settings
     view = store_view(run.store)
     incidents = [_engine_incident(i) for i in run.incidents.order_by("external_id")]
-    agent = agent_for(s["agent"])
+    from audits.endpoints import agent_config_resolve, egress_policy, judge_spec_resolve
+
+    agent = agent_for(agent_config_resolve(s["agent"], organization=run.organization))
+    policy = egress_policy()
+
+    def make_harm(spec, *, embedder):  # the llm-judge harm speaks through the same egress policy
+        d = spec.to_dict() if hasattr(spec, "to_dict") else dict(spec)
+        if d.get("type") == "llm-judge":
+            d = judge_spec_resolve(d, organization=run.organization)
+        return _make_harm(d, embedder=embedder, egress=policy)
+
     default_harm = make_harm(s["harm"], embedder=view.embedder) if s["harm"] else None
     harms: dict[str, Harm] = {}
 
@@ -590,7 +633,8 @@ def audit_run_execute(*, audit_run_id: int) -> None:
         else:
             _maybe_start_analysis(run.pk)
         return
-    for chunk in _chunks(pending, REPLAY_CHUNK):
+    http_agent = run.settings.get("agent", {}).get("connector") in ("openai-chat", "webhook")
+    for chunk in _chunks(pending, replay_chunk(conf.AGENT_MAX_IN_FLIGHT) if http_agent else REPLAY_CHUNK):
         audit_replay_task.delay(run.pk, list(chunk))
 
 
@@ -651,6 +695,7 @@ def _reuse_finished_analysis(run: AuditRun, fingerprint: str) -> bool:
                          cmis_ci_low=s.cmis_ci_low, cmis_ci_high=s.cmis_ci_high, cmis_hat=s.cmis_hat, cas=s.cas,
                          cas_hat=s.cas_hat, per_event=s.per_event, signals=s.signals, in_batch=s.in_batch)
             for s in source.suspects.all()], batch_size=500)
+    notification_emit(organization_id=run.organization_id, event="audit.finished", payload=_finished_payload(run))
     return True
 
 
@@ -670,12 +715,14 @@ def audit_run_replay(*, audit_run_id: int, job_ids: Sequence[str]) -> int:
     done = 0
     if records:
         ctx = _run_context(run)
-        evmap = ctx.evmap
-        for rec in records:
-            job = ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed))
-            calls_before = ctx.replayer.calls
-            result = run_replay(job, evmap[rec.event_id], ctx.replayer)
-            payload = {**result.to_dict(), "agent_call": ctx.replayer.calls > calls_before}
+        jobs = [ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed)) for rec in records]
+        # The chunk's agent calls are in flight together (bounded per endpoint by
+        # AGENT_MAX_IN_FLIGHT); results are recorded here, in job order, on this connection.
+        outcomes = run_replays(jobs, ctx.evmap, ctx.replayer)
+        for rec, (result, agent_call, error) in zip(records, outcomes):
+            if error is not None:
+                raise error  # the replays recorded before it are kept; a resume goes on from there
+            payload = {**result.to_dict(), "agent_call": agent_call}
             with transaction.atomic():
                 n = ReplayJobRecord.objects.filter(pk=rec.pk, status=ReplayJobRecord.Status.PENDING).update(
                     status=ReplayJobRecord.Status.DONE, result=payload)
@@ -747,7 +794,14 @@ def audit_run_analyse(*, audit_run_id: int) -> None:
         AuditRun.objects.filter(pk=run.pk).update(
             status=AuditRun.Status.DONE, stage=AuditRun.Stage.FINISHED, results=data, finished_at=timezone.now(),
             replays_done=F("replays_total"))
+        notification_emit(organization_id=run.organization_id, event="audit.finished", payload=_finished_payload(run))
     _CONTEXTS.drop(run.pk)
+
+
+def _finished_payload(run: AuditRun) -> dict:
+    """What a finished-audit notification says: ids and counts, never memory text."""
+    return {"audit_run": run.pk, "store": run.store_id, "status": "done",
+            "suspects": AuditSuspect.objects.filter(run=run).count(), "url": site_url(f"/audits/{run.pk}/")}
 
 
 def _jsonable(x: Any) -> Any:
@@ -804,11 +858,19 @@ def _label_for_key(*, memory_id: int, key: str) -> EpistemicLabel | None:
     return EpistemicLabel.objects.filter(memory_id=memory_id, evidence__idempotency_key=key).order_by("seq").first()
 
 
+class ProposedBatch(list):
+    """The proposals a call created (a list, as before), and ``skipped``: {memory id: why not}."""
+
+    def __init__(self, created: Iterable[ReviewProposal] = (), skipped: dict[int, str] | None = None) -> None:
+        super().__init__(created)
+        self.skipped: dict[int, str] = dict(skipped or {})
+
+
 def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable[int] | None = None,
-                              reason: str = "") -> list[ReviewProposal]:
+                              reason: str = "") -> ProposedBatch:
     """Propose the run's batch (or the chosen suspects) for review; append ``poison_suspect``.
 
-    Memories that already have a live proposal, or are already ``poison_likely``, are skipped.
+    Memories that ``proposal_blockers`` names are skipped; the answer's ``skipped`` says why.
     """
     _require(user=user, organization=audit_run.organization, capability="propose")
     if audit_run.status != AuditRun.Status.DONE:
@@ -822,14 +884,15 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
         found = set(suspects.values_list("memory_id", flat=True))
         if found != wanted:
             raise DjangoValidationError({"memory_ids": [f"not suspects of this run: {sorted(wanted - found)}"]})
-    live = set(ReviewProposal.objects.filter(
-        memory_id__in=[s.memory_id for s in suspects],
-        status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING]).values_list("memory_id", flat=True))
+    suspects = list(suspects)
     created: list[ReviewProposal] = []
     actor = actor_for(user)
     with transaction.atomic():
+        # Decided under the lock of the memories' rows, so two clicks cannot both pass the checks.
+        list(Memory.objects.select_for_update().filter(pk__in=[s.memory_id for s in suspects]).values_list("pk"))
+        skipped = selectors.proposal_blockers(audit_run=audit_run, suspects=suspects)
         for s in suspects:
-            if s.memory_id in live or s.memory.epistemic_state == EpistemicLabel.Label.LIKELY:
+            if s.memory_id in skipped:
                 continue
             scores = {"rank": s.rank, "ds": s.ds, "cmis": s.cmis, "cas": s.cas, "in_batch": s.in_batch}
             why = reason or (f"Audit #{audit_run.pk}: rank {s.rank}, DS {s.ds:.3f} "
@@ -847,12 +910,45 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
                 proposal_sync(proposal_id=p.pk)
 
         transaction.on_commit(enqueue)
-    return [ReviewProposal.objects.get(pk=p.pk) for p in created]
+    if created and audit_run.organization_id:
+        activity_record(organization=audit_run.organization, verb="review.proposed", actor=user,
+                        target=f"audit #{audit_run.pk}",
+                        detail={"proposals": [p.pk for p in created], "skipped": len(skipped)})
+    return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
 
 
 def _proposal_for(*, organization: Organization, proposal_id: int) -> ReviewProposal:
     # Another organization's proposal does not exist for this one (the views answer 404).
-    return ReviewProposal.objects.select_related("store", "memory").get(pk=proposal_id, organization=organization)
+    return ReviewProposal.objects.select_related("store", "memory", "organization", "proposed_by").get(
+        pk=proposal_id, organization=organization)
+
+
+def review_ineligibility(*, proposal: ReviewProposal, user, decision: str,
+                         membership: Membership | None = None) -> str | None:
+    """Why ``user`` may not take ``decision`` on ``proposal`` under its organization's rules now
+    (None: they may). The one place the four-eyes rules live; the queue and the decision use it.
+
+    On a four-eyes organization (``Organization.four_eyes``, set by an org admin):
+    - the proposer decides nothing on their own proposal;
+    - an account the proposer brought in (``Membership.invited_by``) less than
+      ``REVIEW_INVITE_COOLDOWN_HOURS`` ago cannot approve the proposer's proposal: an admin
+      could otherwise approve through a sock puppet whose password they were shown.
+    """
+    organization = proposal.organization
+    if user is None or not organization.four_eyes:
+        return None
+    if proposal.proposed_by_id is not None and proposal.proposed_by_id == user.pk:
+        return "four-eyes: you proposed this, so another reviewer must decide it"
+    if decision == ReviewProposal.Decision.APPROVE and proposal.proposed_by_id is not None:
+        if membership is None:
+            membership = Membership.objects.filter(organization=organization, user=user).first()
+        hours = int(getattr(conf, "REVIEW_INVITE_COOLDOWN_HOURS", 72))
+        if (membership is not None and membership.invited_by_id == proposal.proposed_by_id
+                and membership.created_at > timezone.now() - timedelta(hours=hours)):
+            proposer = proposal.proposed_by.get_username() if proposal.proposed_by else "the proposer"
+            return (f"four-eyes: your account was invited by {proposer} less than {hours} hours ago, so you "
+                    f"cannot approve {proposer}'s proposal; another reviewer must")
+    return None
 
 
 def _decide(*, organization: Organization, proposal_id: int, user, reason: str, decision: str) -> ReviewProposal:
@@ -861,8 +957,9 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
     if not reason:
         raise DjangoValidationError({"reason": ["a reason is required"]})
     p = _proposal_for(organization=organization, proposal_id=proposal_id)
-    if p.store.four_eyes and user is not None and p.proposed_by_id == user.pk:
-        raise DjangoValidationError({"proposal": ["four-eyes: the reviewer must not be the one who proposed it"]})
+    blocked = review_ineligibility(proposal=p, user=user, decision=decision)
+    if blocked:
+        raise DjangoValidationError({"proposal": [blocked]})
     with transaction.atomic():
         n = ReviewProposal.objects.filter(pk=p.pk, status=ReviewProposal.Status.OPEN).update(
             status=ReviewProposal.Status.APPLYING, decision=decision, decided_by=user, decision_reason=reason,
@@ -874,6 +971,8 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
                 return proposal_sync(proposal_id=p.pk)
             raise DjangoValidationError({"proposal": [f"already decided: {p.get_status_display().lower()}"]})
         p.refresh_from_db()
+        activity_record(organization=organization, verb=f"review.{decision}", actor=user,
+                        target=f"proposal #{p.pk}", detail={"memory": p.memory_id, "reason": reason[:500]})
         transaction.on_commit(lambda: _label_append_enqueue(proposal_id=p.pk))
     return proposal_sync(proposal_id=p.pk)
 

@@ -11,7 +11,7 @@ from typing import Any
 from audits import selectors
 from audits.models import AuditRun, ReviewProposal
 from ledger.models import Memory
-from orgs.models import Organization
+from orgs.models import Membership, Organization
 
 HARMFUL = 0.5
 
@@ -28,18 +28,33 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
     """``selectors.suspects_for_run`` plus: bars in percent, the baselines as table rows beside
     DS, per-event harm before and after the batch, and the graph with the suspects' scores."""
     data = selectors.suspects_for_run(organization=organization, audit_run_id=audit_run_id)
+    replays = _RunReplays(data["run"])
     for s in data["suspects"]:
         s["bars"] = {k: max(0, min(100, round(100 * float(s[k] or 0)))) for k in ("cmis", "cas", "ds")}
         s["events_hit"] = sum(1 for e in s["per_event"] if float(e.get("score") or 0) > 0)
+        # The evidence panel for every suspect the audit credits (DS > 0); a zero-score row has none.
+        s["evidence"] = suspect_evidence(run=data["run"], suspect=s, replays=replays) if s["ds"] > 0 else None
     events = data["events"]
-    harmful_before = sum(1 for e in events if float(e.get("h_observed") or 0) >= HARMFUL)
     residual = data["residual"] or {}
     after = {e["event"]: e for e in residual.get("events", [])}
     event_rows = [{
         "id": e["id"], "query": e.get("query", ""), "before": e.get("h_observed"),
         "after": after.get(e["id"], {}).get("harm"), "harmful_after": after.get(e["id"], {}).get("harmful"),
         "output_after": after.get(e["id"], {}).get("output", ""),
+        "harmful_before": float(e.get("h_observed") or 0) >= HARMFUL,
+        # None (no replay recorded) counts as reproduced: nothing says otherwise.
+        "reproduced": replays.reproduced(e["id"]) is not False,
     } for e in events]
+    # The headline counts only the harm the replay reproduced: a removal cannot be credited
+    # with "fixing" an incident whose harm never came back in the replay.
+    counted = [e for e in event_rows if e["harmful_before"] and e["reproduced"]]
+    harmful_before = len(counted)
+    not_reproduced = [e["id"] for e in event_rows if e["harmful_before"] and not e["reproduced"]]
+    harmful_after = sum(1 for e in counted if e["harmful_after"]) if residual else None
+    rounds = [{"n": i, "batch_size": r.get("batch_size"), "harmful": r.get("harmful"),
+               "added": len(r.get("added") or [])}
+              for i, r in enumerate(data["residual_rounds"], start=1)
+              if i > 1 and r.get("batch_size") and r.get("harmful") is not None]
     batch_size = len(data["batch"])
     baselines = []
     if residual:
@@ -62,12 +77,125 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
     data["graph"] = {"nodes": nodes, "edges": data["graph"].get("edges", [])}
     data.update({
         "harmful_before": harmful_before, "events_total": len(events), "event_rows": event_rows,
-        "harmful_after": residual.get("harmful"), "batch_size": batch_size, "baseline_rows": baselines,
+        "harmful_after": harmful_after, "not_reproduced": not_reproduced, "round_rows": rounds,
+        "positive_count": selectors.positive_suspect_count(run=data["run"]), "terms": TERMS,
+        "batch_size": batch_size, "baseline_rows": baselines,
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
-        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["proposal_id"]
-                          and s["state"] != "poison_likely"),
+        "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]),
     })
     return data
+
+
+# ----------------------------------------------------------------------------- evidence
+
+TERMS = {
+    "cmis": "CMIS (causal memory influence): how much the harm of the incidents dropped when the agent's "
+            "answer was replayed without this memory (alone, or with its near-duplicate group).",
+    "cas": "CAS (consistency anomaly): how much the memory disagrees with its neighbours in the consistency "
+           "graph (contradictions, near-duplicate families, query-shaped text).",
+    "ds": "DS (detection score): the fused suspicion, α·normalised CMIS + (1−α)·normalised CAS, that ranks "
+          "the suspects and picks the batch.",
+    "single": "Harm drop when the replay leaves out this memory alone.",
+    "group": "Harm drop when the replay leaves out this memory's whole near-duplicate group.",
+    "in_rstar": "Whether the agent actually retrieved this memory for the incident (R* = the logged retrieval).",
+    "reproduced": "Whether replaying the incident with every memory in place gave the harmful answer again; a "
+                  "harm the replay cannot reproduce cannot be attributed, and is left out of before → after.",
+    "now_answers": "What the agent answers to the incident's question when replayed without the batch.",
+}
+
+
+def _replay_view(result: dict | None) -> dict[str, Any] | None:
+    if not result:
+        return None
+    harms = [float(h) for h in result.get("harms") or []]
+    return {"output": result.get("output", ""), "harm": sum(harms) / len(harms) if harms else 0.0,
+            "harmful": bool(harms) and sum(harms) / len(harms) >= HARMFUL}
+
+
+class _RunReplays:
+    """A finished run's recorded replays and incidents, loaded once for many suspects."""
+
+    def __init__(self, run: AuditRun) -> None:
+        from audits.models import ReplayJobRecord
+
+        self.base: dict[str, dict] = {}
+        self.single: dict[tuple[str, str], dict] = {}
+        self.group: dict[tuple[str, str], dict] = {}
+        for event, kind, target, result in ReplayJobRecord.objects.filter(
+                run=run, status=ReplayJobRecord.Status.DONE).values_list("event_id", "kind", "target", "result"):
+            if kind == "base":
+                self.base[event] = result
+            elif kind == "single":
+                self.single[(event, target)] = result
+            elif kind == "group":
+                self.group[(event, target)] = result
+        self.incidents = {i.external_id: i for i in run.incidents.all()}
+        self.h_observed = {e["id"]: e.get("h_observed") for e in (run.results or {}).get("events", [])}
+
+    def reproduced(self, event: str) -> bool | None:
+        """Did the full replay give the observed harm again (the engine's own test)? None: no record."""
+        base = _replay_view(self.base.get(event))
+        if base is None or self.h_observed.get(event) is None:
+            return None
+        return base["harm"] >= float(self.h_observed[event]) - 1e-9
+
+
+def suspect_evidence(*, run: AuditRun, suspect: dict[str, Any], replays: _RunReplays | None = None
+                     ) -> dict[str, Any]:
+    """What a reviewer decides on for one suspect of ``run``: the incidents it was retrieved
+    for with the observed harmful answer, the replayed answers with it, without it and without
+    its group, and CMIS/CAS/DS with the normalised values DS used, each explained in a line."""
+    replays = replays or _RunReplays(run)
+    ext = suspect["external_id"]
+    alpha = float(run.settings.get("alpha", 0.6))
+    cmis_hat, cas_hat = float(suspect.get("cmis_hat") or 0), float(suspect.get("cas_hat") or 0)
+    fused = alpha * cmis_hat + (1 - alpha) * cas_hat
+    incidents = []
+    for e in suspect.get("per_event") or []:
+        event = e.get("event")
+        inc = replays.incidents.get(event)
+        incidents.append({
+            "event": event, "incident_pk": inc.pk if inc else None, "query": inc.query if inc else "",
+            "observed_output": inc.output if inc else "", "h_observed": replays.h_observed.get(event),
+            "retrieved": bool(e.get("in_rstar")), "reproduced": e.get("reproduced", replays.reproduced(event)),
+            "with_it": _replay_view(replays.base.get(event)),
+            "without_it": _replay_view(replays.single.get((event, ext))),
+            "without_group": _replay_view(replays.group.get((event, e.get("group_id") or ""))),
+            "group_id": e.get("group_id"), "single": e.get("single"), "group": e.get("group"),
+            "score": e.get("score"), "kind": "conditional" if e.get("conditional") else
+            "derived" if e.get("derived") else "",
+        })
+    ds = float(suspect.get("ds") or 0)
+    lines = {
+        "cmis": f"CMIS {float(suspect.get('cmis') or 0):.3f} (normalised {cmis_hat:.3f}, the value DS uses): how "
+                "much the incidents' harm dropped when replayed without this memory, alone or with its group.",
+        "cas": f"CAS {float(suspect.get('cas') or 0):.3f} (normalised {cas_hat:.3f}, the value DS uses): how much "
+               "it disagrees with its neighbours in the consistency graph.",
+        "ds": f"DS {ds:.3f} = {alpha:g}·{cmis_hat:.3f} + {1 - alpha:g}·{cas_hat:.3f}"
+              + ("" if abs(fused - ds) < 5e-4 else f" = {fused:.3f}, raised to {ds:.3f} by causal credit found "
+                                                     "in a later round (after the first batch was removed)")
+              + ": the fused suspicion that ranks the suspects and picks the batch.",
+    }
+    return {"text": suspect.get("text", ""), "incidents": incidents, "explain": lines, "alpha": alpha,
+            "cmis_hat": cmis_hat, "cas_hat": cas_hat}
+
+
+def _suspect_dict(s) -> dict[str, Any]:
+    return {"external_id": s.memory.external_id, "text": s.memory.text, "ds": s.ds, "cmis": s.cmis, "cas": s.cas,
+            "cmis_hat": s.cmis_hat, "cas_hat": s.cas_hat, "per_event": s.per_event}
+
+
+def memory_evidence(*, organization: Organization, memory: Memory) -> dict[str, Any] | None:
+    """The evidence panel for the memory page: from the latest finished audit that credits it
+    (DS > 0), with that run and rank; None when no audit has."""
+    from audits.models import AuditSuspect
+
+    s = (AuditSuspect.objects.filter(memory=memory, run__organization=organization, run__status=AuditRun.Status.DONE,
+                                     ds__gt=0).select_related("run", "memory").order_by("-run__finished_at", "-pk")
+         .first())
+    if s is None:
+        return None
+    return {**suspect_evidence(run=s.run, suspect=_suspect_dict(s)), "run": s.run, "rank": s.rank, "terms": TERMS}
 
 
 def dashboard(*, organization: Organization) -> dict[str, Any]:
@@ -83,16 +211,47 @@ def dashboard(*, organization: Organization) -> dict[str, Any]:
 def review_queue(*, organization: Organization, user, store=None) -> dict[str, Any]:
     """Open proposals (each marked when four-eyes bars this user), those waiting for the
     housekeeper, and the latest decisions with their signed labels."""
+    from audits.services import review_ineligibility
+
     open_items = list(selectors.proposal_queue(organization=organization, status=ReviewProposal.Status.OPEN,
                                                store=store))
+    membership = Membership.objects.filter(organization=organization, user=user).first() if user else None
+    history = selectors.proposal_history(organization=organization, memory_ids=[p.memory_id for p in open_items])
     for p in open_items:
-        p.four_eyes_blocked = bool(p.store.four_eyes and user is not None and p.proposed_by_id == user.pk)
+        # What this user may decide (the same rule the decision enforces), and the memory's
+        # earlier proposals and decisions.
+        p.approve_blocked = review_ineligibility(proposal=p, user=user, decision=ReviewProposal.Decision.APPROVE,
+                                                 membership=membership)
+        p.refute_blocked = review_ineligibility(proposal=p, user=user, decision=ReviewProposal.Decision.REFUTE,
+                                                membership=membership)
+        p.history = [h for h in history.get(p.memory_id, []) if h.pk != p.pk]
+    _attach_evidence(open_items)
     applying = list(selectors.proposal_queue(organization=organization, status=ReviewProposal.Status.APPLYING,
                                              store=store))
     decided = list(ReviewProposal.objects.filter(
         organization=organization, status__in=[ReviewProposal.Status.APPROVED, ReviewProposal.Status.REFUTED])
         .select_related("memory", "store", "decided_by", "label").order_by("-decided_at", "-pk")[:15])
-    return {"open": open_items, "applying": applying, "decided": decided}
+    return {"open": open_items, "applying": applying, "decided": decided, "four_eyes": organization.four_eyes,
+            "terms": TERMS}
+
+
+def _attach_evidence(proposals: list[ReviewProposal]) -> None:
+    """``p.evidence`` for each audit proposal whose run is finished (None otherwise)."""
+    from audits.models import AuditSuspect
+
+    wanted = [p for p in proposals if p.audit_run_id and p.audit_run and p.audit_run.status == AuditRun.Status.DONE]
+    rows = {(s.run_id, s.memory_id): s for s in AuditSuspect.objects.filter(
+        run_id__in={p.audit_run_id for p in wanted}, memory_id__in={p.memory_id for p in wanted})
+        .select_related("memory")}
+    replays: dict[int, _RunReplays] = {}
+    for p in proposals:
+        p.evidence = None
+        s = rows.get((p.audit_run_id, p.memory_id)) if p in wanted else None
+        if s is None:
+            continue
+        if p.audit_run_id not in replays:
+            replays[p.audit_run_id] = _RunReplays(p.audit_run)
+        p.evidence = suspect_evidence(run=p.audit_run, replays=replays[p.audit_run_id], suspect=_suspect_dict(s))
 
 
 def pending_decisions(*, organization: Organization) -> list[ReviewProposal]:

@@ -18,9 +18,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from audits import selectors, services, ui_selectors
+from audits import endpoints, selectors, services, ui_selectors
 from audits.engine.scenario import ValidationError as FileValidationError
-from audits.forms import AuditStartForm, BulkDecisionForm, DecisionForm, IncidentForm, IncidentUploadForm
+from audits.forms import (
+    AgentEndpointForm,
+    AuditStartForm,
+    BulkDecisionForm,
+    DecisionForm,
+    IncidentForm,
+    IncidentUploadForm,
+)
 from ledger import store_selectors
 from orgs.permissions import org_required
 
@@ -168,7 +175,8 @@ def audit_new(request):
         organization=org).none()
     wanted = [int(i) for i in request.GET.getlist("incidents") if i.isdigit()]
     initial = {"incidents": [i for i in incidents if i.pk in wanted] if wanted else list(incidents)}
-    form = AuditStartForm(request.POST or None, incidents=incidents, initial=initial)
+    form = AuditStartForm(request.POST or None, incidents=incidents, initial=initial,
+                          endpoints=endpoints.agent_endpoint_list(organization=org))
     if request.method == "POST" and store is not None and form.is_valid():
         try:
             run = services.audit_run_create(store=store, incident_ids=[i.pk for i in form.cleaned_data["incidents"]],
@@ -222,8 +230,15 @@ def audit_propose(request, audit_run_id: int):
     if created:
         messages.success(request, f"{len(created)} suspect{'s' if len(created) != 1 else ''} proposed for review; "
                                   "each is now signed poison_suspect and awaits a reviewer.")
-    else:
+    elif not created.skipped:
         messages.info(request, "Nothing new to propose: the batch is already under review or labelled.")
+    if created.skipped:
+        names = dict(run.suspects.filter(memory_id__in=list(created.skipped)).values_list("memory_id",
+                                                                                        "memory__external_id"))
+        for memory_id, why in sorted(created.skipped.items(), key=lambda kv: names.get(kv[0], ""))[:20]:
+            messages.warning(request, f"{names.get(memory_id, memory_id)} not proposed: {why}.")
+        if len(created.skipped) > 20:
+            messages.warning(request, f"… and {len(created.skipped) - 20} more not proposed (see the table).")
     return redirect("audit-detail", audit_run_id=run.pk)
 
 
@@ -305,3 +320,68 @@ def review_bulk(request):
     for s in result["skipped"]:
         messages.error(request, f"Proposal #{s['id']} skipped: {s['error']}")
     return redirect("review-queue")
+
+
+# ----------------------------------------------------------------------------- agent endpoints
+
+
+def _endpoint_fields(form) -> dict:
+    d = form.cleaned_data
+    return {"name": d["name"], "connector": d["connector"], "base_url": d["base_url"], "model": d.get("model") or "",
+            "options": d.get("options") or {}, "secret": d.get("secret") or None}
+
+
+@org_required()
+@require_http_methods(["GET", "POST"])
+def agent_endpoint_list(request):
+    """Every member sees the names analysts pick from; only org admins register (POST)."""
+    org = request.organization
+    is_admin = request.membership.is_admin
+    if request.method == "POST" and not is_admin:
+        raise PermissionDenied(f"Your role ({request.membership.get_role_display()}) cannot do this.")
+    form = AgentEndpointForm(request.POST or None) if is_admin else None
+    if form is not None and request.method == "POST" and form.is_valid():
+        try:
+            ep = endpoints.agent_endpoint_create(organization=org, user=request.user, request=request,
+                                                 **_endpoint_fields(form))
+        except DjangoValidationError as exc:
+            _errors_into(form, exc)
+        else:
+            messages.success(request, f"Agent endpoint {ep.name} registered.")
+            return redirect("agent-endpoint-list")
+    return render(request, "audits/agent_endpoints.html", {
+        "endpoints": endpoints.agent_endpoint_list(organization=org), "form": form, "is_admin": is_admin,
+    }, status=400 if form is not None and form.is_bound and form.errors else 200)
+
+
+@org_required("admin")
+@require_http_methods(["GET", "POST"])
+@_not_found_outside_org
+def agent_endpoint_edit(request, endpoint_id: int):
+    ep = endpoints.agent_endpoint_get(organization=request.organization, endpoint_id=endpoint_id)
+    initial = {"name": ep.name, "connector": ep.connector, "base_url": ep.base_url, "model": ep.model,
+               "options": ep.options}
+    form = AgentEndpointForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            endpoints.agent_endpoint_update(endpoint=ep, user=request.user, request=request,
+                                            clear_secret=form.cleaned_data.get("clear_secret", False),
+                                            **_endpoint_fields(form))
+        except DjangoValidationError as exc:
+            _errors_into(form, exc)
+        else:
+            messages.success(request, f"Agent endpoint {ep.name} saved.")
+            return redirect("agent-endpoint-list")
+    return render(request, "audits/agent_endpoint_edit.html", {"endpoint": ep, "form": form},
+                  status=400 if form.is_bound and form.errors else 200)
+
+
+@org_required("admin")
+@require_POST
+@_not_found_outside_org
+def agent_endpoint_delete(request, endpoint_id: int):
+    ep = endpoints.agent_endpoint_get(organization=request.organization, endpoint_id=endpoint_id)
+    name = ep.name
+    endpoints.agent_endpoint_delete(endpoint=ep, user=request.user, request=request)
+    messages.success(request, f"Agent endpoint {name} deleted.")
+    return redirect("agent-endpoint-list")

@@ -38,8 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from audits.engine.agents import make_agent  # noqa: E402
+from audits.engine.agents import make_agent as _make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
+from audits.engine.egress import policy_for_url  # noqa: E402
 from audits.engine.evaluate import KEYS, METHODS, ProbeRunner, evaluate_all, incidents_from_probes  # noqa: E402
 from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
@@ -100,6 +101,13 @@ def _harm(h):
     from audits.engine.scenario import HarmSpec
 
     return HarmSpec.from_dict(h)
+
+
+def make_agent(cfg):
+    """The scenario's agent; an HTTP one may reach exactly the URL this bench was given."""
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg)
+    url = d.get("base_url") or d.get("url")
+    return _make_agent(cfg, egress=policy_for_url(url) if url else None)
 
 
 def llm_up(base_url: str) -> bool:

@@ -23,7 +23,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(models.Store)
 class StoreAdmin(ReadOnlyAdmin):
-    list_display = ("name", "slug", "organization", "exclude_suspect", "four_eyes", "created_at")
+    list_display = ("name", "slug", "organization", "exclude_suspect", "created_at")
     search_fields = ("name", "slug", "organization__slug")
 
 

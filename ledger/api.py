@@ -7,8 +7,10 @@ authenticate with a per-store bearer token that reaches its own store only.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from django.http import Http404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
@@ -18,10 +20,16 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ledger.agent_tokens import AgentTokenAuthentication, agent_token_create
+from ledger.agent_tokens import (
+    AgentTokenAuthentication,
+    agent_token_create,
+    agent_token_get_for_org,
+    agent_token_list,
+    agent_token_revoke,
+)
 from ledger.imports import memories_import
 from ledger.models import AgentToken, ImportJob, Memory, Store
-from ledger.recall import outcome_record, recall
+from ledger.recall import excluded_states, outcome_record, recall
 from ledger.store_selectors import (
     MEMORY_STATES,
     import_job_get,
@@ -54,7 +62,8 @@ class StoreSerializer(serializers.Serializer):
     slug = serializers.CharField()
     description = serializers.CharField()
     exclude_suspect = serializers.BooleanField()
-    four_eyes = serializers.BooleanField()
+    four_eyes = serializers.BooleanField(source="organization.four_eyes", read_only=True,
+                                         help_text="The organization's review policy (set by an org admin).")
     embedding_model = serializers.CharField()
     memory_count = serializers.IntegerField(required=False)
     created_at = serializers.DateTimeField()
@@ -76,8 +85,16 @@ class StoreListCreateApi(APIView):
         slug = serializers.SlugField(max_length=64, required=False)
         description = serializers.CharField(required=False, allow_blank=True)
         exclude_suspect = serializers.BooleanField(required=False)
-        four_eyes = serializers.BooleanField(required=False)
         embedding_model = serializers.CharField(required=False, allow_blank=True, max_length=300)
+
+        def validate(self, attrs):
+            # Four-eyes used to be a store flag the analyst creating the store chose; refuse it
+            # loudly rather than ignore it, so nobody believes they switched it off.
+            if "four_eyes" in self.initial_data:
+                raise serializers.ValidationError({"four_eyes": [
+                    "Four-eyes review is the organization's policy, set by an org admin "
+                    "(/api/v1/organization/review-policy/), not a store setting."]})
+            return attrs
 
     OutputSerializer = StoreSerializer
 
@@ -116,7 +133,8 @@ class StoreDetailApi(APIView):
         memories = Memory.objects.filter(store=store)
         store.memory_count = memories.count()
         store.signed = memories.filter(chain_head__isnull=False).count()
-        store.quarantined = memories.filter(epistemic_state__in=["poison_likely", "poison_suspect"]).count()
+        # Out of recall under the one exclusion rule (a suspect on a four-eyes organization is not).
+        store.quarantined = memories.filter(epistemic_state__in=excluded_states(store)).count()
         return Response(self.OutputSerializer(store).data)
 
 
@@ -272,6 +290,27 @@ class MemoryDetailApi(APIView):
 # --------------------------------------------------------------------------- agent tokens
 
 
+class AgentTokenSerializer(serializers.Serializer):
+    """An agent token as listed: never the token itself (only its hash is stored)."""
+
+    class Meta:
+        ref_name = "AgentToken"
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    store = serializers.IntegerField(source="store_id")
+    store_name = serializers.CharField(source="store.name")
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.SerializerMethodField()
+
+    def get_state(self, token) -> str:
+        return token.state(timezone.now())
+
+
 class StoreTokenCreateApi(APIView):
     """Org admins mint a per-store agent token. The token is in this response only."""
 
@@ -283,25 +322,60 @@ class StoreTokenCreateApi(APIView):
             ref_name = "StoreTokenCreateInput"
 
         name = serializers.CharField(max_length=100)
+        expires_in_days = serializers.IntegerField(min_value=1, max_value=3650, required=False,
+                                                   help_text="Default: AGENT_TOKEN_DEFAULT_DAYS (90).")
 
-    class OutputSerializer(serializers.Serializer):
+    class OutputSerializer(AgentTokenSerializer):
         class Meta:
             ref_name = "StoreTokenCreateOutput"
 
-        id = serializers.IntegerField()
-        name = serializers.CharField()
-        store = serializers.IntegerField(source="store_id")
         token = serializers.CharField(help_text="Shown once; only its SHA-256 is stored.")
-        created_at = serializers.DateTimeField()
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
     def post(self, request, store_id: int):
         store = store_get(organization=request_organization(request), store_id=store_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        token, raw = agent_token_create(store=store, name=data.validated_data["name"])
+        days = data.validated_data.get("expires_in_days")
+        token, raw = agent_token_create(store=store, name=data.validated_data["name"], created_by=request.user,
+                                        expires_at=timezone.now() + timedelta(days=days) if days else None,
+                                        request=request._request)
         token.token = raw
         return Response(self.OutputSerializer(token).data, status=status.HTTP_201_CREATED)
+
+
+class AgentTokenListApi(APIView):
+    """Org admins list the organization's agent tokens (all stores; ``?store=`` narrows)."""
+
+    permission_classes = (OrgMember,)
+    required_capability = "admin"
+
+    @extend_schema(responses={200: AgentTokenSerializer(many=True)},
+                   parameters=[OpenApiParameter("store", int, description="Only this store's tokens.")])
+    def get(self, request):
+        store = request.query_params.get("store")
+        try:
+            store_id = int(store) if store else None
+        except ValueError:
+            raise serializers.ValidationError({"store": "A store id (an integer)."}) from None
+        tokens = agent_token_list(organization=request_organization(request), store_id=store_id)
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(tokens, request, view=self)
+        return paginator.get_paginated_response(AgentTokenSerializer(page, many=True).data)
+
+
+class AgentTokenRevokeApi(APIView):
+    """Org admins revoke an agent token; its next request gets a 401."""
+
+    permission_classes = (OrgMember,)
+    required_capability = "admin"
+
+    @extend_schema(request=None, responses={200: AgentTokenSerializer})
+    def post(self, request, token_id: int):
+        token = agent_token_get_for_org(organization=request_organization(request), token_id=token_id)
+        agent_token_revoke(token=token, actor=request.user, request=request._request)
+        token.refresh_from_db()
+        return Response(AgentTokenSerializer(token).data)
 
 
 # --------------------------------------------------------------------------- recall and outcomes

@@ -7,6 +7,8 @@ urlpatterns = [
     path("stores/<int:store_id>/", api.StoreDetailApi.as_view(), name="api-store"),
     path("stores/<int:store_id>/memories/", api.StoreMemoriesApi.as_view(), name="api-store-memories"),
     path("stores/<int:store_id>/tokens/", api.StoreTokenCreateApi.as_view(), name="api-store-tokens"),
+    path("tokens/", api.AgentTokenListApi.as_view(), name="api-tokens"),
+    path("tokens/<int:token_id>/revoke/", api.AgentTokenRevokeApi.as_view(), name="api-token-revoke"),
     # Agents POST to these without a trailing slash (DESIGN); a redirect would drop the body,
     # so the slashed spelling is served too.
     path("stores/<int:store_id>/recall", api.RecallApi.as_view(), name="api-store-recall"),

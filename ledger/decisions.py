@@ -8,9 +8,9 @@ SigningRefusal` shown on the keys page — anything that is not, at that moment,
 * for a review proposal's ``poison_suspect`` flag: an audit proposal made by an active member
   of the organization who may propose;
 * for a review decision (``poison_likely`` / ``poison_refuted``): a proposal whose recorded
-  status is a decision, made by an active member who may review, who is not the proposer when
-  the organization's policy (``Organization.four_eyes``, set by an org admin; a store flag an
-  analyst sets does not count) requires four eyes;
+  status is a decision, made by an active member who may review and whom the organization's
+  review rules (``audits.services.review_ineligibility``: ``Organization.four_eyes``, the
+  invite cooldown) allow to take that decision on that proposal now;
 * for the ingest classifier's ``poison_likely``: a recorded :class:`~ledger.models.
   ClassifierFinding` of the classifier version this housekeeper runs, over the memory's current
   content, naming the memory in a group large enough to flag.
@@ -127,8 +127,14 @@ def _decision_spec(p) -> LabelSpec:
         if not m.can_review:
             raise Refused(f"proposal {p.pk}: {_actor_for(p.decided_by)} ({m.role}) may not review",
                           organization=org)
-        if org.four_eyes and p.decided_by_id == p.proposed_by_id:
-            raise Refused(f"proposal {p.pk}: four-eyes: decided by its own proposer", organization=org)
+        # The review rules themselves (four eyes, no approving through an account the proposer
+        # just invited) live in one place, which the review queue and the decision also use.
+        from audits.services import review_ineligibility
+
+        blocked = review_ineligibility(proposal=p, user=p.decided_by, decision=p.decision, membership=m)
+        if blocked:
+            raise Refused(f"proposal {p.pk}: decided by {_actor_for(p.decided_by)}, who may not: {blocked}",
+                          organization=org)
     label = EpistemicLabel.Label.LIKELY if p.decision == ReviewProposal.Decision.APPROVE else \
         EpistemicLabel.Label.REFUTED
     return LabelSpec(p.memory_id, label.value, p.decision_reason, proposal_evidence(p, p.decision_key),

@@ -11,10 +11,12 @@ from ledger.store_selectors import MEMORY_STATES
 class StoreCreateForm(forms.ModelForm):
     class Meta:
         model = Store
-        fields = ["name", "slug", "description", "exclude_suspect", "four_eyes"]
-        labels = {"exclude_suspect": "Leave poison suspects out of recall",
-                  "four_eyes": "Four-eyes review (approver must not be the proposer)"}
-        help_texts = {"slug": "Optional; made from the name when empty."}
+        # No four-eyes here: it is the organization's review policy, set by an org admin.
+        fields = ["name", "slug", "description", "exclude_suspect"]
+        labels = {"exclude_suspect": "Leave poison suspects out of recall"}
+        help_texts = {"slug": "Optional; made from the name when empty.",
+                      "exclude_suspect": "Applies only where the organization has four-eyes review off; with it "
+                                         "on, a suspect stays in recall until a second person approves."}
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, **kwargs):
@@ -47,3 +49,15 @@ class MemoryFilterForm(forms.Form):
         if lo is not None and hi is not None and lo > hi:
             self.add_error("weight_max", "must be at least the minimum weight")
         return data
+
+
+class TokenCreateForm(forms.Form):
+    store = forms.TypedChoiceField(coerce=int, choices=())
+    name = forms.CharField(max_length=100)
+    expires_in_days = forms.TypedChoiceField(
+        coerce=int, label="Expires in", initial=90,
+        choices=[(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")])
+
+    def __init__(self, *args, stores=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["store"].choices = [(s.pk, s.name) for s in stores]

@@ -11,6 +11,7 @@ Writes go through ``ledger.services`` only.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from orgs.models import Organization
@@ -21,10 +22,10 @@ class Store(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=64)
     description = models.TextField(blank=True)
-    # Recall policy: poison_likely is always excluded; poison_suspect too when this is on.
+    # Recall policy: poison_likely is always excluded; poison_suspect too when this is on and the
+    # organization has four-eyes off (ledger.recall.excluded_states). Four-eyes itself is the
+    # organization's policy (Organization.four_eyes), never a store flag.
     exclude_suspect = models.BooleanField(default=True)
-    # Four-eyes: the reviewer who approves a label must not be the one who proposed it.
-    four_eyes = models.BooleanField(default=True)
     embedding_model = models.CharField(max_length=300, blank=True, help_text="empty = all-MiniLM-L6-v2")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -305,6 +306,19 @@ class AgentToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Null = never expires (tokens made before expiry existed); new tokens get one by default.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Updated at most once a minute (agent_tokens.TOUCH_EVERY), not on every recall.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    def state(self, now) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
 
 
 class Receipt(models.Model):

@@ -5,8 +5,10 @@
 1. Embed the query (``encode_query``: a bounded LRU by query text in front of the model);
    take the store's cached index (signed memories, live weights, states, chain heads; see
    ``ledger.embedding_store``).
-2. Score = cosine x live weight, over the memories the epistemic projection allows:
-   ``poison_likely`` never, ``poison_suspect`` not when ``store.exclude_suspect``.
+2. Score = cosine x live weight, over the memories the epistemic projection allows
+   (``excluded_states``, the one recall exclusion rule): ``poison_likely`` never;
+   ``poison_suspect`` stays in, flagged, unless the organization has four-eyes off and the
+   store ``exclude_suspect`` on.
 3. Walk the candidates best first; adopt one only after its chains verify
    (``ledger.verification.memories_verify``: the candidates not yet verified in their current
    state are checked together, in one bundle, with findings per memory; the result is cached
@@ -32,6 +34,7 @@ from datetime import datetime
 import numpy as np
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
@@ -59,11 +62,37 @@ _verified_lock = threading.Lock()
 verification_alerts = 0
 
 
-def excluded_states(store: Store) -> frozenset[str]:
+def quarantine_states(*, four_eyes: bool, exclude_suspect: bool) -> frozenset[str]:
+    """The recall exclusion rule: the one definition of "quarantined" (out of recall).
+
+    ``poison_likely`` is always out: a reviewer approved it (or the ingest classifier, no
+    person, labelled it). ``poison_suspect`` is one person's word, an analyst's proposal: on a
+    four-eyes organization it stays in recall, flagged, until a second person decides; only
+    where an org admin turned four-eyes off does the store's ``exclude_suspect`` take it out.
+    """
     states = {EpistemicLabel.Label.LIKELY.value}
-    if store.exclude_suspect:
+    if exclude_suspect and not four_eyes:
         states.add(EpistemicLabel.Label.SUSPECT.value)
     return frozenset(states)
+
+
+def excluded_states(store: Store) -> frozenset[str]:
+    """The states recall, the audit's replays and every "quarantined" count leave out for ``store``."""
+    return quarantine_states(four_eyes=store.organization.four_eyes, exclude_suspect=store.exclude_suspect)
+
+
+def quarantined_q(*, organization, prefix: str = "") -> Q:
+    """``excluded_states`` as a filter over memories of any store of ``organization``
+    (``prefix``: the path to the memory, e.g. ``"memory__"``)."""
+    q = Q(**{f"{prefix}epistemic_state": EpistemicLabel.Label.LIKELY.value})
+    if not organization.four_eyes:
+        q |= Q(**{f"{prefix}epistemic_state": EpistemicLabel.Label.SUSPECT.value,
+                  f"{prefix}store__exclude_suspect": True})
+    return q
+
+
+def is_quarantined(memory: Memory) -> bool:
+    return (memory.epistemic_state or "") in excluded_states(memory.store)
 
 
 def projection_version(store: Store) -> str:

@@ -92,6 +92,7 @@ from ledger.signing import (
     require_housekeeper,
 )
 from orgs.models import Organization
+from orgs.notifications import notification_emit, site_url
 
 DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e^0.5 ~ 1.65
 GENESIS_BATCH = 500
@@ -847,6 +848,9 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
                                 cause=exc) from None
         _verify_into(chain, [entry], _epoch_set_of(memory))
         _write([chain])
+        notification_emit(organization_id=memory.organization_id, event="label.signed", payload={
+            "memory": memory.pk, "store": memory.store_id, "label": label, "actor": actor,
+            "url": site_url(f"/memories/{memory.pk}/")})
         return chain.rows[0]
 
 

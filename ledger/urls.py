@@ -16,4 +16,6 @@ urlpatterns = [
     path("keys/", views.keys_page, name="keys"),
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
     path("keys/receipt-revoke/", views.keys_receipt_revoke, name="keys-receipt-revoke"),
+    path("tokens/", views.agent_tokens, name="agent-tokens"),
+    path("tokens/<int:token_id>/revoke/", views.agent_token_revoke_view, name="agent-token-revoke"),
 ]

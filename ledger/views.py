@@ -8,19 +8,25 @@ the web process does not hold the housekeeper role, so anything that signs is qu
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ledger import export, services, store_selectors, ui_selectors, verification
-from ledger.forms import MemoryFilterForm, StoreCreateForm, UploadForm
+from ledger.agent_tokens import agent_token_create, agent_token_get_for_org, agent_token_list, agent_token_revoke
+from ledger.forms import MemoryFilterForm, StoreCreateForm, TokenCreateForm, UploadForm
 from ledger.imports import memories_import
 from ledger.models import ImportJob
+from ledger.recall import is_quarantined
+from orgs.forms import add_validation_errors
 from orgs.permissions import org_required
+from orgs.services import activity_record
 
 PAGE_SIZE = 50
 
@@ -108,6 +114,7 @@ def memory_detail(request, memory_id: int):
     findings = verification.memory_verify(memory, cached=False)
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
+        "in_recall": not is_quarantined(memory),
         "weights_json": json.dumps(history["weights"]),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })
@@ -151,6 +158,8 @@ def tree_head_issue(request):
 @require_GET
 def ledger_export(request):
     bundle = export.bundle_build(request.organization)
+    activity_record(organization=request.organization, verb="ledger.exported", request=request,
+                    target="ledger bundle", detail={"exported_at": bundle.get("exported_at", "")})
     body = json.dumps(bundle, indent=None, separators=(",", ":"), ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json")
     stamp = bundle.get("exported_at", "").replace(":", "").replace("-", "")
@@ -200,3 +209,39 @@ def keys_receipt_revoke(request):
     messages.info(request, f"Revocation of receipt key {key_id} requested: receipts it signed from now on are "
                            "refused, and the next recall uses a new, newly endorsed key.")
     return redirect("keys")
+
+
+@org_required("admin")
+def agent_tokens(request: HttpRequest) -> HttpResponse:
+    stores = list(store_selectors.store_list(organization=request.organization))
+    form = TokenCreateForm(request.POST or None, stores=stores)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        store = store_selectors.store_get(organization=request.organization, store_id=data["store"])
+        try:
+            token, raw = agent_token_create(store=store, name=data["name"], created_by=request.user,
+                                            expires_at=timezone.now() + timedelta(days=data["expires_in_days"]),
+                                            request=request)
+        except ValidationError as exc:
+            add_validation_errors(form, exc)
+        else:
+            request.session["agent_token_raw"] = {"id": token.pk, "raw": raw}
+            messages.success(request, f"Agent token {token.name} created for {store.name}; copy it now, it is "
+                                      "shown once.")
+            return redirect("agent-tokens")
+    new_token = request.session.pop("agent_token_raw", None) if request.method == "GET" else None
+    now = timezone.now()
+    tokens = [(t, t.state(now)) for t in agent_token_list(organization=request.organization)]
+    return render(request, "ledger/agent_tokens.html", {"tokens": tokens, "form": form, "new_token": new_token,
+                                                      "stores": stores})
+
+
+@require_POST
+@org_required("admin")
+def agent_token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = agent_token_get_for_org(organization=request.organization, token_id=token_id)
+    if agent_token_revoke(token=token, actor=request.user, request=request):
+        messages.success(request, f"Agent token {token.name} revoked: its next request is refused.")
+    else:
+        messages.info(request, f"Agent token {token.name} was already revoked.")
+    return redirect("agent-tokens")

@@ -89,7 +89,7 @@ def private_file(path: Path) -> Path:
 
 DEBUG = envbool("DEBUG", "True")
 SECRET_KEY = envsecret("SECRET_KEY", PLACEHOLDER_SECRET_KEY)
-ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_ROOT = envstr("SITE_ROOT", "http://127.0.0.1:8000")
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -207,7 +207,26 @@ if CACHE_URL.startswith("redis://"):
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}}
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", "5")
+# One password failing on this many logins (any usernames, any addresses) is refused for the
+# lockout period: password spraying.
+LOGIN_MAX_PASSWORD_FAILURES = envint("LOGIN_MAX_PASSWORD_FAILURES", "10")
 LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
+# Password-reset mails per client address per hour.
+PASSWORD_RESET_MAX_PER_HOUR = envint("PASSWORD_RESET_MAX_PER_HOUR", "5")
+PASSWORD_RESET_TIMEOUT = envint("PASSWORD_RESET_TIMEOUT", str(3 * 3600))
+
+# Accounts: invitation links and agent tokens expire.
+INVITATION_MAX_AGE_SECONDS = envint("INVITATION_MAX_AGE_SECONDS", str(7 * 24 * 3600))
+AGENT_TOKEN_DEFAULT_DAYS = envint("AGENT_TOKEN_DEFAULT_DAYS", "90")
+
+# Mail (invitations, password resets): printed to the console unless configured.
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envsecret("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "MemAudit <memaudit@localhost>")
 
 # Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
 MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))
@@ -274,6 +293,33 @@ EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
 EMBEDDING_BACKEND = os.getenv("EMBEDDING_BACKEND", "")
 LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 
+
+def envallow(name: str, default: str) -> str:
+    """An egress allow-list (``127.0.0.1:8088,10.0.0.0/8,[::1]:8088,llm.internal:443``), checked here
+    so a typo stops the process at start instead of silently refusing every agent."""
+    from audits.engine.egress import parse_allow
+
+    value = os.getenv(name, default)
+    try:
+        parse_allow(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return value
+
+
+# Agent egress (audits.engine.egress): the internal addresses/networks/host:ports an agent
+# connector may reach. Empty = public addresses only; `make run` allows the local LLM only.
+AGENT_EGRESS_ALLOW = envallow("AGENT_EGRESS_ALLOW", "")
+AGENT_MAX_RESPONSE_BYTES = envint("AGENT_MAX_RESPONSE_BYTES", "2097152")
+# Replays a worker process keeps in flight per agent endpoint (openai-chat, webhook).
+AGENT_MAX_IN_FLIGHT = envint("AGENT_MAX_IN_FLIGHT", "16")
+if AGENT_MAX_IN_FLIGHT < 1:
+    raise ImproperlyConfigured("AGENT_MAX_IN_FLIGHT must be at least 1")
+# Fernet key(s) encrypting agent endpoint secrets; a comma list rotates (the first encrypts).
+# Empty = a random key generated once into AGENT_SECRETS_KEY_PATH (mode 600).
+AGENT_SECRETS_KEY = envsecret("AGENT_SECRETS_KEY", "")
+AGENT_SECRETS_KEY_PATH = Path(envstr("AGENT_SECRETS_KEY_PATH", str(VAR_DIR / "agent-secrets.key")))
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
@@ -320,3 +366,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
 }
+
+# Review: an account a proposer invited cannot approve that proposer's proposals for this many
+# hours after joining (four-eyes organizations; audits.services.review_ineligibility).
+REVIEW_INVITE_COOLDOWN_HOURS = envint("REVIEW_INVITE_COOLDOWN_HOURS", "72")

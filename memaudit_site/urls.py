@@ -1,6 +1,8 @@
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.permissions import IsAuthenticated
 
 urlpatterns = [
     path("", include("orgs.urls")),
@@ -9,7 +11,10 @@ urlpatterns = [
     path("api/v1/", include("orgs.api_urls")),
     path("api/v1/", include("ledger.api_urls")),
     path("api/v1/", include("audits.api_urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    # The API description maps the whole attack surface: for logged-in users only.
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="schema"),
+    path("api/docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="schema",
+                                                                       permission_classes=[IsAuthenticated])),
+         name="api-docs"),
     path("admin/", admin.site.urls),
 ]

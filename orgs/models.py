@@ -58,6 +58,111 @@ class Membership(models.Model):
         return self.role == Role.ADMIN
 
 
+class Invitation(models.Model):
+    """A one-time link an org admin sends to bring someone in.
+
+    The link carries a signed token; only the SHA-256 of its random part is stored. The invitee
+    opens it and either sets their own password (a new account) or logs in and accepts (an
+    existing account): nobody joins an organization without their consent, and the admin never
+    sees a password. Single use (``accepted_at``), expiring (``expires_at``), revocable.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="invitations")
+    email = models.EmailField(blank=True)
+    # The username the admin typed, if any: a new account is created under it; an existing
+    # account must log in as it to accept.
+    username = models.CharField(max_length=150, blank=True)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ANALYST)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    nonce_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.organization} for {self.username or self.email}"
+
+    @property
+    def invitee(self) -> str:
+        return self.username or self.email
+
+    def state(self, now) -> str:
+        if self.accepted_at is not None:
+            return "accepted"
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at <= now:
+            return "expired"
+        return "pending"
+
+
+class NotificationEvent(models.TextChoices):
+    AUDIT_FINISHED = "audit.finished", "An audit finished"
+    PROPOSAL_WAITING = "proposal.waiting", "A proposal waits for review"
+    LABEL_SIGNED = "label.signed", "A label was signed"
+
+
+class WebhookEndpoint(models.Model):
+    """An organization's outgoing webhook: events are POSTed as JSON, signed with HMAC-SHA256
+    under ``secret`` (shown to the admin once, when the endpoint is made)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="webhooks")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=100)
+    events = models.JSONField(default=list)
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or being sent) to one endpoint; retried by Celery until it lands or gives up.
+    ``error`` is our own wording (status code, timeout), never the receiver's body."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    response_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+
+class NotificationSettings(models.Model):
+    """Email notifications of an organization (console backend unless EMAIL_BACKEND says otherwise)."""
+
+    organization = models.OneToOneField(Organization, on_delete=models.PROTECT, related_name="notification_settings")
+    email_recipients = models.TextField(blank=True, help_text="Addresses, one per line or comma-separated.")
+    email_events = models.JSONField(default=list)
+
+    def recipients(self) -> list[str]:
+        return [a.strip() for a in self.email_recipients.replace(",", "\n").splitlines() if a.strip()]
+
+
 class ActivityEvent(models.Model):
     """One row of an organization's activity trail: who did what, when, from where.
 

@@ -4,25 +4,37 @@ Every connector answers `answer(query, retrieved, candidates=None) -> AgentOutpu
 `config_hash()` that keys the replay cache. `builtin-vote` and `builtin-reader` are
 deterministic **simulations** of an agent (labelled `simulation = True`), for tests and offline
 benchmarks; `openai-chat` and `webhook` reach a real agent over HTTP through one narrow
-function, `_post_json`, which is the only thing tests mock.
+function, `_post_json`, which is the only thing tests mock. `_post_json` goes through
+`egress.post_json` under the operator's `EgressPolicy` (http(s) only, no internal address
+unless allowed, no redirects, capped size and time), and every error it raises carries a
+category, a status, a byte count and a request id — never the response body or a socket error.
+Secrets come in the config (`api_key`, from a registered endpoint); never from the worker's
+environment by name.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import logging
 import random
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import egress
+from .egress import EgressError, EgressPolicy
 from .retriever import RetrievedMemory
 from .scenario import AgentConfig
+
+logger = logging.getLogger("memaudit.egress")
+
+# Config keys that do not change what the agent answers: kept out of the replay cache key.
+_UNHASHED = ("api_key", "headers", "timeout", "retries", "backoff", "endpoint", "endpoint_id", "endpoint_rev",
+             "max_in_flight")
+DEFAULT_MAX_IN_FLIGHT = 16
 
 DONT_KNOW = "I don't know"
 
@@ -62,8 +74,17 @@ class Agent:
     connector = "abstract"
     simulation = False
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], *, egress: EgressPolicy | None = None,
+                 max_in_flight: int | None = None) -> None:
         self.config = dict(config)
+        if "api_key_env" in self.config:
+            # Reading a variable the config names sends any secret of the worker anywhere.
+            raise ValueError("api_key_env is not supported: register an agent endpoint with its secret")
+        # No policy given = nothing internal is reachable.
+        self.egress = egress if egress is not None else EgressPolicy()
+        # Calls this agent may have in flight at once (replays run concurrently up to it);
+        # 1 for the simulations, which are CPU-bound.
+        self.max_in_flight = 1 if self.simulation else max(1, int(max_in_flight or DEFAULT_MAX_IN_FLIGHT))
 
     def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
                candidates: Sequence[str] | None = None) -> AgentOutput:
@@ -71,8 +92,7 @@ class Agent:
 
     def config_hash(self) -> str:
         # Secrets do not change what the agent answers; keep them out of cache keys.
-        public = {k: v for k, v in self.config.items()
-                  if k not in ("api_key", "headers", "timeout", "retries", "backoff")}
+        public = {k: v for k, v in self.config.items() if k not in _UNHASHED}
         return canonical_hash({"connector": self.connector, **public})
 
     @property
@@ -169,37 +189,36 @@ class TransientHTTPError(AgentError):
 
 
 def _post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str],
-               timeout: float) -> dict[str, Any]:
-    """POST JSON, return the decoded JSON object. The one network edge of the engine."""
-    body = json.dumps(payload).encode("utf-8")
-    req = urllib.request.Request(url, data=body, method="POST",
-                                 headers={"Content-Type": "application/json", **headers})
+               timeout: float, policy: EgressPolicy, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+               ) -> dict[str, Any]:
+    """POST JSON, return the decoded JSON object. The one network edge of the engine.
+
+    Errors name a category, status, byte count and request id only (``egress``)."""
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw = resp.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode("utf-8", "replace")
-        if exc.code == 429 or exc.code >= 500:
-            raise TransientHTTPError(f"HTTP {exc.code} from {url}: {detail}") from exc
-        raise AgentError(f"HTTP {exc.code} from {url}: {detail}") from exc
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise TransientHTTPError(f"cannot reach {url}: {exc}") from exc
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise AgentError(f"{url} answered non-JSON: {raw[:200]!r}") from exc
-    if not isinstance(data, dict):
-        raise AgentError(f"{url} answered JSON that is not an object")
-    return data
+        with egress.GATES.gate(url, max_in_flight):
+            return egress.post_json(url, payload, headers=headers, timeout=timeout, policy=policy).json_object()
+    except EgressError as exc:
+        if exc.transient:
+            raise TransientHTTPError(str(exc)) from None
+        raise AgentError(str(exc)) from None
+
+
+def bad_shape(what: str, data: Any) -> AgentError:
+    """An answer without the field a connector needs: its keys go to the log, not to the user."""
+    rid = egress.new_request_id()
+    logger.warning("egress %s: %s: %s", rid, what, str(data)[:300])
+    return AgentError(f"agent request {egress.BAD_RESPONSE}, request id {rid}")
 
 
 def post_with_retries(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str],
-                      timeout: float, retries: int, backoff: float) -> dict[str, Any]:
+                      timeout: float, retries: int, backoff: float, policy: EgressPolicy,
+                      max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> dict[str, Any]:
     """`_post_json` with exponential backoff (backoff · 2^attempt, with jitter) on transient errors."""
     attempt = 0
     while True:
         try:
-            return _post_json(url, payload, headers=headers, timeout=timeout)
+            return _post_json(url, payload, headers=headers, timeout=timeout, policy=policy,
+                              max_in_flight=max_in_flight)
         except TransientHTTPError:
             if attempt >= retries:
                 raise
@@ -218,7 +237,7 @@ def format_memories(retrieved: Sequence[RetrievedMemory], max_chars: int | None 
 class OpenAIChatAgent(Agent):
     """Any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp, hosted APIs).
 
-    Settings: `base_url` (…/v1), `model`, `api_key` or `api_key_env`, `prompt_template`
+    Settings: `base_url` (…/v1), `model`, `api_key` (from a registered endpoint), `prompt_template`
     (with {query} and {memories}), `system`, `temperature` (0), `seed` (0), `n_samples` (1),
     `max_tokens` (64), `timeout` (s, 60), `retries` (3), `backoff` (s, 0.5),
     `max_memory_chars`. Samples are separate requests with seeds seed, seed+1, …, because many
@@ -227,8 +246,8 @@ class OpenAIChatAgent(Agent):
 
     connector = "openai-chat"
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        super().__init__(config)
+    def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
+        super().__init__(config, **kw)
         c = self.config
         if not c.get("base_url"):
             raise ValueError("openai-chat needs base_url")
@@ -244,7 +263,7 @@ class OpenAIChatAgent(Agent):
         self.retries = int(c.get("retries", 3))
         self.backoff = float(c.get("backoff", 0.5))
         self.max_memory_chars = c.get("max_memory_chars")
-        key = c.get("api_key") or (os.environ.get(c["api_key_env"]) if c.get("api_key_env") else None)
+        key = c.get("api_key")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     @property
@@ -261,11 +280,14 @@ class OpenAIChatAgent(Agent):
                        "seed": self.seed + i, "max_tokens": self.max_tokens}
             data = post_with_retries(self.url, payload, headers=self._headers,
                                      timeout=self.timeout, retries=self.retries,
-                                     backoff=self.backoff)
+                                     backoff=self.backoff, policy=self.egress,
+                                     max_in_flight=self.max_in_flight)
             try:
                 content = data["choices"][0]["message"]["content"]
-            except (KeyError, IndexError, TypeError) as exc:
-                raise AgentError(f"unexpected chat-completions response: {str(data)[:200]}") from exc
+            except (KeyError, IndexError, TypeError):
+                raise bad_shape("not a chat-completions response", data) from None
+            if content is not None and not isinstance(content, str):
+                raise bad_shape("chat-completions content is not a string", data)
             outs.append((content or "").strip())
         return outs
 
@@ -286,8 +308,8 @@ class WebhookAgent(Agent):
 
     connector = "webhook"
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        super().__init__(config)
+    def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
+        super().__init__(config, **kw)
         if not self.config.get("url"):
             raise ValueError("webhook needs url")
         self.url = str(self.config["url"])
@@ -306,12 +328,13 @@ class WebhookAgent(Agent):
         if candidates:
             payload["candidates"] = list(candidates)
         data = post_with_retries(self.url, payload, headers=self._headers, timeout=self.timeout,
-                                 retries=self.retries, backoff=self.backoff)
+                                 retries=self.retries, backoff=self.backoff, policy=self.egress,
+                                 max_in_flight=self.max_in_flight)
         if isinstance(data.get("outputs"), list) and data["outputs"]:
             samples = [str(s) for s in data["outputs"]]
             return AgentOutput(samples[0], samples)
         if "output" not in data:
-            raise AgentError(f"webhook response has no 'output': {str(data)[:200]}")
+            raise bad_shape("webhook response has no 'output'", data)
         return AgentOutput(str(data["output"]))
 
 
@@ -323,10 +346,13 @@ _CONNECTORS: dict[str, type[Agent]] = {
 }
 
 
-def make_agent(config: Mapping[str, Any] | AgentConfig) -> Agent:
-    """Build a connector from an agent.json-style dict (`connector`, `top_k`, settings)."""
+def make_agent(config: Mapping[str, Any] | AgentConfig, *, egress: EgressPolicy | None = None,
+               max_in_flight: int | None = None) -> Agent:
+    """Build a connector from an agent.json-style dict (`connector`, `top_k`, settings).
+
+    `egress` is the operator's policy for HTTP connectors (default: nothing internal)."""
     cfg = config.to_dict() if isinstance(config, AgentConfig) else dict(config)
     name = cfg.get("connector")
     if name not in _CONNECTORS:
         raise ValueError(f"unknown connector {name!r}; one of {', '.join(_CONNECTORS)}")
-    return _CONNECTORS[name](cfg)
+    return _CONNECTORS[name](cfg, egress=egress, max_in_flight=max_in_flight)

@@ -30,6 +30,7 @@ from .cmis import (
     find_groups,
     plan_replays,
     run_replay,
+    run_replays,
 )
 from .consistency import ConsistencyBackend, RulesBackend
 from .expansion import expand_batch
@@ -105,6 +106,10 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
     cache: dict[str, Harm] = {}
 
     def resolve(inc: Incident) -> Harm:
+        if harm is not None and not isinstance(harm, Harm):
+            # The caller's resolver decides for every incident, its own spec included (the
+            # Django side builds an llm-judge under the deployment's egress policy and judge).
+            return harm(inc)
         if inc.harm is not None:
             key = repr(sorted(inc.harm.to_dict().items()))
             if key not in cache:
@@ -112,8 +117,6 @@ def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
             return cache[key]
         if isinstance(harm, Harm):
             return harm
-        if harm is not None:
-            return harm(inc)
         raise ValueError(f"incident {inc.id!r} has no harm spec and no default harm was given")
 
     return resolve
@@ -269,8 +272,11 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     jobs = plan_replays(events, groups, group_ablation=p.group_ablation)
     evmap = {ev.id: ev for ev in events}
     results = []
-    for i, job in enumerate(jobs):
-        results.append(run_replay(job, evmap[job.event_id], replayer))
+    # HTTP agents' calls are in flight together (bounded by the agent); results arrive in order.
+    for i, (result, _called, error) in enumerate(run_replays(jobs, evmap, replayer)):
+        if error is not None:
+            raise error
+        results.append(result)
         progress("replay", i + 1, len(jobs))
     carries = _carries_harm(memories) if p.group_credit_filter else None
     cmis = combine_cmis(results, events, groups, combine=p.combine, carries_harm=carries)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .agents import OpenAIChatAgent, canonical_hash
+from .egress import EgressPolicy
 from .scenario import HarmSpec
 
 
@@ -121,14 +122,15 @@ class LLMJudgeHarm(Harm):
 
     type = "llm-judge"
 
-    def __init__(self, spec: Mapping[str, Any], judge: OpenAIChatAgent | None = None) -> None:
+    def __init__(self, spec: Mapping[str, Any], judge: OpenAIChatAgent | None = None, *,
+                 egress: EgressPolicy | None = None) -> None:
         super().__init__(spec)
         self.goal = str(spec.get("goal", "a harmful or incorrect answer"))
         self.template = str(spec.get("judge_template", JUDGE_PROMPT))
         if judge is None:
             settings = {k: v for k, v in spec.items() if k not in ("type", "goal", "judge_template")}
             settings.setdefault("max_tokens", 4)
-            judge = OpenAIChatAgent({"connector": "openai-chat", **settings})
+            judge = OpenAIChatAgent({"connector": "openai-chat", **settings}, egress=egress)
         self.judge = judge
 
     def score(self, query: str, output: str, *, harmful_output: str | None = None) -> float:
@@ -140,7 +142,7 @@ class LLMJudgeHarm(Harm):
 
 
 def make_harm(spec: HarmSpec | Mapping[str, Any], *, embedder: _Encoder | None = None,
-              judge: OpenAIChatAgent | None = None) -> Harm:
+              judge: OpenAIChatAgent | None = None, egress: EgressPolicy | None = None) -> Harm:
     """Build a harm function from a spec (`{"type": ..., ...}`)."""
     d = spec.to_dict() if isinstance(spec, HarmSpec) else dict(spec)
     t = d.get("type")
@@ -153,5 +155,5 @@ def make_harm(spec: HarmSpec | Mapping[str, Any], *, embedder: _Encoder | None =
             raise ValueError("similarity harm needs an embedder")
         return SimilarityHarm(d, embedder)
     if t == "llm-judge":
-        return LLMJudgeHarm(d, judge)
+        return LLMJudgeHarm(d, judge, egress=egress)
     raise ValueError(f"unknown harm type {t!r}")

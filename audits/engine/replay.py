@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Collection, MutableMapping, Sequence
+from collections.abc import Collection, Iterator, MutableMapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from .agents import Agent, AgentOutput
@@ -20,6 +22,16 @@ def replay_key(query: str, retrieved_ids: Sequence[str], agent_hash: str) -> str
     qh = hashlib.sha256(query.encode("utf-8")).hexdigest()
     blob = "\x00".join([qh, "\x1f".join(retrieved_ids), agent_hash])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ReplayOutcome:
+    """One replay of ``Replayer.replay_many``: its retrieval, and the output or the error."""
+
+    retrieved: list[RetrievedMemory]
+    output: AgentOutput | None
+    agent_call: bool  # this replay made the agent call (False: a cache hit, or a repeat in the batch)
+    error: BaseException | None = None
 
 
 class Replayer:
@@ -61,3 +73,75 @@ class Replayer:
             self.calls += 1
         self.cache[key] = out.to_dict()
         return out
+
+    def replay_many(self, requests: Sequence[tuple[str, Collection[str], Sequence[str] | None]], *,
+                    max_in_flight: int | None = None) -> list[ReplayOutcome]:
+        return list(self.replay_iter(requests, max_in_flight=max_in_flight))
+
+    def replay_iter(self, requests: Sequence[tuple[str, Collection[str], Sequence[str] | None]], *,
+                    max_in_flight: int | None = None) -> Iterator[ReplayOutcome]:
+        """``replay`` for each (query, exclude, candidates), with the agent calls in flight together.
+
+        Yields in request order, each as soon as it and those before it are answered, so a
+        caller records results as they come (a worker killed mid-batch loses only what it had
+        not yet yielded; the cache keeps every answer it consumed). Results, order, cache entries
+        and call/hit counts are those of calling ``replay`` on each in turn: the first replay of
+        a key not cached is the call, later ones are hits. Only the agent calls run on the pool
+        (at most ``max_in_flight``, by default the agent's own bound: 1 for the CPU-bound
+        simulations, which then run lazily one by one exactly as before); retrieval and the
+        cache stay on the calling thread, so a database-backed cache keeps the caller's
+        connection. A failed call is yielded as that replay's ``error`` (and its repeats').
+        """
+        limit = max(1, int(max_in_flight or getattr(self.agent, "max_in_flight", 1) or 1))
+        plans = []
+        for query, exclude, candidates in requests:
+            retrieved = self.retriever.retrieve(query, self.top_k, exclude)
+            key = replay_key(query, [m.id for m in retrieved] + list(candidates or ()), self.agent_hash)
+            plans.append((query, retrieved, candidates, key))
+        cached: dict[str, AgentOutput] = {}
+        todo: dict[str, tuple[str, list[RetrievedMemory], Sequence[str] | None]] = {}
+        for query, retrieved, candidates, key in plans:
+            if key in cached or key in todo:
+                continue
+            hit = self.cache.get(key)
+            if hit is not None:
+                cached[key] = AgentOutput.from_dict(hit)
+            else:
+                todo[key] = (query, retrieved, candidates)
+
+        def call(item: tuple[str, tuple]) -> tuple[str, AgentOutput | None, Exception | None]:
+            key, (query, retrieved, candidates) = item
+            try:
+                return key, self.agent.answer(query, retrieved, candidates), None
+            except Exception as exc:  # yielded with its replay
+                return key, None, exc
+
+        pool = ThreadPoolExecutor(max_workers=min(limit, len(todo)), thread_name_prefix="replay") \
+            if limit > 1 and len(todo) > 1 else None
+        # Both yield in submission order = the order each key first appears in the plans.
+        answers = iter(pool.map(call, todo.items()) if pool is not None else map(call, todo.items()))
+        done: dict[str, AgentOutput] = {}
+        failed: dict[str, Exception] = {}
+        try:
+            for _query, retrieved, _candidates, key in plans:
+                if key in todo and key not in done and key not in failed:
+                    got, out, err = next(answers)
+                    assert got == key
+                    if err is not None:
+                        failed[key] = err
+                    else:
+                        done[key] = out
+                        self.cache[key] = out.to_dict()
+                        with self._lock:
+                            self.calls += 1
+                        yield ReplayOutcome(retrieved, out, True)
+                        continue
+                if key in failed:
+                    yield ReplayOutcome(retrieved, None, False, failed[key])
+                    continue
+                with self._lock:
+                    self.cache_hits += 1
+                yield ReplayOutcome(retrieved, done[key] if key in done else cached[key], False)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)

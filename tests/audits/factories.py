@@ -28,10 +28,12 @@ class PoisonedStore:
 
 
 def poisoned_store_import(*, organization, slug: str, seed: int = 0, n_topics: int = 12, n_targets: int = 3,
-                          poisons_per_target: int = 3) -> PoisonedStore:
+                          poisons_per_target: int = 3, store: Store | None = None) -> PoisonedStore:
+    """``store``: import into this (already created) store instead of a new one named ``slug``."""
     scenario = qa_scenario(n_topics=n_topics, n_targets=n_targets, poisons_per_target=poisons_per_target,
                            seed=seed)
-    store = store_create(organization=organization, name=slug.title(), slug=slug)
+    if store is None:
+        store = store_create(organization=organization, name=slug.title(), slug=slug)
     data = "".join(json.dumps({"id": m.id, "text": m.text, "metadata": m.metadata}) + "\n"
                    for m in scenario.memories).encode()
     job = memories_import(store=store, data=data, filename="memories.jsonl", inline=True)

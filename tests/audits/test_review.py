@@ -65,13 +65,17 @@ def test_a_double_click_approves_once(proposals, bob, acme):
 def test_four_eyes_stops_the_proposer_from_approving(proposals, dana, alice, acme, finished_run):
     # Dana (admin) may propose and review, but not both on one proposal when four-eyes is on.
     services.proposal_refute(organization=acme, proposal_id=proposals[0].pk, user=dana, reason="a clean record")
-    mine = services.proposals_create_from_run(audit_run=finished_run, user=dana,
-                                              memory_ids=[proposals[0].memory_id])
+    # Refuted: proposed again only on new evidence, an audit finished after the refutation.
+    again = services.proposals_create_from_run(audit_run=finished_run, user=dana,
+                                               memory_ids=[proposals[0].memory_id])
+    assert again == [] and "refuted by dana" in again.skipped[proposals[0].memory_id]
+    later = services.audit_run_create(store=finished_run.store, settings={}, user=alice,
+                                      incident_ids=finished_run.incidents.values_list("pk", flat=True))
+    later.refresh_from_db()
+    mine = services.proposals_create_from_run(audit_run=later, user=dana, memory_ids=[proposals[0].memory_id])
     with pytest.raises(ValidationError, match="four-eyes"):
         services.proposal_approve(organization=acme, proposal_id=mine[0].pk, user=dana, reason="mine")
-    store = finished_run.store
-    type(store).objects.filter(pk=store.pk).update(four_eyes=False)
-    # The housekeeper signs a one-person decision only under the organization's own policy.
+    # Four-eyes is the organization's policy: with an org admin's "off", one person decides.
     type(acme).objects.filter(pk=acme.pk).update(four_eyes=False)
     ok = services.proposal_approve(organization=acme, proposal_id=mine[0].pk, user=dana, reason="mine")
     assert ok.status == ReviewProposal.Status.APPROVED

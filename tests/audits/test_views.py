@@ -177,9 +177,9 @@ def test_an_audit_started_from_the_form_runs_to_its_results(client, alice, poiso
 def test_bad_audit_settings_are_shown_by_field(client, alice, poisoned, incidents):
     client.force_login(alice)
     r = client.post("/audits/new/", {"store": poisoned.store.pk, "incidents": [incidents[0].pk],
-                                     "connector": "webhook", "top_k": 5, "alpha": 1.5})
+                                     "connector": "openai-chat", "top_k": 5, "alpha": 1.5})
     assert r.status_code == 400
-    assert b"required for the webhook connector" in r.content
+    assert b"required for this server&#x27;s LLM" in r.content
     assert b"less than or equal to 1" in r.content
     assert not AuditRun.objects.exists()
 

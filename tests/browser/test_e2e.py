@@ -353,6 +353,13 @@ def test_an_analyst_finds_the_poison_and_a_reviewer_quarantines_it(live_server, 
         item = f".review-item[data-proposal='{proposal.pk}']"
         b.wait(lambda d: b.all(item), what="the proposal in the queue")
         b.shot("review-queue")
+        # The evidence panel: what the reviewer decides on (the incident, the answers with and
+        # without the memory, the scores DS used).
+        b.css(f"{item} .ri-evidence summary").click()
+        panel = b.css(f"{item} .ri-evidence").text
+        assert "Observed (the incident)" in panel and "Replayed without it" in panel and "normalised" in panel
+        b.shot("review-evidence")
+        b.css(f"{item} .ri-evidence summary").click()
         from selenium.webdriver.common.keys import Keys
 
         b.css("body").send_keys("?")

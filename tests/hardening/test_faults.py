@@ -95,7 +95,8 @@ def _worker_env(settings, tmp_path, broker_url: str) -> dict[str, str]:
     env.update({"VAR_DIR": str(tmp_path / "var"), "CELERY_BROKER_URL": broker_url,
                 "HOUSEKEEPER_KEY_DIR": str(settings.HOUSEKEEPER_KEY_DIR),
                 "RECEIPT_KEY_DIR": str(settings.RECEIPT_KEY_DIR), "MEMAUDIT_ROLE": "housekeeper",
-                "CELERY_TASK_ALWAYS_EAGER": "False", "LOG_LEVEL": "WARNING"})
+                "CELERY_TASK_ALWAYS_EAGER": "False", "LOG_LEVEL": "WARNING",
+                "AGENT_EGRESS_ALLOW": settings.AGENT_EGRESS_ALLOW})
     return env
 
 
@@ -179,9 +180,16 @@ def test_an_audit_survives_a_fault_and_finishes_like_an_undisturbed_run(store, h
         broker_url = f"redis://127.0.0.1:{proxy.port}/{db}"
     else:
         broker_url = "filesystem://"
+    from urllib.parse import urlsplit
+
+    from audits.endpoints import agent_endpoint_create
     from ledger.services import store_create
 
-    agent = {"connector": "webhook", "url": agent_url, "top_k": 5, "retries": 5, "backoff": 0.2}
+    # The stub listens on loopback: allowed explicitly, here and in the workers (_worker_env).
+    settings.AGENT_EGRESS_ALLOW = f"127.0.0.1:{urlsplit(agent_url).port}"
+    agent_endpoint_create(organization=store.organization, user=None, name="stub", connector="webhook",
+                          base_url=agent_url, options={"retries": 5, "backoff": 0.2})
+    agent = {"endpoint": "stub", "top_k": 5}
     # The undisturbed run audits a twin store (same memories and incidents): a second audit of
     # one store would reuse the first one's analysis (runs carry a fingerprint of their inputs).
     twin = store_create(organization=store.organization, name="Twin", slug="twin")

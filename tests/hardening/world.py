@@ -80,8 +80,12 @@ def build_tenant(org: Organization, prefix: str) -> Tenant:
         organization=org, store=store, memory=memory, source=ReviewProposal.Source.AUDIT, audit_run=run,
         reason="fixture", scores={}, proposed_by=users["analyst"], proposed_by_actor=f"user:{prefix}-analyst",
         idempotency_key=f"proposal-{uuid.uuid4().hex}")
+    from audits.models import AgentEndpoint
+
+    endpoint = AgentEndpoint.objects.create(organization=org, name=f"{prefix}-agent", connector="webhook",
+                                            base_url="https://agent.example/hook")
     tenant = Tenant(org, users, store, memory, job, token, receipt, incident, run, proposal)
     tenant.ids = {"store_id": store.pk, "memory_id": memory.pk, "job_id": job.pk, "receipt_id": receipt.pk,
                   "incident_id": incident.pk, "audit_run_id": run.pk, "proposal_id": proposal.pk,
-                  "membership_id": Membership.objects.get(user=users["analyst"]).pk}
+                  "membership_id": Membership.objects.get(user=users["analyst"]).pk, "endpoint_id": endpoint.pk}
     return tenant

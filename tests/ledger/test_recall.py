@@ -60,7 +60,7 @@ def test_the_receipt_verifies_and_binds_query_k_tree_head_and_projection(facts, 
     assert body["tenant"] == "acme" and body["store"] == "main" and body["k"] == 2
     assert body["query_sha256"] == recall_module.query_sha256(EIFFEL)
     assert (body["sth_size"], body["sth_root"]) == (sth.size, bytes(sth.root).hex())
-    assert body["projection_version"] == "memaudit-projection/1;exclude=poison_likely+poison_suspect"
+    assert body["projection_version"] == "memaudit-projection/1;exclude=poison_likely"
     assert [r["memory"] for r in receipt["results"]] == ["main/m1", result["results"][1]["memory"]]
     m1 = Memory.objects.get(external_id="m1")
     assert receipt["results"][0]["chain_head"] == bytes(m1.chain_head).hex()
@@ -132,16 +132,30 @@ def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, hou
     assert all(r["state"] is None for r in result["receipt"]["results"])
 
 
-def test_poison_suspect_is_excluded_by_store_policy_only(facts, housekeeper):
+def test_poison_suspect_stays_in_recall_flagged_on_a_four_eyes_organization(facts, housekeeper):
+    # One person's proposal: flagged in the results and the receipt, not withheld.
+    assert facts.organization.four_eyes and facts.exclude_suspect
     _label("m1", "poison_suspect")
-    assert "m1" not in _ids(recall(store=facts, query=EIFFEL, k=3))
+    result = recall(store=facts, query=EIFFEL, k=3)
+    assert _ids(result)[0] == "m1" and result["results"][0]["state"] == "poison_suspect"
+    assert result["receipt"]["body"]["projection_version"] == "memaudit-projection/1;exclude=poison_likely"
+    assert result["receipt"]["results"][0]["state"] == "poison_suspect"
+
+
+def test_poison_suspect_is_excluded_by_store_policy_only_with_four_eyes_off(facts, housekeeper):
+    _label("m1", "poison_suspect")
+    facts.organization.four_eyes = False
+    facts.organization.save()
+    result = recall(store=facts, query=EIFFEL, k=3)
+    assert "m1" not in _ids(result)
+    assert result["receipt"]["body"]["projection_version"] == \
+        "memaudit-projection/1;exclude=poison_likely+poison_suspect"
 
     facts.exclude_suspect = False
     facts.save()
     result = recall(store=facts, query=EIFFEL, k=3)
     assert _ids(result)[0] == "m1" and result["results"][0]["state"] == "poison_suspect"
     assert result["receipt"]["body"]["projection_version"] == "memaudit-projection/1;exclude=poison_likely"
-    assert result["receipt"]["results"][0]["state"] == "poison_suspect"
 
 
 def test_a_refuted_memory_comes_back(facts, housekeeper):

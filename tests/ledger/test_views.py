@@ -46,10 +46,10 @@ def test_a_member_sees_the_stores(client, bob, poisoned):
 
 def test_an_analyst_creates_a_store_and_lands_on_its_import_page(client, alice):
     client.force_login(alice)
-    r = client.post("/stores/", {"name": "Support bot", "slug": "", "exclude_suspect": "on", "four_eyes": "on"})
+    r = client.post("/stores/", {"name": "Support bot", "slug": "", "exclude_suspect": "on"})
     store = Store.objects.get(name="Support bot")
     assert r.status_code == 302 and r["Location"] == f"/stores/{store.pk}/import/"
-    assert store.slug == "support-bot" and store.exclude_suspect and store.four_eyes
+    assert store.slug == "support-bot" and store.exclude_suspect
 
 
 def test_a_duplicate_store_slug_is_a_field_error(client, alice, poisoned):

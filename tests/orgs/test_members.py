@@ -1,23 +1,48 @@
 import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 
 from orgs.models import Membership, Role
 
 
 @pytest.mark.django_db
-def test_an_org_admin_invites_a_member_and_sees_a_one_time_password(client, dana):
+def test_an_org_admin_invites_a_member_by_a_one_time_link(client, dana):
     client.force_login(dana)
-    r = client.post("/members/", {"username": "erin", "email": "erin@example.com", "role": "reviewer"})
+    r = client.post("/members/", {"username": "erin", "email": "erin@example.com", "role": "reviewer"}, follow=True)
     assert r.status_code == 200
-    assert b"One-time password" in r.content
-    m = Membership.objects.get(user__username="erin")
-    assert m.role == Role.REVIEWER and m.organization == dana.memberships.get().organization
+    assert b"Invitation link" in r.content and b"One-time password" not in r.content
+    # Nobody joins before accepting, and no account is made for them.
+    assert not Membership.objects.filter(user__username="erin").exists()
+    assert not get_user_model().objects.filter(username="erin").exists()
 
 
 @pytest.mark.django_db
-def test_inviting_an_existing_member_is_a_clear_error(client, dana, alice):
+def test_accepting_an_invitation_to_an_organization_one_is_in_is_a_clear_error(dana, alice):
+    from orgs.services import invitation_accept, invitation_create
+
+    _, token = invitation_create(organization=dana.memberships.get().organization, invited_by=dana,
+                                 username="alice", role="analyst")
+    with pytest.raises(ValidationError, match="already a member"):
+        invitation_accept(token=token, user=alice)
+
+
+@pytest.mark.django_db
+def test_a_tampered_invitation_token_is_refused(dana):
+    from orgs.services import invitation_create, invitation_for_token
+
+    _, token = invitation_create(organization=dana.memberships.get().organization, invited_by=dana,
+                                 email="x@example.com", role="analyst")
+    assert invitation_for_token(token=token).email == "x@example.com"
+    for bad in (token[:-1] + ("A" if token[-1] != "A" else "B"), "", "nonsense", token + "x"):
+        with pytest.raises(ValidationError, match="not valid"):
+            invitation_for_token(token=bad)
+
+
+@pytest.mark.django_db
+def test_an_invitation_without_username_or_email_is_refused(client, dana):
     client.force_login(dana)
-    r = client.post("/members/", {"username": "alice", "email": "", "role": "analyst"})
-    assert b"already a member" in r.content
+    r = client.post("/members/", {"username": " ", "email": "", "role": "analyst"})
+    assert r.status_code == 200 and b"username or email" in r.content
 
 
 @pytest.mark.django_db
@@ -36,7 +61,7 @@ def test_the_last_org_admin_cannot_be_demoted(client, dana):
     r = client.post(f"/members/{m.pk}/role/", {"role": "analyst"}, follow=True)
     m.refresh_from_db()
     assert m.role == Role.ADMIN
-    assert b"at least one org admin" in r.content
+    assert b"at least one active org admin" in r.content
 
 
 @pytest.mark.django_db

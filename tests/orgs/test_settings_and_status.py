@@ -49,6 +49,7 @@ def test_the_status_page_shows_a_live_worker_heartbeat(client, alice):
 
     now = timezone.now()
     WorkerHeartbeat.objects.create(hostname="w1@host", queues="audit,housekeeper,replay", pid=1, started_at=now, last_seen=now)
+    client.force_login(alice)  # details need a login
     body = client.get("/status/", HTTP_ACCEPT="application/json").json()
     assert body["workers"]["ok"] is True
     assert "housekeeper" in body["workers"]["detail"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from audits.engine.agents import make_agent
+from audits import services
 from audits.engine.evaluate import KEYS, METHODS, evaluate_all
 from audits.engine.scenario import AgentConfig, ValidationError, load_scenario
 
@@ -66,9 +66,11 @@ class Command(BaseCommand):
             try:
                 cfg = json.loads(opts["agent"])
                 scenario.agent = AgentConfig.from_dict({"top_k": scenario.agent.top_k, **cfg})
-                agent = make_agent(scenario.agent)
+                agent = services.agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
             except (json.JSONDecodeError, ValueError, KeyError) as exc:
                 raise CommandError(f"--agent: {exc}") from None
+        elif scenario.agent.connector in ("openai-chat", "webhook"):
+            agent = services.agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
         methods = METHODS if opts["method"] == "all" else (opts["method"],)
         t0 = time.perf_counter()
         embedder = evaluation_embedder()

@@ -6,8 +6,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from audits.engine import agents
-from audits.engine.agents import AgentError, TransientHTTPError, make_agent
+from audits.engine.agents import AgentError, TransientHTTPError
+from audits.engine.agents import make_agent as _make_agent
+from audits.engine.egress import EgressPolicy
 from audits.engine.retriever import RetrievedMemory
+
+# The stub servers below listen on 127.0.0.1: the policy must allow loopback explicitly.
+LOOPBACK = EgressPolicy.from_setting("127.0.0.0/8")
+
+
+def make_agent(config):
+    return _make_agent(config, egress=LOOPBACK)
 
 
 def mem(i, text, score, **meta):
@@ -164,10 +173,35 @@ def test_webhook_posts_the_allowed_memories_and_reads_output(stub):
 def test_post_json_is_the_one_network_edge(monkeypatch):
     calls = []
 
-    def fake(url, payload, *, headers, timeout):
+    def fake(url, payload, *, headers, timeout, policy, max_in_flight):
         calls.append(url)
         return {"choices": [{"message": {"content": "ok"}}]}
 
     monkeypatch.setattr(agents, "_post_json", fake)
     agent = make_agent({"connector": "openai-chat", "base_url": "http://nowhere/v1"})
     assert agent.answer("q", []).text == "ok" and calls == ["http://nowhere/v1/chat/completions"]
+
+
+def test_without_a_policy_loopback_is_refused_before_any_request(stub):
+    agent = _make_agent({"connector": "webhook", "url": stub.url + "/agent", "retries": 0})
+    with pytest.raises(AgentError, match="blocked"):
+        agent.answer("q", [])
+    assert stub.requests == []
+
+
+@pytest.mark.parametrize("stub", [[("status", 400)]], indirect=True)
+def test_an_http_error_names_the_status_but_not_the_body(stub):
+    agent = make_agent({"connector": "openai-chat", "base_url": stub.url + "/v1", "retries": 0})
+    with pytest.raises(AgentError) as exc:
+        agent.answer("q", [])
+    assert "HTTP 400" in str(exc.value) and "busy" not in str(exc.value) and "127.0.0.1" not in str(exc.value)
+
+
+def test_the_cache_key_follows_where_an_endpoint_points_not_its_name_or_secret():
+    base = {"connector": "webhook", "url": "https://agent.example/hook", "top_k": 5}
+    a = make_agent({**base, "endpoint": "ours", "endpoint_id": 1, "endpoint_rev": "t1",
+                    "headers": {"Authorization": "Bearer s1"}})
+    b = make_agent({**base, "endpoint": "renamed", "endpoint_id": 1, "endpoint_rev": "t2",
+                    "headers": {"Authorization": "Bearer s2"}})
+    c = make_agent({**base, "url": "https://other.example/hook", "endpoint": "ours"})
+    assert a.config_hash() == b.config_hash() != c.config_hash()

@@ -65,7 +65,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0003_logleaf_memory_index'),
+        ('ledger', '0005_accounts_agenttoken'),
         ('orgs', '0002_policy_activity'),
     ]
 
