@@ -2,7 +2,8 @@
 
 A label task carries one decision reference (``proposal:<id>`` or ``finding:<id>``); the
 housekeeper loads the row and rebuilds every field of the label from it (label, reason,
-evidence, actor, idempotency key). It refuses — and records a :class:`~ledger.models.
+evidence, actor, idempotency key). Findings are resolved here; proposals by the review app
+(``audits.decisions``, registered with :func:`resolver_register`). It refuses — and records a :class:`~ledger.models.
 SigningRefusal` shown on the keys page — anything that is not, at that moment,
 
 * for a review proposal's ``poison_suspect`` flag: an audit proposal made by an active member
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ledger.models import ClassifierFinding, EpistemicLabel, SigningRefusal
 
@@ -64,7 +65,7 @@ def parse_ref(decision: object) -> tuple[str, int]:
     return kind, int(pk)
 
 
-def _membership(user, organization):
+def active_membership(user, organization):
     from orgs.models import Membership
 
     if user is None:
@@ -72,101 +73,27 @@ def _membership(user, organization):
     return Membership.objects.filter(user=user, organization=organization, is_active=True).first()
 
 
-def _actor_for(user) -> str:
-    return f"user:{user.get_username()}" if user is not None else OPERATOR_ACTOR
+# Who can tell what a decision id means. ``finding`` is the ledger's own; ``proposal`` belongs
+# to the review app, which registers it when it loads (``audits.apps``): the ledger never
+# imports the review app (tests/test_architecture.py).
+Resolver = Callable[[int], list[LabelSpec]]
+_RESOLVERS: dict[str, Resolver] = {}
 
 
-def proposal_evidence(p, key: str) -> dict[str, Any]:
-    """The signed evidence of a proposal's labels (same shape ``audits.services`` used to send)."""
-    ev: dict[str, Any] = {"idempotency_key": key, "proposal": p.pk, "source": p.source}
-    if p.audit_run_id:
-        ev["audit_run"] = p.audit_run_id
-    # Signed bodies hold no floats: scores go in as integer milli-units.
-    ev["scores_milli"] = {k: round(float(v) * 1000) for k, v in (p.scores or {}).items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return ev
+def resolver_register(kind: str, resolver: Resolver) -> None:
+    """Let ``kind:<id>`` decision references be resolved by ``resolver`` (it raises Refused)."""
+    _RESOLVERS[kind] = resolver
 
 
-def _check_proposer(p) -> None:
-    org = p.organization
-    if p.proposed_by_id is None:
-        if p.proposed_by_actor != OPERATOR_ACTOR:
-            raise Refused(f"proposal {p.pk}: its proposer ({p.proposed_by_actor}) is no longer a user",
-                          organization=org)
-        return
-    m = _membership(p.proposed_by, org)
-    if m is None:
-        raise Refused(f"proposal {p.pk}: {_actor_for(p.proposed_by)} is not an active member of {org.slug}",
-                      organization=org)
-    if not m.can_propose:
-        raise Refused(f"proposal {p.pk}: {_actor_for(p.proposed_by)} ({m.role}) may not propose",
-                      organization=org)
-
-
-def _flag_spec(p) -> LabelSpec:
-    _check_proposer(p)
-    return LabelSpec(p.memory_id, EpistemicLabel.Label.SUSPECT.value, p.reason, proposal_evidence(p, p.flag_key),
-                     p.proposed_by_actor, p.flag_key)
-
-
-def _decision_spec(p) -> LabelSpec:
-    from audits.models import ReviewProposal
-
-    org = p.organization
-    if p.status not in (ReviewProposal.Status.APPLYING, ReviewProposal.Status.APPROVED,
-                        ReviewProposal.Status.REFUTED) or p.decision not in (ReviewProposal.Decision.APPROVE,
-                                                                             ReviewProposal.Decision.REFUTE):
-        raise Refused(f"proposal {p.pk} has no recorded decision (status {p.status})", organization=org)
-    if not (p.decision_reason or "").strip():
-        raise Refused(f"proposal {p.pk}: the decision has no reason", organization=org)
-    if p.decided_by_id is not None:
-        m = _membership(p.decided_by, org)
-        if m is None:
-            raise Refused(f"proposal {p.pk}: {_actor_for(p.decided_by)} is not an active member of {org.slug}",
-                          organization=org)
-        if not m.can_review:
-            raise Refused(f"proposal {p.pk}: {_actor_for(p.decided_by)} ({m.role}) may not review",
-                          organization=org)
-        # The review rules themselves (four eyes, no approving through an account the proposer
-        # just invited) live in one place, which the review queue and the decision also use.
-        from audits.services import review_ineligibility
-
-        blocked = review_ineligibility(proposal=p, user=p.decided_by, decision=p.decision, membership=m)
-        if blocked:
-            raise Refused(f"proposal {p.pk}: decided by {_actor_for(p.decided_by)}, who may not: {blocked}",
-                          organization=org)
-    label = EpistemicLabel.Label.LIKELY if p.decision == ReviewProposal.Decision.APPROVE else \
-        EpistemicLabel.Label.REFUTED
-    return LabelSpec(p.memory_id, label.value, p.decision_reason, proposal_evidence(p, p.decision_key),
-                     _actor_for(p.decided_by), p.decision_key)
-
-
-def proposal_specs(proposal_id: int) -> list[LabelSpec]:
-    """The labels a review proposal calls for now: its ``poison_suspect`` flag while it is open,
-    its decision's label once one is recorded.
-
-    Both are idempotent (their keys are in the signed evidence), so the one reference serves the
-    proposing and the deciding task alike; a decision that is not eligible refuses the whole task.
-    """
-    from audits.models import ReviewProposal
-
-    p = ReviewProposal.objects.select_related("organization", "store", "memory", "proposed_by", "decided_by") \
-        .filter(pk=proposal_id).first()
-    if p is None:
-        raise Refused(f"proposal {proposal_id} does not exist")
-    if p.memory.organization_id != p.organization_id or p.store_id != p.memory.store_id:
-        raise Refused(f"proposal {p.pk} names a memory of another store or organization", organization=p.organization)
-    specs = []
-    # The flag stands for "proposed, not decided yet": once a decision is recorded the decision's
-    # label is what counts, so a late flag message signs nothing of its own.
-    if p.source == ReviewProposal.Source.AUDIT and p.status == ReviewProposal.Status.OPEN:
-        specs.append(_flag_spec(p))
-    if p.decision or p.status != ReviewProposal.Status.OPEN:
-        specs.append(_decision_spec(p))
-    if not specs:
-        raise Refused(f"proposal {p.pk} calls for no label (a classifier proposal not yet decided)",
-                      organization=p.organization)
-    return specs
+def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
+    """Parse ``decision`` and rebuild the labels it calls for; raises Refused."""
+    kind, pk = parse_ref(decision)
+    if kind == "finding":
+        return kind, pk, [finding_spec(pk)]
+    resolver = _RESOLVERS.get(kind)
+    if resolver is None:
+        raise Refused(f"no resolver for {kind!r} decisions is installed")
+    return kind, pk, resolver(pk)
 
 
 def finding_spec(finding_id: int) -> LabelSpec:

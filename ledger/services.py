@@ -862,7 +862,7 @@ def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
     makes a decision eligible. A refusal writes a ``SigningRefusal`` (keys page), an activity
     event ``signing.refused`` and a warning, signs nothing, and returns ``[]``.
     """
-    from ledger.decisions import Refused, finding_spec, parse_ref, proposal_specs, refusal_record
+    from ledger.decisions import Refused, decision_resolve, refusal_record
 
     require_housekeeper("signing a decision's labels")
     kwargs = dict(unexpected_kwargs or {})
@@ -870,8 +870,7 @@ def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
         if unexpected_args or kwargs:
             raise Refused("the task carries fields besides a decision id (" +
                           ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
-        kind, pk = parse_ref(decision)
-        specs = proposal_specs(pk) if kind == "proposal" else [finding_spec(pk)]
+        kind, pk, specs = decision_resolve(decision)
     except Refused as exc:
         refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
                        kwargs={"decision": decision, **kwargs})
