@@ -342,6 +342,13 @@ def sign_key_endorsement(*, tenant: str, seq: int, purpose: str, public_key: byt
                           signer.sign(unsigned.hash()))
 
 
+# Endorsements whose signature verified (the whole signed statement and the epoch key are the
+# key): the app verifies every endorsement with each memory it checks, and a year of daily online
+# keys would otherwise cost ~400 signature checks each time. Oldest dropped first.
+_ENDORSEMENTS_VERIFIED: dict[tuple, None] = {}
+_ENDORSEMENTS_VERIFIED_MAX = 4096
+
+
 def check_key_endorsement(e: KeyEndorsement, epochs: "EpochSet", *, tenant: str) -> None:
     """Raise a typed error unless ``e`` is a well-formed endorsement by a valid epoch of ``tenant``.
 
@@ -366,9 +373,21 @@ def check_key_endorsement(e: KeyEndorsement, epochs: "EpochSet", *, tenant: str)
         raise EpochExpiredError(f"key endorsement {e.seq}: {exc}", **where) from None
     if not nb < na:
         raise EpochExpiredError(f"key endorsement {e.seq}: not_before is not before not_after", **where)
+    ep = epochs.by_number.get(e.epoch) if type(e.epoch) is int else None
+    memo = (ep.public_key, e.tenant, e.seq, e.purpose, e.public_key, e.not_before, e.not_after, e.epoch, e.time,
+            e.signature) if ep is not None else None
     try:
-        epochs.verify(tenant=tenant, number=e.epoch, time=e.time, message=e.hash(), signature=e.signature,
-                      delegates=False)
+        if memo is not None and memo in _ENDORSEMENTS_VERIFIED:
+            # This exact statement verified under this exact key before; only the time rules,
+            # which depend on the epochs given now (a revocation), are checked again.
+            epochs.check_time(tenant=tenant, number=e.epoch, time=e.time)
+        else:
+            epochs.verify(tenant=tenant, number=e.epoch, time=e.time, message=e.hash(), signature=e.signature,
+                          delegates=False)
+            if memo is not None:
+                if len(_ENDORSEMENTS_VERIFIED) >= _ENDORSEMENTS_VERIFIED_MAX:
+                    _ENDORSEMENTS_VERIFIED.pop(next(iter(_ENDORSEMENTS_VERIFIED)))
+                _ENDORSEMENTS_VERIFIED[memo] = None
     except LedgerError as exc:
         raise type(exc)(f"key endorsement {e.seq} ({e.purpose} key {e.key_id}): {exc.message}", **where) from None
     ep = epochs.by_number[e.epoch]
@@ -435,10 +454,8 @@ class EpochSet:
     def delegate_count(self) -> int:
         return sum(len(v) for v in self._delegates.values())
 
-    def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes,
-               delegates: bool = True) -> None:
-        """Check that epoch ``number`` of ``tenant`` could sign at ``time`` and did sign ``message``
-        (with its own key, or — unless ``delegates=False`` — an online key it endorsed)."""
+    def check_time(self, *, tenant: str, number: object, time: object) -> tuple[Epoch, datetime]:
+        """Raise unless epoch ``number`` of ``tenant`` may sign at ``time``; return it and the time."""
         if type(number) is not int or number not in self._windows:
             raise UnknownEpochError(f"unknown epoch {number!r}")
         ep = self.by_number[number]
@@ -452,6 +469,13 @@ class EpochSet:
             raise EpochExpiredError(
                 f"entry time {time} outside epoch {number} validity [{ep.not_before}, {ep.not_after})"
             )
+        return ep, t
+
+    def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes,
+               delegates: bool = True) -> None:
+        """Check that epoch ``number`` of ``tenant`` could sign at ``time`` and did sign ``message``
+        (with its own key, or — unless ``delegates=False`` — an online key it endorsed)."""
+        ep, t = self.check_time(tenant=tenant, number=number, time=time)
         if delegates:
             for pub, dnb, dna, drev in self._delegates.get(number, ()):
                 if dnb <= t < dna and (drev is None or t < drev) and len(signature) == 64:
