@@ -840,20 +840,16 @@ def audit_run_now(*, audit_run_id: int) -> AuditRun:
 # ============================================================================ review
 
 
-def _label_append_enqueue(*, memory_id: int, label: str, reason: str, evidence: dict[str, Any], actor: str,
-                          idempotency_key: str) -> None:
-    """Hand a label to the housekeeper worker (the only process holding signing keys)."""
+def _label_append_enqueue(*, proposal_id: int) -> None:
+    """Ask the housekeeper worker (the only process holding signing keys) to sign the labels the
+    proposal's recorded state calls for. The message names the proposal only: the housekeeper
+    rebuilds the label from the row and re-checks who decided (``ledger.decisions``)."""
     from audits.tasks import proposals_sync_task
     from ledger.tasks import label_append_task
 
-    # Plain strings only: the message is JSON and the label goes into a signed canonical body.
     # Once the housekeeper has signed, the linked sync marks the proposal decided, so nobody
     # has to open the review queue for it to leave "applying".
-    label_append_task.apply_async(
-        kwargs={"memory_id": memory_id, "label": EpistemicLabel.Label(label).value, "reason": reason,
-                "evidence": evidence, "actor": actor, "idempotency_key": idempotency_key},
-        link=proposals_sync_task.si(),
-    )
+    label_append_task.apply_async(kwargs={"decision": f"proposal:{proposal_id}"}, link=proposals_sync_task.si())
 
 
 def _label_for_key(*, memory_id: int, key: str) -> EpistemicLabel | None:
@@ -920,8 +916,7 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
             from ledger.tasks import tree_head_after_labels_task
 
             for p in created:
-                _label_append_enqueue(memory_id=p.memory_id, label=EpistemicLabel.Label.SUSPECT, reason=p.reason,
-                                      evidence=_evidence(p, p.flag_key), actor=actor, idempotency_key=p.flag_key)
+                _label_append_enqueue(proposal_id=p.pk)
             if created:  # after the batch (one housekeeper worker, FIFO): a tree head covering its labels
                 tree_head_after_labels_task.delay(audit_run.organization_id)
             for p in created:
@@ -933,16 +928,6 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
                         target=f"audit #{audit_run.pk}",
                         detail={"proposals": [p.pk for p in created], "skipped": len(skipped)})
     return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
-
-
-def _evidence(p: ReviewProposal, key: str) -> dict[str, Any]:
-    ev: dict[str, Any] = {"idempotency_key": key, "proposal": p.pk, "source": p.source}
-    if p.audit_run_id:
-        ev["audit_run"] = p.audit_run_id
-    # Signed bodies hold no floats: scores go in as integer milli-units.
-    ev["scores_milli"] = {k: round(float(v) * 1000) for k, v in (p.scores or {}).items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return ev
 
 
 def _proposal_for(*, organization: Organization, proposal_id: int) -> ReviewProposal:
@@ -988,8 +973,6 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
     blocked = review_ineligibility(proposal=p, user=user, decision=decision)
     if blocked:
         raise DjangoValidationError({"proposal": [blocked]})
-    label = EpistemicLabel.Label.LIKELY if decision == ReviewProposal.Decision.APPROVE else \
-        EpistemicLabel.Label.REFUTED
     with transaction.atomic():
         n = ReviewProposal.objects.filter(pk=p.pk, status=ReviewProposal.Status.OPEN).update(
             status=ReviewProposal.Status.APPLYING, decision=decision, decided_by=user, decision_reason=reason,
@@ -1003,9 +986,7 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
         p.refresh_from_db()
         activity_record(organization=organization, verb=f"review.{decision}", actor=user,
                         target=f"proposal #{p.pk}", detail={"memory": p.memory_id, "reason": reason[:500]})
-        transaction.on_commit(lambda: _label_append_enqueue(
-            memory_id=p.memory_id, label=label, reason=reason, evidence=_evidence(p, p.decision_key),
-            actor=actor_for(user), idempotency_key=p.decision_key))
+        transaction.on_commit(lambda: _label_append_enqueue(proposal_id=p.pk))
     return proposal_sync(proposal_id=p.pk)
 
 
@@ -1096,11 +1077,7 @@ def proposals_requeue(*, organization: Organization | None = None) -> int:
         qs = qs.filter(organization=organization)
     n = 0
     for p in qs.select_related("decided_by"):
-        label = EpistemicLabel.Label.LIKELY if p.decision == ReviewProposal.Decision.APPROVE else \
-            EpistemicLabel.Label.REFUTED
-        _label_append_enqueue(memory_id=p.memory_id, label=label, reason=p.decision_reason,
-                              evidence=_evidence(p, p.decision_key), actor=actor_for(p.decided_by),
-                              idempotency_key=p.decision_key)
+        _label_append_enqueue(proposal_id=p.pk)
         n += 1
     return n
 

@@ -468,18 +468,26 @@ class ReceiptDetailApi(APIView):
         created_at = serializers.DateTimeField()
         receipt = ReceiptSerializer(source="body")
         receipt_public_key = serializers.CharField()
+        # The chain a holder of the receipt checks with the pinned trust anchor (epoch 1's key):
+        # anchor -> epochs (each endorsed by the one before) -> this endorsement of the receipt key.
+        receipt_key_endorsement = serializers.DictField(allow_null=True)
+        epochs = serializers.ListField(child=serializers.DictField())
         outcomes = serializers.ListField(child=serializers.DictField())
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, receipt_id: int):
         from ledger.models import ReceiptKey
+        from ledger.signing import epochs_for, receipt_key_endorsement_for
 
         receipt = _receipt_for(request, receipt_id)
         key = ReceiptKey.objects.filter(organization_id=receipt.organization_id,
                                         key_id=receipt.body["body"]["key_id"]).first()
+        endorsement = receipt_key_endorsement_for(receipt.organization, receipt.body["body"])
         data = {
             "id": receipt.pk, "store_id": receipt.store_id, "created_at": receipt.created_at, "body": receipt.body,
             "receipt_public_key": bytes(key.public_key).hex() if key else "",
+            "receipt_key_endorsement": endorsement.to_json() if endorsement is not None else None,
+            "epochs": [e.to_json() for e in epochs_for(receipt.organization)],
             "outcomes": [
                 {"id": o.pk, "memory": o.memory.ledger_id, "reward": o.reward_q / 1000, "created_at": o.created_at,
                  "applied": o.transition_id is not None}

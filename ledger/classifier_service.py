@@ -1,9 +1,10 @@
 """The ingest-time classifier wired into the ledger (DESIGN section 3, "Ingest-time classifier").
 
 ``ledger.core.classifier`` decides (pure, deterministic, versioned); this module feeds it the
-store's passages and turns each flag into a signed ``poison_likely`` label whose actor is
-``ingest-classifier@<version>`` and whose reason/evidence are the classifier's own. Labels
-are written by the housekeeper (``label_append``), never here directly.
+store's passages and records each flag as a ``ClassifierFinding``; the housekeeper turns a finding
+into a signed ``poison_likely`` label whose actor is ``ingest-classifier@<version>`` and whose
+reason/evidence are the classifier's own, after re-checking it (``ledger.decisions``). The label
+task carries the finding's id only, never a label.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION, Flag, cl
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
 from ledger.embeddings import HashingEmbedder
-from ledger.models import EpistemicLabel, Memory, Store
+from ledger.models import ClassifierFinding, EpistemicLabel, Memory, Store
 
 logger = logging.getLogger(__name__)
 
@@ -69,27 +70,34 @@ def store_dense(store: Store, rows: Sequence[tuple]) -> DenseIndex | None:
 
 
 def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, inline: bool = False) -> int:
-    """Flag the batch and append (or queue) one signed ``poison_likely`` label per flag.
+    """Flag the batch: record one ``ClassifierFinding`` per flag and have the housekeeper sign
+    a ``poison_likely`` label from each (it re-checks the finding; ``ledger.decisions``).
 
-    Memories already labelled ``poison_likely`` keep their label; the idempotency key makes a
-    retried task harmless. Returns the number of flags.
+    Memories already labelled ``poison_likely`` keep their label; a finding is recorded once per
+    memory and classifier version, and its label's idempotency key makes a retried task
+    harmless. ``inline`` signs in this process (the caller holds the housekeeper role).
+    Returns the number of flags.
     """
     flagged = ingest_flags(store=store, memory_ids=memory_ids)
     already = set(Memory.objects.filter(pk__in=[pk for pk, _ in flagged],
                                         epistemic_state=EpistemicLabel.Label.LIKELY).values_list("pk", flat=True))
+    hashes = dict(Memory.objects.filter(pk__in=[pk for pk, _ in flagged]).values_list("pk", "content_sha256"))
     for pk, flag in flagged:
         if pk in already:
             continue
-        kwargs = {"memory_id": pk, "label": EpistemicLabel.Label.LIKELY.value, "reason": flag.reason,
-                  "evidence": signable_evidence(flag.evidence), "actor": ACTOR, "idempotency_key": f"{ACTOR}:{pk}"}
+        finding, _ = ClassifierFinding.objects.get_or_create(
+            memory_id=pk, classifier=ACTOR,
+            defaults={"organization_id": store.organization_id, "reason": flag.reason,
+                      "evidence": signable_evidence(flag.evidence), "content_sha256": bytes(hashes[pk])})
+        decision = f"finding:{finding.pk}"
         if inline:
-            from ledger.services import label_append
+            from ledger.services import decision_labels_sign
 
-            label_append(**kwargs)
+            decision_labels_sign(decision=decision)
         else:
             from ledger.tasks import label_append_task
 
-            label_append_task.delay(**kwargs)
+            label_append_task.delay(decision=decision)
     if flagged:
         logger.warning("ingest classifier %s flagged %d memories in store %s", ACTOR, len(flagged), store.pk)
     return len(flagged)

@@ -17,6 +17,8 @@ from pathlib import Path
 from ledger import selectors
 from ledger.checkpoints import checkpoint_notes
 from ledger.core.bundle import (
+    KEY_ENDORSEMENT,
+    KEYS_REF,
     build_bundle,
     consistency_records,
     memory_record,
@@ -28,7 +30,7 @@ from ledger.core.merkle import leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
 from ledger.models import LogLeaf, Memory, Receipt, ReceiptKey, TreeHead
 from ledger.selectors import MemoryEntries
-from ledger.signing import epochs_for
+from ledger.signing import epochs_for, key_endorsements_for
 
 
 def memory_record_of(me: MemoryEntries) -> dict:
@@ -76,15 +78,22 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
             memory_id__in=ids[i:i + 500]).order_by().values_list(
             "organization_id", "index", "memory_id", "kind", "seq", "leaf_hash") if row[0] == organization.pk),
             key=lambda row: row[0])
+        # The key endorsements' leaves too: they vouch for the keys these memories' entries name.
+        leaf_rows = sorted(leaf_rows + list(LogLeaf.objects.filter(organization=organization, memory__isnull=True)
+                                            .values_list("index", "memory_id", "kind", "seq", "leaf_hash")),
+                           key=lambda row: row[0])
     else:
         leaf_rows = list(LogLeaf.objects.filter(organization=organization).order_by("index").values_list(
             "index", "memory_id", "kind", "seq", "leaf_hash"))
     names = {m.pk: m.ledger_id for m in memories}
+    names[None] = KEYS_REF  # a key endorsement's leaf names no memory
     missing = {mid for _, mid, *_ in leaf_rows if mid not in names}
     if missing:  # a leaf naming a memory outside this export (moved or foreign): name it anyway
         for m in Memory.objects.select_related("store").filter(pk__in=missing):
             names[m.pk] = m.ledger_id
     index = _entry_index(entries)
+    for e in key_endorsements_for(organization):
+        index[(None, KEY_ENDORSEMENT, e.seq)] = e
     refs, hashes = [], []
     for _, mid, kind, seq, stored in leaf_rows:
         refs.append([names.get(mid, f"#{mid}"), kind, seq])
@@ -110,6 +119,7 @@ def bundle_build(organization, *, parts: dict | None = None) -> dict:
                              .values_list("public_key", flat=True)],
         exported_at=format_time(now_utc()),
         checkpoints=checkpoint_notes(organization),
+        key_endorsements=key_endorsements_for(organization),
     )
 
 

@@ -183,11 +183,15 @@ class EpistemicLabel(models.Model):
 
 
 class LogLeaf(models.Model):
-    """The organization's RFC 6962 log: one leaf per ledger entry, in append order."""
+    """The organization's RFC 6962 log: one leaf per ledger entry, in append order.
+
+    A memory's entries name their memory; a key endorsement (``kind`` ``key_endorsement``,
+    ``seq`` its endorsement seq) names none.
+    """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     index = models.BigIntegerField()
-    memory = models.ForeignKey(Memory, on_delete=models.PROTECT)
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, null=True, blank=True)
     kind = models.CharField(max_length=16)
     seq = models.IntegerField()
     leaf_hash = models.BinaryField(max_length=32)
@@ -246,12 +250,83 @@ class WitnessCosignature(models.Model):
 
 
 class ReceiptKey(models.Model):
-    """Public half of the lower-privilege key that signs recall receipts."""
+    """Public half of the lower-privilege key that signs recall receipts.
+
+    A receipt key is only trusted with a ``KeyEndorsement`` (purpose ``receipt``) naming its
+    ``key_id``, signed by a housekeeper epoch key; the recall process asks the housekeeper for it.
+    """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     key_id = models.CharField(max_length=32)
     public_key = models.BinaryField(max_length=32)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class KeyEndorsement(models.Model):
+    """An epoch key's signed endorsement of a shorter-lived key (``ledger.core.keys.KeyEndorsement``).
+
+    Purpose ``online``: the housekeeper's in-memory signing key (entries and tree heads), rotated
+    every ``ONLINE_KEY_VALIDITY_HOURS``; ``receipt``: a recall-receipt key. Only the public half is
+    here. ``seq`` numbers the organization's endorsements; ``revoked_at`` is set once, by the
+    housekeeper, and ends the key early.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    seq = models.IntegerField()
+    purpose = models.CharField(max_length=16)
+    key_id = models.CharField(max_length=32)
+    public_key = models.BinaryField(max_length=32)
+    not_before = models.CharField(max_length=32)
+    not_after = models.CharField(max_length=32)
+    epoch = models.IntegerField()
+    time = models.CharField(max_length=32)
+    signature = models.BinaryField(max_length=64)
+    revoked_at = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        ordering = ["organization", "seq"]
+        constraints = [models.UniqueConstraint(fields=["organization", "seq"], name="keyendorsement_unique_seq")]
+        indexes = [models.Index(fields=["organization", "purpose", "key_id"], name="keyendorsement_key")]
+
+
+class ClassifierFinding(models.Model):
+    """One flag of the ingest classifier, recorded before any label is signed.
+
+    The housekeeper signs the classifier's ``poison_likely`` only from a finding row (the label
+    task carries its id, nothing else) and re-checks it first: same classifier version, the
+    memory's content unchanged since the finding, a group the memory belongs to.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="classifier_findings")
+    classifier = models.CharField(max_length=100)  # "<name>@<version>", the signed label's actor
+    reason = models.TextField()
+    evidence = models.JSONField(default=dict)  # already signable (no floats)
+    content_sha256 = models.BinaryField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    label = models.ForeignKey(EpistemicLabel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "classifier"], name="finding_unique_per_version")]
+
+
+class SigningRefusal(models.Model):
+    """A label task the housekeeper refused to sign (no recorded, eligible decision behind it).
+
+    Shown on the keys page: a refusal means something wrote to the housekeeper's queue that no
+    reviewer decided, which an org admin should look into. ``organization`` is null when the
+    message named nothing that belongs to an organization.
+    """
+
+    organization = models.ForeignKey(Organization, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    task = models.CharField(max_length=100)
+    reason = models.TextField()
+    payload = models.JSONField(default=dict)  # a summary: argument names and short values, never whole bodies
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
 
 
 class AgentToken(models.Model):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -65,13 +65,14 @@ from ledger.core.errors import (
     TenantMismatchError,
     WeightMismatchError,
 )
-from ledger.core.keys import Epoch, EpochSet
+from ledger.core.keys import ONLINE, Epoch, EpochSet, check_key_endorsement
 from ledger.core.merkle import leaf_hash, root
 from ledger.core.tree_heads import sign_tree_head, verify_tree_head
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
 from ledger.models import (
     EpistemicLabel,
     GenesisEntry,
+    KeyEndorsement,
     KeyEpoch,
     LogLeaf,
     Memory,
@@ -82,10 +83,14 @@ from ledger.models import (
     TreeHead,
 )
 from ledger.signing import (
+    endorsement_generation,
     epoch_from_row,
+    epoch_set_for,
+    epoch_signer,
     epochs_for,
     housekeeper_signer,
     key_directory,
+    key_endorsement_from_row,
     require_housekeeper,
 )
 from orgs.models import Organization
@@ -93,6 +98,7 @@ from orgs.notifications import notification_emit, site_url
 
 DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e^0.5 ~ 1.65
 GENESIS_BATCH = 500
+RECEIPT_KEY_SKEW = timedelta(seconds=60)
 
 
 class EntryRejected(ValidationError):
@@ -153,8 +159,74 @@ def housekeeper_revoke(*, organization: Organization, epoch: int, now: datetime 
         return next(e for e in _sync_epochs(organization) if e.number == epoch)
 
 
+def receipt_key_endorse(*, organization: Organization, receipt_key_id: int, now: datetime | None = None):
+    """Endorse a recorded receipt key with the current epoch key; returns the ``KeyEndorsement`` row.
+
+    The window starts when the key was recorded, less ``RECEIPT_KEY_SKEW`` (receipts signed
+    while the endorsement was on its way are covered) but never before the endorsing epoch, and lasts
+    ``RECEIPT_KEY_VALIDITY_DAYS`` (never past the epoch). Idempotent while an endorsement is in
+    force; a key with a revoked endorsement is never endorsed again.
+    """
+    from django.conf import settings
+
+    from ledger.core.canonical import parse_time
+    from ledger.core.keys import RECEIPT
+    from ledger.models import ReceiptKey
+    from ledger.signing import epoch_signer, key_endorsement_record, receipt_key_state
+    from orgs.services import activity_record
+
+    require_housekeeper("endorsing a receipt key")
+    now = now or now_utc()
+    rk = ReceiptKey.objects.get(pk=receipt_key_id, organization=organization)
+    existing = KeyEndorsement.objects.filter(organization=organization, purpose=RECEIPT, key_id=rk.key_id)
+    if existing.exclude(revoked_at="").exists():
+        raise ValidationError(f"receipt key {rk.key_id} was revoked; it is not endorsed again")
+    if receipt_key_state(organization, rk.key_id, now=now) in ("endorsed", "pending") and existing.exists():
+        return existing.order_by("-seq").first()
+    signer = epoch_signer(organization, now=now)
+    epoch = KeyEpoch.objects.get(organization=organization, number=signer.epoch)
+    # A recall takes its time before it loads the key, so its first receipt may carry a time a
+    # moment before the key was recorded: the window opens RECEIPT_KEY_SKEW earlier.
+    start = max(rk.created_at - RECEIPT_KEY_SKEW, parse_time(epoch.not_before))
+    end = min(now + timedelta(days=settings.RECEIPT_KEY_VALIDITY_DAYS), parse_time(epoch.not_after))
+    if not start < end:
+        raise ValidationError(f"receipt key {rk.key_id} cannot be endorsed: no time left in epoch {epoch.number}")
+    row = key_endorsement_record(organization=organization, purpose=RECEIPT, public_key=bytes(rk.public_key),
+                                 not_before=start, not_after=end, now=now, signer=signer)
+    activity_record(organization=organization, verb="receipt_key.endorsed", actor_label="housekeeper",
+                    target=f"receipt key {rk.key_id}", detail={"seq": row.seq, "epoch": row.epoch,
+                                                               "not_after": row.not_after})
+    return row
+
+
+def receipt_key_revoke(*, organization: Organization, key_id: str, now: datetime | None = None) -> int:
+    """Revoke a receipt key from ``now`` on (its receipts from before stay valid); returns how
+    many endorsements were revoked. The next recall rotates to a new, newly endorsed key."""
+    from ledger.core.keys import RECEIPT
+    from orgs.services import activity_record
+
+    require_housekeeper("revoking a receipt key")
+    at = format_time(now or now_utc())
+    n = KeyEndorsement.objects.filter(organization=organization, purpose=RECEIPT, key_id=key_id,
+                                      revoked_at="").update(revoked_at=at)
+    if n:
+        activity_record(organization=organization, verb="receipt_key.revoked", actor_label="housekeeper",
+                        target=f"receipt key {key_id}", detail={"revoked_at": at})
+    return n
+
+
 def _epoch_set(organization_id: int, tenant: str) -> EpochSet:
-    return EpochSet(epoch_from_row(r, tenant) for r in KeyEpoch.objects.filter(organization_id=organization_id))
+    """Epochs and the online keys they endorsed (the signer this process uses is among them)."""
+    epochs = EpochSet(epoch_from_row(r, tenant) for r in KeyEpoch.objects.filter(organization_id=organization_id))
+    delegates = []
+    for row in KeyEndorsement.objects.filter(organization_id=organization_id, purpose=ONLINE).order_by("seq"):
+        e = key_endorsement_from_row(row, tenant)
+        try:
+            check_key_endorsement(e, epochs, tenant=tenant)
+        except LedgerError:
+            continue  # a bad endorsement vouches for nothing
+        delegates.append(e)
+    return EpochSet(epochs.by_number.values(), delegates=delegates)
 
 
 # The KeyEpoch rows of an organization, summarized by values that change whenever the set does:
@@ -175,7 +247,7 @@ def _epoch_set_of(memory: Memory) -> EpochSet:
     """The organization's EpochSet for a memory locked by :func:`_lock_memories` (cached by its marks)."""
     tenant = memory.organization.slug
     key = (connection.alias, connection.settings_dict["NAME"], memory.organization_id, tenant)
-    mark = memory.epoch_mark
+    mark = (memory.epoch_mark, endorsement_generation())
     cached = _epoch_sets.get(key)
     if cached is not None and cached[0] == mark:
         return cached[1]
@@ -784,12 +856,44 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
         return chain.rows[0]
 
 
+def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
+                         unexpected_kwargs: dict | None = None, now: datetime | None = None) -> list[EpistemicLabel]:
+    """Append the labels a recorded decision calls for; refuse (and record) anything else.
+
+    ``decision`` is ``proposal:<id>`` or ``finding:<id>``; see ``ledger.decisions`` for what
+    makes a decision eligible. A refusal writes a ``SigningRefusal`` (keys page), an activity
+    event ``signing.refused`` and a warning, signs nothing, and returns ``[]``.
+    """
+    from ledger.decisions import Refused, decision_resolve, refusal_record
+
+    require_housekeeper("signing a decision's labels")
+    kwargs = dict(unexpected_kwargs or {})
+    try:
+        if unexpected_args or kwargs:
+            raise Refused("the task carries fields besides a decision id (" +
+                          ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+        kind, pk, specs = decision_resolve(decision)
+    except Refused as exc:
+        refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
+                       kwargs={"decision": decision, **kwargs})
+        return []
+    labels = [label_append(memory_id=s.memory_id, label=s.label, reason=s.reason, evidence=s.evidence, actor=s.actor,
+                           idempotency_key=s.idempotency_key, now=now) for s in specs]
+    if kind == "finding":
+        from ledger.models import ClassifierFinding
+
+        ClassifierFinding.objects.filter(pk=pk, label__isnull=True).update(label=labels[0])
+    return labels
+
+
 def tree_head_issue(*, organization: Organization, now: datetime | None = None) -> TreeHead:
     """Sign a tree head over the organization's log; returns the latest one if the size is unchanged."""
     require_housekeeper("issuing tree heads")
     now = now or now_utc()
     with transaction.atomic():
         _lock_log(organization.pk)
+        # The signer first: a new online key's endorsement is a leaf, and it must be in this head.
+        signer = housekeeper_signer(organization, now=now)
         rows = list(LogLeaf.objects.filter(organization=organization).order_by("index")
                     .values_list("index", "leaf_hash"))
         for i, (index, _) in enumerate(rows):
@@ -803,15 +907,17 @@ def tree_head_issue(*, organization: Organization, now: datetime | None = None) 
             raise EntryRejected(f"log of {organization.slug} shrank below the last tree head ({last.size})",
                                 cause=ChainBrokenError("log shrank"))
         r = root([bytes(h) for _, h in rows])
-        signer = housekeeper_signer(organization, now=now)
         sth = sign_tree_head(organization.slug, len(rows), r, format_time(now), signer)
         try:
-            verify_tree_head(sth, tenant=organization.slug, epochs=epochs_for(organization), root=r)
+            verify_tree_head(sth, tenant=organization.slug, epochs=epoch_set_for(organization), root=r)
         except LedgerError as exc:
             raise EntryRejected(f"tree head for {organization.slug} does not verify: {exc}", cause=exc) from None
-        # The same head as a C2SP checkpoint note, signed now: the web process serving it holds no key.
+        # The same head as a C2SP checkpoint note, signed now (the web process serving it holds no
+        # key) by the epoch key itself, not the online key: witnesses and auditors pin one log key,
+        # and an online key changes every few hours.
+        epoch_key = epoch_signer(organization, now=now)
         note = sign_checkpoint(Checkpoint(checkpoint_origin_of(organization), sth.size, r),
-                               public_key=signer.public_key, sign=signer.sign)
+                               public_key=epoch_key.public_key, sign=epoch_key.sign)
         return TreeHead.objects.create(organization=organization, size=sth.size, root=r, time=sth.body["time"],
                                        epoch=sth.body["epoch"], signature=sth.signature,
                                        checkpoint_signature=note.signatures[0].signature)

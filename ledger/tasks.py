@@ -17,11 +17,20 @@ def memory_genesis_sign_task(memory_ids: list[int]) -> int:
 
 
 @shared_task
-def label_append_task(memory_id: int, label: str, reason: str, evidence: dict, actor: str,
-                      idempotency_key: str | None = None) -> int:
+def label_append_task(*args, **kwargs) -> int:
+    """Sign the labels a recorded decision calls for: ``label_append_task(decision="proposal:<id>")``
+    (or ``"finding:<id>"``); returns how many labels the decision has signed.
+
+    The message carries the decision's id and nothing else: label, reason, actor and evidence
+    are rebuilt from the decision row by the housekeeper (``ledger.decisions``). Any other shape
+    (a label, an actor of the sender's choosing) is refused and recorded, never signed.
+    """
     with housekeeper_role():
-        return services.label_append(memory_id=memory_id, label=label, reason=reason, evidence=evidence,
-                                     actor=actor, idempotency_key=idempotency_key).pk
+        if len(args) == 1 and not kwargs:
+            args, kwargs = (), {"decision": args[0]}
+        decision = kwargs.pop("decision", None)
+        return len(services.decision_labels_sign(decision=decision, unexpected_args=args,
+                                                 unexpected_kwargs=kwargs))
 
 
 @shared_task
@@ -67,3 +76,18 @@ def tree_head_after_labels_task(organization_id: int) -> int:
             logging.getLogger(__name__).warning("tree head after labels for organization %s: %s",
                                                 organization_id, exc)
             return -1
+
+
+@shared_task
+def receipt_key_endorse_task(organization_id: int, receipt_key_id: int) -> int:
+    """Endorse a recall-receipt key with the current epoch key (asked for by the recall process)."""
+    with housekeeper_role():
+        return services.receipt_key_endorse(organization=Organization.objects.get(pk=organization_id),
+                                            receipt_key_id=receipt_key_id).seq
+
+
+@shared_task
+def receipt_key_revoke_task(organization_id: int, key_id: str) -> int:
+    """Revoke a receipt key's endorsements from now on; the recall process then rotates to a new key."""
+    with housekeeper_role():
+        return services.receipt_key_revoke(organization=Organization.objects.get(pk=organization_id), key_id=key_id)

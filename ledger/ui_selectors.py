@@ -157,5 +157,23 @@ def key_epoch_list(*, organization) -> list[dict[str, Any]]:
             for r in KeyEpoch.objects.filter(organization=organization).order_by("-number")]
 
 
+def key_endorsement_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
+    """Online and receipt keys endorsed by the epoch keys, newest first (keys page)."""
+    from ledger.models import KeyEndorsement
+
+    now = now_utc()
+    return [{"seq": r.seq, "purpose": r.purpose, "key_id": r.key_id, "epoch": r.epoch, "not_before": r.not_before,
+             "not_after": r.not_after, "revoked_at": r.revoked_at, "status": _status_of(r, now)}
+            for r in KeyEndorsement.objects.filter(organization=organization).order_by("-seq")[:limit]]
+
+
+def signing_refusal_list(*, organization, limit: int = 20) -> list[dict[str, Any]]:
+    """The organization's refused signing requests, newest first (keys page)."""
+    from ledger.models import SigningRefusal
+
+    return [{"time": r.created_at, "task": r.task, "reason": r.reason, "payload": r.payload}
+            for r in SigningRefusal.objects.filter(organization=organization)[:limit]]
+
+
 def import_job_list(*, store: Store, limit: int = 10) -> QuerySet[ImportJob]:
     return ImportJob.objects.filter(store=store).select_related("created_by").order_by("-created_at")[:limit]

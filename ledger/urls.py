@@ -15,6 +15,7 @@ urlpatterns = [
     path("ledger/export/", views.ledger_export, name="ledger-export"),
     path("keys/", views.keys_page, name="keys"),
     path("keys/rotate/", views.keys_rotate, name="keys-rotate"),
+    path("keys/receipt-revoke/", views.keys_receipt_revoke, name="keys-receipt-revoke"),
     path("tokens/", views.agent_tokens, name="agent-tokens"),
     path("tokens/<int:token_id>/revoke/", views.agent_token_revoke_view, name="agent-token-revoke"),
     path("keys/witnesses/", views.witness_add, name="witness-add"),

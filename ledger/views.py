@@ -198,15 +198,16 @@ def ledger_export(request):
 @org_required("admin")
 @require_GET
 def keys_page(request):
-    from django.conf import settings
-
     from ledger.checkpoints import witness_key_list
+    from ledger.signing import signer_backend_describe
 
     return render(request, "ledger/keys.html", {
         "epochs": ui_selectors.key_epoch_list(organization=request.organization),
-        "key_dir": settings.HOUSEKEEPER_KEY_DIR,
         "witnesses": witness_key_list(request.organization),
         **ui_selectors.auditor_pins(organization=request.organization),
+        "backend": signer_backend_describe(),
+        "refusals": ui_selectors.signing_refusal_list(organization=request.organization),
+        "endorsements": ui_selectors.key_endorsement_list(organization=request.organization),
     })
 
 
@@ -271,6 +272,26 @@ def keys_rotate(request):
     tasks.housekeeper_rotate_task.delay(request.organization.pk)
     messages.info(request, "Rotation requested: the housekeeper creates the new epoch, endorsed by the "
                            "current one (refresh to see it).")
+    return redirect("keys")
+
+
+@org_required("admin")
+@require_POST
+def keys_receipt_revoke(request):
+    from ledger import tasks
+    from ledger.models import KeyEndorsement
+    from orgs.services import activity_record
+
+    key_id = (request.POST.get("key_id") or "").strip()
+    if not key_id or not KeyEndorsement.objects.filter(organization=request.organization, purpose="receipt",
+                                                       key_id=key_id).exists():
+        messages.error(request, "No such receipt key in this organization.")
+        return redirect("keys")
+    tasks.receipt_key_revoke_task.delay(request.organization.pk, key_id)
+    activity_record(organization=request.organization, verb="receipt_key.revoke_requested", request=request,
+                    target=f"receipt key {key_id}")
+    messages.info(request, f"Revocation of receipt key {key_id} requested: receipts it signed from now on are "
+                           "refused, and the next recall uses a new, newly endorsed key.")
     return redirect("keys")
 
 

@@ -61,13 +61,39 @@ def envsecret(name: str, default: str) -> str:
     return os.getenv(name, default)
 
 
+def private_dir(path: Path) -> Path:
+    """Create ``path`` owner-only (0700), tightening it if it exists with wider modes: the
+    database, the broker's messages and the keys under it are for the service's user only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        try:
+            path.chmod(0o700)
+        except PermissionError:  # not ours: the operator set it up, leave it as they chose
+            pass
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Create an empty ``path`` owner-only (0600) unless it exists; tighten an existing one.
+    SQLite gives its -wal and -shm files the database file's mode, so they follow."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            try:
+                path.chmod(0o600)
+            except PermissionError:
+                pass
+    return path
+
+
 DEBUG = envbool("DEBUG", "True")
 SECRET_KEY = envsecret("SECRET_KEY", PLACEHOLDER_SECRET_KEY)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_ROOT = envstr("SITE_ROOT", "http://127.0.0.1:8000")
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)  # the embedded database, broker folders and keys live here
+private_dir(VAR_DIR)  # the embedded database, broker folders and keys live here: owner-only
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -125,10 +151,13 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         DATABASES["default"].setdefault("TEST", {})["NAME"] = envstr("DB_TEST_NAME", f"test_memaudit_{os.getpid()}")
 else:
+    SQLITE_PATH = Path(envstr("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")))
+    if SQLITE_PATH.parent.is_dir():
+        private_file(SQLITE_PATH)  # an empty file is a new SQLite database; created 0600, not 0644
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": envstr("SQLITE_PATH", str(VAR_DIR / "memaudit.sqlite3")),
+            "NAME": str(SQLITE_PATH),
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
             # A file (not :memory:) so a worker subprocess can share it; per process so that
             # concurrent test runs on one checkout do not recreate each other's database.
@@ -208,8 +237,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "filesystem://")
 BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Owner-only: whoever can write a message here can ask the housekeeper for work (it signs
+    # only recorded decisions, ledger.decisions, but the queue is still nobody else's).
+    private_dir(BROKER_DIR)
     for _sub in ("queue", "control"):
-        (BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+        private_dir(BROKER_DIR / _sub)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
@@ -250,6 +282,21 @@ CELERY_BEAT_SCHEDULE = {
     "tree-heads": {"task": "ledger.tasks.tree_heads_issue_due_task", "schedule": float(TREE_HEAD_INTERVAL_S)},
 }
 RECEIPT_KEY_DIR = Path(envstr("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
+# Where the epoch keys' private halves live: "file" (seeds under HOUSEKEEPER_KEY_DIR; development)
+# or "pkcs11" (non-extractable Ed25519 keys generated on the token; python-pkcs11 + an HSM, a
+# cloud KMS's PKCS#11 bridge, or SoftHSM2). The public epoch records stay in HOUSEKEEPER_KEY_DIR.
+HOUSEKEEPER_SIGNER = envstr("HOUSEKEEPER_SIGNER", "file")
+PKCS11_MODULE = envstr("PKCS11_MODULE", "/usr/lib/softhsm/libsofthsm2.so")
+PKCS11_TOKEN_LABEL = envstr("PKCS11_TOKEN_LABEL", "memaudit")
+PKCS11_PIN = envsecret("PKCS11_PIN", "")
+if HOUSEKEEPER_SIGNER not in ("file", "pkcs11"):
+    raise ImproperlyConfigured(f"HOUSEKEEPER_SIGNER={HOUSEKEEPER_SIGNER}: use 'file' or 'pkcs11'")
+# The epoch key (file or HSM) endorses a short-lived online Ed25519 key that lives only in the
+# housekeeper's memory and signs entries and tree heads; a new one every this many hours
+# (0: sign every entry with the epoch key itself). See docs/bundle.md, "Endorsed keys".
+ONLINE_KEY_VALIDITY_HOURS = envint("ONLINE_KEY_VALIDITY_HOURS", "24")
+# A recall-receipt key is endorsed by the epoch key for this long, then replaced.
+RECEIPT_KEY_VALIDITY_DAYS = envint("RECEIPT_KEY_VALIDITY_DAYS", "30")
 EMBEDDING_MODEL_PATH = os.getenv("EMBEDDING_MODEL_PATH", "")
 # A dotted embedder class overriding the model choice for every store (tests and load benches
 # use "ledger.embeddings.HashingEmbedder", a labelled test double); empty = the real model.

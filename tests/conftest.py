@@ -19,7 +19,8 @@ from django.db import connection
 from django.db.models.signals import post_migrate
 
 from ledger.core.canonical import now_utc
-from ledger.core.keys import Epoch, KeyDirectory
+from ledger.core.keys import Epoch
+from ledger.keystore import KeyDirectory
 from orgs.models import Membership, Organization, Role
 
 PASSWORD = "correct-horse-battery-staple"

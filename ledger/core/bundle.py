@@ -16,9 +16,14 @@ from typing import Iterable, Mapping, Sequence
 
 from ledger.core.entries import GENESIS, KIND_TAGS, LABEL, PROVENANCE, TRANSITION, SignedEntry
 from ledger.core.errors import BundleError
-from ledger.core.keys import Epoch, key_id
+from ledger.core.keys import Epoch, KeyEndorsement, key_id
 from ledger.core.merkle import MerkleLevels, consistency_proof, leaf_hash
 from ledger.core.tree_heads import SignedTreeHead
+
+# A key endorsement's log leaf is ``[KEYS_REF, KEY_ENDORSEMENT, seq]`` (it belongs to no memory;
+# memory ids always contain a "/", so this one cannot clash).
+KEYS_REF = ":keys"
+KEY_ENDORSEMENT = "key_endorsement"
 
 BUNDLE_FORMAT = "memaudit-evidence-bundle"
 BUNDLE_VERSION = 1
@@ -68,7 +73,7 @@ def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dic
                  tree_heads: Sequence[SignedTreeHead], consistency: Sequence[dict] | None = None,
                  receipts: Sequence[dict] = (), receipt_public_keys: Iterable[bytes] = (),
                  exported_at: str | None = None, leaf_hashes: Sequence[bytes] | None = None,
-                 checkpoints: Sequence[str] = ()) -> dict:
+                 checkpoints: Sequence[str] = (), key_endorsements: Sequence[KeyEndorsement] = ()) -> dict:
     """Assemble a bundle. ``log_leaves`` are :func:`leaf_ref` lists in append order.
 
     Pass ``leaf_hashes`` (log leaf hashes in the same order) to have the
@@ -92,6 +97,8 @@ def build_bundle(*, tenant: str, epochs: Sequence[Epoch], memories: Sequence[dic
         },
         "receipts": list(receipts),
         "receipt_keys": [{"key_id": key_id(k), "public_key": k.hex()} for k in receipt_public_keys],
+        # Online (entry-signing) and receipt keys, each endorsed by an epoch key (docs/bundle.md).
+        "key_endorsements": [e.to_json() for e in key_endorsements],
     }
     if exported_at is not None:
         bundle["exported_at"] = exported_at
@@ -196,6 +203,7 @@ class ParsedBundle:
     receipts: list[dict]
     receipt_keys: dict[str, bytes] = field(default_factory=dict)
     checkpoints: list[str] = field(default_factory=list)  # C2SP checkpoint notes (log.checkpoints, optional)
+    key_endorsements: list[KeyEndorsement] = field(default_factory=list)
 
 
 def _need(d: Mapping, key: str, typ: type, where: str) -> object:
@@ -261,8 +269,9 @@ def parse_bundle(data: object) -> ParsedBundle:
     log = _need(data, "log", dict, "bundle")
     leaves = []
     for i, ref in enumerate(_need(log, "leaves", list, "log")):
-        if (type(ref) is not list or len(ref) != 3 or type(ref[0]) is not str or ref[1] not in KIND_TAGS
-                or type(ref[2]) is not int):
+        shaped = type(ref) is list and len(ref) == 3 and type(ref[0]) is str and type(ref[1]) is str \
+            and type(ref[2]) is int
+        if not shaped or not (ref[1] in KIND_TAGS or (ref[1] == KEY_ENDORSEMENT and ref[0] == KEYS_REF)):
             raise BundleError(f"log.leaves[{i}] must be [memory id, kind, seq], got {ref!r:.80}")
         leaves.append((ref[0], ref[1], ref[2]))
     tree_heads = [SignedTreeHead.from_json(t) for t in _need(log, "tree_heads", list, "log")]
@@ -283,8 +292,17 @@ def parse_bundle(data: object) -> ParsedBundle:
         if type(k) is not dict:
             raise BundleError(f"{where} is not an object")
         receipt_keys[_need(k, "key_id", str, where)] = _hex(_need(k, "public_key", str, where), where)
+    endorsements = []
+    raw = data.get("key_endorsements", [])  # absent in bundles from before endorsed keys: none
+    if type(raw) is not list:
+        raise BundleError("bundle: 'key_endorsements' must be list")
+    for i, e in enumerate(raw):
+        try:
+            endorsements.append(KeyEndorsement.from_json(e))
+        except BundleError as exc:
+            raise BundleError(f"key_endorsements[{i}]: {exc}") from None
     return ParsedBundle(tenant, epochs, memories, leaves, tree_heads, consistency, receipts, receipt_keys,
-                        list(checkpoints))
+                        list(checkpoints), endorsements)
 
 
 def _bad(message: str) -> Epoch:

@@ -33,6 +33,7 @@ TAG_LABEL = b"memaudit/label/v1"
 TAG_TREE_HEAD = b"memaudit/tree-head/v1"
 TAG_EPOCH = b"memaudit/epoch/v1"
 TAG_RECEIPT = b"memaudit/receipt/v1"
+TAG_KEY_ENDORSEMENT = b"memaudit/key-endorsement/v1"
 
 ALL_TAGS = (
     TAG_GENESIS,
@@ -42,6 +43,7 @@ ALL_TAGS = (
     TAG_TREE_HEAD,
     TAG_EPOCH,
     TAG_RECEIPT,
+    TAG_KEY_ENDORSEMENT,
 )
 
 MAX_SAFE_INT = 2**53 - 1

@@ -1,4 +1,7 @@
-"""Ed25519 housekeeper key epochs, signers and a file-based key directory.
+"""Ed25519 housekeeper key epochs and signers (pure: bytes and signers in, no file I/O).
+
+Where private keys live (a key directory, a PKCS#11 token) is ``ledger.keystore``'s business;
+this module only takes seeds, public keys and :class:`Signer` objects.
 
 What is signed is always an entry hash ``entry_hash(tag, body)`` (32 bytes),
 never raw JSON, so every signature is domain separated by its tag.
@@ -19,25 +22,23 @@ Epoch rules (DESIGN section 3, "Keys and epochs"):
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence
 
 import nacl.exceptions
 import nacl.signing
 from nacl.bindings import crypto_sign_open
 
-from ledger.core.canonical import TAG_EPOCH, entry_hash, format_time, now_utc, parse_time
+from ledger.core.canonical import TAG_EPOCH, TAG_KEY_ENDORSEMENT, entry_hash, format_time, parse_time
 from ledger.core.errors import (
     BundleError,
     CanonicalError,
     ChainBrokenError,
     EpochExpiredError,
     EpochRevokedError,
+    LedgerError,
     SignatureInvalidError,
     TenantMismatchError,
     UnknownEpochError,
@@ -255,12 +256,172 @@ def verify_epoch_chain(epochs: Sequence[Epoch], *, trust_anchor: bytes | None = 
             )
 
 
-class EpochSet:
-    """Epochs of one tenant by number, with cached verify keys — the verifier's key ring."""
+# --------------------------------------------------------------------------- endorsed keys
 
-    def __init__(self, epochs: Iterable[Epoch]) -> None:
+ONLINE = "online"  # signs ledger entries and tree heads for its epoch; lives only in the housekeeper's memory
+RECEIPT = "receipt"  # signs recall receipts
+PURPOSES = (ONLINE, RECEIPT)
+_HEX64_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class KeyEndorsement:
+    """An epoch key's signed statement that ``public_key`` may sign for ``purpose`` in
+    ``[not_before, not_after)`` (DESIGN: "Keys and epochs"; docs/bundle.md "Endorsed keys").
+
+    Signed by epoch ``epoch`` over ``entry_hash(TAG_KEY_ENDORSEMENT, body())`` at ``time``.
+    ``seq`` numbers a tenant's endorsements 0, 1, 2... (their order in the tenant log).
+    ``revoked_at``, like an epoch's, is an unsigned statement that only makes checks stricter.
+    """
+
+    tenant: str
+    seq: int
+    purpose: str
+    public_key: bytes
+    not_before: str
+    not_after: str
+    epoch: int
+    time: str
+    signature: bytes
+    revoked_at: str | None = None
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_key)
+
+    def body(self) -> dict:
+        return key_endorsement_body(tenant=self.tenant, seq=self.seq, purpose=self.purpose,
+                                    public_key=self.public_key, not_before=self.not_before,
+                                    not_after=self.not_after, epoch=self.epoch, time=self.time)
+
+    def hash(self) -> bytes:
+        return entry_hash(TAG_KEY_ENDORSEMENT, self.body())
+
+    def to_json(self) -> dict:
+        return {"body": self.body(), "signature": self.signature.hex(), "revoked_at": self.revoked_at}
+
+    @classmethod
+    def from_json(cls, d: object) -> "KeyEndorsement":
+        if type(d) is not dict or type(d.get("body")) is not dict or type(d.get("signature")) is not str:
+            raise BundleError("key endorsement must be an object with body (object) and signature (hex)")
+        b = d["body"]
+        expected = {"tenant", "seq", "purpose", "key_id", "public_key", "not_before", "not_after", "epoch", "time"}
+        if set(b) != expected:
+            raise BundleError(f"key endorsement body fields {sorted(b)} differ from {sorted(expected)}")
+        revoked = d.get("revoked_at")
+        try:
+            if not _HEX64_RE.fullmatch(_str(b["public_key"], "public_key")):
+                raise ValueError("public_key must be 64 lowercase hex")
+            e = cls(tenant=_str(b["tenant"], "tenant"), seq=_int(b["seq"], "seq"), purpose=_str(b["purpose"], "purpose"),
+                    public_key=bytes.fromhex(b["public_key"]), not_before=_str(b["not_before"], "not_before"),
+                    not_after=_str(b["not_after"], "not_after"), epoch=_int(b["epoch"], "epoch"),
+                    time=_str(b["time"], "time"), signature=bytes.fromhex(d["signature"]),
+                    revoked_at=_str(revoked, "revoked_at") if revoked is not None else None)
+        except (TypeError, ValueError) as exc:
+            raise BundleError(f"key endorsement unusable: {exc}") from None
+        if b["key_id"] != e.key_id:
+            raise BundleError(f"key endorsement key_id {b['key_id']!r} does not name its public key")
+        return e
+
+
+def key_endorsement_body(*, tenant: str, seq: int, purpose: str, public_key: bytes, not_before: str, not_after: str,
+                         epoch: int, time: str) -> dict:
+    return {"tenant": tenant, "seq": seq, "purpose": purpose, "key_id": key_id(public_key),
+            "public_key": public_key.hex(), "not_before": not_before, "not_after": not_after, "epoch": epoch,
+            "time": time}
+
+
+def sign_key_endorsement(*, tenant: str, seq: int, purpose: str, public_key: bytes, not_before: str,
+                         not_after: str, time: str, signer: Signer) -> KeyEndorsement:
+    """Endorse ``public_key`` with an *epoch* signer (never an online key: an endorsed key
+    cannot endorse another, so nothing outlives the epoch that vouched for it)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose must be one of {PURPOSES}")
+    unsigned = KeyEndorsement(tenant, seq, purpose, public_key, not_before, not_after, signer.epoch, time, b"")
+    return KeyEndorsement(tenant, seq, purpose, public_key, not_before, not_after, signer.epoch, time,
+                          signer.sign(unsigned.hash()))
+
+
+# Endorsements whose signature verified (the whole signed statement and the epoch key are the
+# key): the app verifies every endorsement with each memory it checks, and a year of daily online
+# keys would otherwise cost ~400 signature checks each time. Oldest dropped first.
+_ENDORSEMENTS_VERIFIED: dict[tuple, None] = {}
+_ENDORSEMENTS_VERIFIED_MAX = 4096
+
+
+def check_key_endorsement(e: KeyEndorsement, epochs: "EpochSet", *, tenant: str) -> None:
+    """Raise a typed error unless ``e`` is a well-formed endorsement by a valid epoch of ``tenant``.
+
+    1. purpose known, 32-byte key, times parse, ``not_before < not_after``;
+    2. signed by the *epoch key* ``e.epoch`` (not a delegate) at ``e.time``, inside that epoch's
+       validity and before its revocation;
+    3. the endorsed window lies inside the endorsing epoch's validity window.
+    """
+    where = {"kind": "key_endorsement", "seq": e.seq if type(e.seq) is int else None}
+    if e.tenant != tenant:
+        raise TenantMismatchError(f"key endorsement {e.seq} belongs to tenant {e.tenant!r}, not {tenant!r}", **where)
+    if e.purpose not in PURPOSES:
+        raise SignatureInvalidError(f"key endorsement {e.seq}: unknown purpose {e.purpose!r}", **where)
+    if len(e.public_key) != 32:
+        raise SignatureInvalidError(f"key endorsement {e.seq}: public key is not 32 bytes", **where)
+    try:
+        nb, na = parse_time(e.not_before), parse_time(e.not_after)
+        parse_time(e.time)
+        if e.revoked_at is not None:
+            parse_time(e.revoked_at)
+    except CanonicalError as exc:
+        raise EpochExpiredError(f"key endorsement {e.seq}: {exc}", **where) from None
+    if not nb < na:
+        raise EpochExpiredError(f"key endorsement {e.seq}: not_before is not before not_after", **where)
+    ep = epochs.by_number.get(e.epoch) if type(e.epoch) is int else None
+    memo = (ep.public_key, e.tenant, e.seq, e.purpose, e.public_key, e.not_before, e.not_after, e.epoch, e.time,
+            e.signature) if ep is not None else None
+    try:
+        if memo is not None and memo in _ENDORSEMENTS_VERIFIED:
+            # This exact statement verified under this exact key before; only the time rules,
+            # which depend on the epochs given now (a revocation), are checked again.
+            epochs.check_time(tenant=tenant, number=e.epoch, time=e.time)
+        else:
+            epochs.verify(tenant=tenant, number=e.epoch, time=e.time, message=e.hash(), signature=e.signature,
+                          delegates=False)
+            if memo is not None:
+                if len(_ENDORSEMENTS_VERIFIED) >= _ENDORSEMENTS_VERIFIED_MAX:
+                    _ENDORSEMENTS_VERIFIED.pop(next(iter(_ENDORSEMENTS_VERIFIED)))
+                _ENDORSEMENTS_VERIFIED[memo] = None
+    except LedgerError as exc:
+        raise type(exc)(f"key endorsement {e.seq} ({e.purpose} key {e.key_id}): {exc.message}", **where) from None
+    ep = epochs.by_number[e.epoch]
+    if nb < parse_time(ep.not_before) or na > parse_time(ep.not_after):
+        raise EpochExpiredError(f"key endorsement {e.seq}: window [{e.not_before}, {e.not_after}) reaches outside "
+                                f"epoch {e.epoch} [{ep.not_before}, {ep.not_after})", **where)
+
+
+def endorsed_key_valid_at(e: KeyEndorsement, time: str | datetime, epochs: "EpochSet") -> bool:
+    """The endorsed key may sign at ``time``: inside its window, not revoked, and its epoch not revoked."""
+    try:
+        t = _as_dt(time)
+        if not parse_time(e.not_before) <= t < parse_time(e.not_after):
+            return False
+        if e.revoked_at is not None and t >= parse_time(e.revoked_at):
+            return False
+    except CanonicalError:
+        return False
+    ep = epochs.by_number.get(e.epoch)
+    return ep is not None and (ep.revoked_at is None or t < parse_time(ep.revoked_at))
+
+
+class EpochSet:
+    """Epochs of one tenant by number, with cached verify keys — the verifier's key ring.
+
+    ``delegates`` are *already checked* online-key endorsements (:func:`check_key_endorsement`):
+    a signature naming epoch ``n`` is accepted from epoch ``n``'s key or from an online key that
+    epoch endorsed, valid at the signed time.
+    """
+
+    def __init__(self, epochs: Iterable[Epoch], delegates: Iterable[KeyEndorsement] = ()) -> None:
         self.by_number: dict[int, Epoch] = {}
         self._windows: dict[int, tuple[datetime, datetime, datetime | None]] = {}
+        self._delegates: dict[int, list[tuple[bytes, datetime, datetime, datetime | None]]] = {}
         for ep in epochs:
             self.by_number[ep.number] = ep
             try:
@@ -271,6 +432,16 @@ class EpochSet:
                 )
             except CanonicalError:
                 continue  # an epoch with unusable times signs nothing
+        for d in delegates:
+            if d.purpose != ONLINE:
+                continue
+            try:
+                window = (parse_time(d.not_before), parse_time(d.not_after),
+                          parse_time(d.revoked_at) if d.revoked_at is not None else None)
+            except CanonicalError:
+                continue
+            # Newest first: a housekeeper signs with its newest online key.
+            self._delegates.setdefault(d.epoch, []).insert(0, (d.public_key, *window))
 
     @classmethod
     def of(cls, epochs: "EpochSet | Iterable[Epoch] | Mapping[int, Epoch]") -> "EpochSet":
@@ -280,8 +451,11 @@ class EpochSet:
             return cls(epochs.values())
         return cls(epochs)
 
-    def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes) -> None:
-        """Check that epoch ``number`` of ``tenant`` could sign at ``time`` and did sign ``message``."""
+    def delegate_count(self) -> int:
+        return sum(len(v) for v in self._delegates.values())
+
+    def check_time(self, *, tenant: str, number: object, time: object) -> tuple[Epoch, datetime]:
+        """Raise unless epoch ``number`` of ``tenant`` may sign at ``time``; return it and the time."""
         if type(number) is not int or number not in self._windows:
             raise UnknownEpochError(f"unknown epoch {number!r}")
         ep = self.by_number[number]
@@ -295,105 +469,22 @@ class EpochSet:
             raise EpochExpiredError(
                 f"entry time {time} outside epoch {number} validity [{ep.not_before}, {ep.not_after})"
             )
+        return ep, t
+
+    def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes,
+               delegates: bool = True) -> None:
+        """Check that epoch ``number`` of ``tenant`` could sign at ``time`` and did sign ``message``
+        (with its own key, or — unless ``delegates=False`` — an online key it endorsed)."""
+        ep, t = self.check_time(tenant=tenant, number=number, time=time)
+        if delegates:
+            for pub, dnb, dna, drev in self._delegates.get(number, ()):
+                if dnb <= t < dna and (drev is None or t < drev) and len(signature) == 64:
+                    try:
+                        verify_signature(pub, message, signature)
+                        return
+                    except SignatureInvalidError:
+                        continue
         try:
             verify_signature(ep.public_key, message, signature)
         except SignatureInvalidError:
             raise SignatureInvalidError(f"signature invalid (epoch {number})") from None
-
-
-# --------------------------------------------------------------------------- key directory
-
-
-@dataclass
-class KeyDirectory:
-    """Private keys as files (mode 0600) under ``path/<tenant>/``; stdlib I/O only.
-
-    Layout: ``epochs.json`` (public epoch records, the tenant's key history)
-    and ``epoch-<n>.key`` (hex seed). Only the housekeeper process should be
-    given this directory.
-    """
-
-    path: Path
-    validity: timedelta = field(default=DEFAULT_VALIDITY)
-
-    def __post_init__(self) -> None:
-        self.path = Path(self.path)
-
-    # -- helpers
-    def _tenant_dir(self, tenant: str) -> Path:
-        if not _TENANT_RE.fullmatch(tenant):
-            raise ValueError(f"tenant {tenant!r} is not a safe directory name")
-        return self.path / tenant
-
-    def _write_epochs(self, tenant: str, epochs: list[Epoch]) -> None:
-        d = self._tenant_dir(tenant)
-        tmp = d / "epochs.json.tmp"
-        tmp.write_text(json.dumps([e.to_json() for e in epochs], indent=2) + "\n")
-        os.replace(tmp, d / "epochs.json")
-
-    def _write_seed(self, tenant: str, number: int, seed: bytes) -> None:
-        p = self._tenant_dir(tenant) / f"epoch-{number}.key"
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(seed.hex() + "\n")
-
-    def _read_seed(self, tenant: str, number: int) -> bytes:
-        return bytes.fromhex((self._tenant_dir(tenant) / f"epoch-{number}.key").read_text().strip())
-
-    # -- public API
-    def epochs(self, tenant: str) -> list[Epoch]:
-        p = self._tenant_dir(tenant) / "epochs.json"
-        if not p.exists():
-            return []
-        return [Epoch.from_json(d) for d in json.loads(p.read_text())]
-
-    def init(self, tenant: str, now: datetime | None = None) -> Epoch:
-        """Create epoch 1 (the trust anchor) for a tenant with no keys yet."""
-        d = self._tenant_dir(tenant)
-        if self.epochs(tenant):
-            raise FileExistsError(f"tenant {tenant!r} already has key epochs")
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        d.mkdir(mode=0o700, exist_ok=True)
-        now = now or now_utc()
-        seed, pub = generate_keypair()
-        ep = Epoch(tenant, 1, pub, format_time(now), format_time(now + self.validity))
-        self._write_seed(tenant, 1, seed)
-        self._write_epochs(tenant, [ep])
-        return ep
-
-    def rotate(self, tenant: str, now: datetime | None = None) -> Epoch:
-        """Start epoch N+1 at ``now``, endorsed by epoch N's key (which must still be valid)."""
-        epochs = self.epochs(tenant)
-        if not epochs:
-            raise UnknownEpochError(f"tenant {tenant!r} has no epochs; run init first")
-        now = now or now_utc()
-        prev = epochs[-1]
-        check_epoch_at(prev, now)
-        seed, pub = generate_keypair()
-        unsigned = Epoch(tenant, prev.number + 1, pub, format_time(now), format_time(now + self.validity))
-        endorser = Ed25519Signer(self._read_seed(tenant, prev.number), prev.number)
-        ep = replace(unsigned, endorsement=endorser.sign(entry_hash(TAG_EPOCH, unsigned.body())))
-        self._write_seed(tenant, ep.number, seed)
-        self._write_epochs(tenant, epochs + [ep])
-        return ep
-
-    def revoke(self, tenant: str, epoch: int, now: datetime | None = None) -> Epoch:
-        """Mark an epoch revoked from ``now`` on (an earlier revocation time is kept)."""
-        epochs = self.epochs(tenant)
-        for i, ep in enumerate(epochs):
-            if ep.number == epoch:
-                at = format_time(now or now_utc())
-                if ep.revoked_at is not None and parse_time(ep.revoked_at) <= parse_time(at):
-                    return ep
-                epochs[i] = replace(ep, revoked_at=at)
-                self._write_epochs(tenant, epochs)
-                return epochs[i]
-        raise UnknownEpochError(f"tenant {tenant!r} has no epoch {epoch}")
-
-    def signer(self, tenant: str, now: datetime | None = None) -> Ed25519Signer:
-        """Signer of the newest epoch valid at ``now``."""
-        now = now or now_utc()
-        for ep in reversed(self.epochs(tenant)):
-            if epoch_valid_at(ep, now):
-                return Ed25519Signer(self._read_seed(tenant, ep.number), ep.number)
-        raise EpochExpiredError(f"tenant {tenant!r} has no epoch valid at {format_time(now)}")

@@ -15,8 +15,12 @@ first break because everything after it depends on it):
 3. Tenant log: every entry is a leaf exactly once, in causal order; each
    tree head's signature and root (recomputed from the leaves); tree heads
    grow; a valid consistency proof links each consecutive pair.
-4. Receipts: signature by a listed receipt key, result inclusion proofs,
-   the STH they cite, and each result against the memory's chain.
+1b. Key endorsements (``verify_endorsements``): each online or receipt key is endorsed by a
+   trusted epoch key, for a window inside that epoch; numbered without gaps. Entries and tree
+   heads naming epoch n verify under epoch n's key or an online key it endorsed, valid then.
+4. Receipts: signature by a receipt key *endorsed* for the receipt's time (being listed in
+   ``receipt_keys`` is not enough), result inclusion proofs, the STH they cite, and each result
+   against the memory's chain.
 5. Coverage: every log leaf lies under a valid signed tree head.
 6. Checkpoints: each C2SP checkpoint note the bundle carries is signed by an
    epoch key and twins a tree head; a pinned checkpoint (``--checkpoint``) is
@@ -43,7 +47,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from ledger.core.bundle import MemoryRecord, ParsedBundle, load_bundle, parse_bundle
+from ledger.core.bundle import (
+    KEY_ENDORSEMENT,
+    KEYS_REF,
+    MemoryRecord,
+    ParsedBundle,
+    load_bundle,
+    parse_bundle,
+)
 from ledger.core.canonical import parse_time
 from ledger.core.checkpoint import Checkpoint, OpenedCheckpoint, open_checkpoint
 from ledger.core.entries import (
@@ -55,8 +66,15 @@ from ledger.core.entries import (
     check_label_chain,
     check_provenance_chain,
 )
-from ledger.core.errors import BundleError, LedgerError, ProofError
-from ledger.core.keys import EpochSet, verify_epoch_chain
+from ledger.core.errors import BundleError, EpochExpiredError, LedgerError, ProofError, SignatureInvalidError
+from ledger.core.keys import (
+    ONLINE,
+    EpochSet,
+    KeyEndorsement,
+    check_key_endorsement,
+    endorsed_key_valid_at,
+    verify_epoch_chain,
+)
 from ledger.core.merkle import EMPTY_ROOT, consistency_proof, leaf_hash, roots_at, verify_consistency
 from ledger.core.note import COSIGNATURE_V1, NoteError, VerifierKey, cosigned_by, parse_verifier_key
 from ledger.core.receipts import verify_receipt
@@ -122,6 +140,51 @@ def _check_epochs(b: ParsedBundle, findings: list[Finding], trust_anchor: bytes 
     return EpochSet(trusted)
 
 
+def verify_endorsements(b: ParsedBundle, epochs: EpochSet, findings: list[Finding]
+                        ) -> tuple[EpochSet, dict[str, list[KeyEndorsement]]]:
+    """Check the bundle's key endorsements against the trusted epochs (anchor -> epoch -> key).
+
+    1. ``seq`` runs 0, 1, 2... without gaps or repeats (a dropped endorsement is a finding).
+    2. Each is signed by the epoch *key* it names, at a time inside that epoch, and endorses a
+       window inside that epoch (``check_key_endorsement``); a bad one vouches for nothing.
+
+    Returns the key ring with the good online keys as delegates of their epochs, and the good
+    receipt-key endorsements by key id (a receipt key without one is not trusted).
+    """
+    online, receipt = [], {}
+    for i, e in enumerate(sorted(b.key_endorsements, key=lambda e: e.seq)):
+        subject = f"key_endorsement seq={e.seq}"
+        if e.seq != i:
+            findings.append(Finding(subject, None, f"endorsements are not numbered 0..n-1 (expected seq {i})",
+                                    "ChainBrokenError"))
+        try:
+            check_key_endorsement(e, epochs, tenant=b.tenant)
+        except LedgerError as exc:
+            findings.append(Finding(subject, None, exc.message, type(exc).__name__))
+            continue
+        if e.purpose == ONLINE:
+            online.append(e)
+        else:
+            receipt.setdefault(e.key_id, []).append(e)
+    return EpochSet(epochs.by_number.values(), delegates=online), receipt
+
+
+def _endorsed_receipt_key(body: dict, endorsed: dict[str, list[KeyEndorsement]], epochs: EpochSet) -> bytes:
+    """The receipt key of ``body``, only if an epoch endorsed it for receipts at the receipt's time.
+
+    A key merely listed in ``receipt_keys`` is not enough: anyone can list a key.
+    """
+    kid = body.get("key_id")
+    candidates = endorsed.get(kid, []) if type(kid) is str else []
+    if not candidates:
+        raise SignatureInvalidError(f"receipt key {kid!r} is not endorsed by an epoch key of this tenant")
+    for e in candidates:
+        if endorsed_key_valid_at(e, body.get("time"), epochs):
+            return e.public_key
+    raise EpochExpiredError(f"receipt key {kid} is not endorsed for the receipt's time {body.get('time')!r} "
+                            "(outside its window, or revoked)")
+
+
 def _check_memory(m: MemoryRecord, tenant: str, epochs: EpochSet, hash_of: _Hashes,
                   findings: list[Finding]) -> _MemoryResult:
     subject = f"memory={m.id}"
@@ -175,6 +238,8 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
             seq = e.seq
             if type(seq) is int:
                 index.setdefault((m.id, e.kind, seq), e)
+    for ke in b.key_endorsements:
+        index.setdefault((KEYS_REF, KEY_ENDORSEMENT, ke.seq), ke)
     seen: set[tuple[str, str, int]] = set()
     leaf_hashes: list[bytes] = []
     usable = True
@@ -192,6 +257,14 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
         if ref in seen:
             findings.append(Finding(f"memory={mem}", label, f"log leaf {i} repeats an entry", "ChainBrokenError"))
         seen.add(ref)
+        if kind == KEY_ENDORSEMENT:  # the tenant's endorsements, in seq order; no memory chain
+            want = next_seq.get((mem, kind), 0)
+            if seq != want:
+                findings.append(Finding(f"key_endorsement seq={seq}", None, f"log leaf {i} out of order",
+                                        "ChainBrokenError"))
+            next_seq[(mem, kind)] = seq + 1
+            leaf_hashes.append(leaf_hash(entry.hash()))
+            continue
         chain = "labels" if kind == LABEL else kind
         want = next_seq.get((mem, chain), 0 if kind in (GENESIS, LABEL) else 1)
         if kind == PROVENANCE and (mem, GENESIS) not in next_seq:
@@ -216,6 +289,10 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
             if ref not in seen:
                 findings.append(Finding(f"memory={m.id}", _entry_label(e.kind, e.seq) if type(e.seq) is int else e.kind,
                                         "entry is not a leaf of the tenant log", "ChainBrokenError"))
+    for ke in b.key_endorsements:
+        if (KEYS_REF, KEY_ENDORSEMENT, ke.seq) not in seen:
+            findings.append(Finding(f"key_endorsement seq={ke.seq}", None, "endorsement is not a leaf of the tenant "
+                                    "log", "ChainBrokenError"))
     roots: dict[int, bytes] = {}
     if usable:
         sizes = [t.body.get("size") for t in b.tree_heads if type(t.body) is dict]
@@ -267,16 +344,15 @@ def _check_log(b: ParsedBundle, epochs: EpochSet, hash_of: _Hashes, findings: li
 
 
 def _check_receipts(b: ParsedBundle, roots: dict[int, bytes], memories: dict[str, tuple[MemoryRecord, _MemoryResult]],
-                    findings: list[Finding]) -> None:
+                    findings: list[Finding], endorsed_receipt_keys: dict[str, list[KeyEndorsement]],
+                    epochs: EpochSet) -> None:
     for i, r in enumerate(b.receipts):
         subject = f"receipt #{i}"
         try:
             if type(r) is not dict or type(r.get("body")) is not dict:
                 raise BundleError("receipt must be an object with a body")
             body = r["body"]
-            key = b.receipt_keys.get(body.get("key_id"))
-            if key is None:
-                raise BundleError(f"receipt key {body.get('key_id')!r} is not among the bundle's receipt_keys")
+            key = _endorsed_receipt_key(body, endorsed_receipt_keys, epochs)
             verify_receipt(r, key)
         except LedgerError as exc:
             findings.append(_finding(subject, exc))
@@ -448,6 +524,7 @@ def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None, checkpo
     t0 = time.perf_counter()
     findings: list[Finding] = []
     epochs = _check_epochs(b, findings, trust_anchor)
+    epochs, endorsed_receipt_keys = verify_endorsements(b, epochs, findings)
     hash_of = _Hashes()
     memories: dict[str, tuple[MemoryRecord, _MemoryResult]] = {}
     entries = 0
@@ -458,7 +535,7 @@ def verify_parsed(b: ParsedBundle, *, trust_anchor: bytes | None = None, checkpo
         memories[m.id] = (m, _check_memory(m, b.tenant, epochs, hash_of, findings))
         entries += 1 + len(m.provenance) + len(m.transitions) + len(m.labels)
     log = _check_log(b, epochs, hash_of, findings)
-    _check_receipts(b, log.roots, memories, findings)
+    _check_receipts(b, log.roots, memories, findings, endorsed_receipt_keys, epochs)
     if require_coverage:
         _check_coverage(b, log, findings)
     newest = max(log.heads, key=lambda t: t.size, default=None)

@@ -59,9 +59,9 @@ def test_tasks_hold_the_housekeeper_role_themselves(store, housekeeper, monkeypa
     [m] = memories_create(store=store, records=[{"id": "t", "text": "task"}])
     monkeypatch.delenv("MEMAUDIT_ROLE")
     assert tasks.memory_genesis_sign_task([m.pk]) == 1
-    label_pk = tasks.label_append_task(m.pk, "poison_suspect", "r", {}, "user:alice", "k1")
-    assert tasks.label_append_task(m.pk, "poison_suspect", "r", {}, "user:alice", "k1") == label_pk
+    # A label message carries a decision id only; label fields of the sender's choosing are refused.
+    assert tasks.label_append_task(m.pk, "poison_suspect", "r", {}, "user:alice", "k1") == 0
     assert tasks.outcomes_apply_task(store.organization_id) == 0
-    assert tasks.tree_head_issue_task(store.organization_id) == 2
-    assert TreeHead.objects.count() == 1 and Memory.objects.get(pk=m.pk).epistemic_state == "poison_suspect"
+    assert tasks.tree_head_issue_task(store.organization_id) == 2  # genesis + the online key's endorsement
+    assert TreeHead.objects.count() == 1 and Memory.objects.get(pk=m.pk).epistemic_state == ""
     assert tasks.memory_genesis_sign_task.name == "ledger.tasks.memory_genesis_sign_task"

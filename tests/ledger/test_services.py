@@ -99,7 +99,9 @@ def test_it_creates_unsigned_memories_and_signs_their_genesis_once(store, housek
     assert services.memory_genesis_sign(memory_ids=[m.pk for m in created]) == 0
     m = Memory.objects.get(external_id="a")
     assert bytes(m.chain_head) == bytes(m.genesis.entry_hash)
-    assert LogLeaf.objects.filter(organization=store.organization).count() == 2
+    # Two genesis leaves, after the leaf of the online key's endorsement.
+    assert list(LogLeaf.objects.filter(organization=store.organization).order_by("index")
+                .values_list("kind", flat=True)) == ["key_endorsement", "genesis", "genesis"]
     assert memory_verify(m) == []
 
 
@@ -156,10 +158,10 @@ def test_outcomes_apply_folds_rewards_into_one_transition_per_memory_once(memori
 
 def test_tree_head_issue_signs_the_log_and_skips_an_unchanged_size(memories, organization):
     first = services.tree_head_issue(organization=organization)
-    assert first.size == 3
+    assert first.size == 4  # the online key's endorsement and three genesis entries
     assert services.tree_head_issue(organization=organization).pk == first.pk
     services.transition_append(memory_id=memories[0].pk, valence_q=500, evidence=[])
-    assert services.tree_head_issue(organization=organization).size == 5
+    assert services.tree_head_issue(organization=organization).size == 6
     assert organization_verify(organization) == []
 
 

@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from ledger import services
 from ledger.core.canonical import format_time
 from ledger.core.errors import EpochRevokedError, UnknownEpochError
-from ledger.core.keys import Ed25519Signer, KeyDirectory
+from ledger.core.keys import Ed25519Signer
+from ledger.keystore import KeyDirectory
 from ledger.models import KeyEpoch, LogLeaf, Memory, ProvenanceNode, TransitionCommitment
 from ledger.verification import organization_verify
 from orgs.models import Organization
@@ -92,7 +93,7 @@ def test_a_batch_spanning_two_organizations_appends_to_each_log(memories, organi
                                                {"memory_id": memories[1].pk, "valence_q": 500, "evidence": []}])
     assert [n.organization_id for n in nodes] == [globex.pk, organization.pk]
     assert list(LogLeaf.objects.filter(organization=globex).order_by("index").values_list("kind", flat=True)) == \
-        ["genesis", "provenance", "transition"]
+        ["key_endorsement", "genesis", "provenance", "transition"]
     assert organization_verify(organization) == [] and organization_verify(globex) == []
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from ledger.core.bundle import build_bundle, leaf_ref, memory_record
+from ledger.core.bundle import KEY_ENDORSEMENT, KEYS_REF, build_bundle, leaf_ref, memory_record
 from ledger.core.canonical import format_time, sha256_hex
 from ledger.core.checkpoint import Checkpoint, checkpoint_origin, sign_checkpoint
 from ledger.core.entries import (
@@ -27,11 +27,12 @@ from ledger.core.entries import (
     sign_entry,
     transition_body,
 )
-from ledger.core.keys import Ed25519Key, KeyDirectory
+from ledger.core.keys import Ed25519Key, sign_key_endorsement
 from ledger.core.merkle import leaf_hash, root
 from ledger.core.receipts import build_receipt
 from ledger.core.tree_heads import SignedTreeHead, sign_tree_head
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q
+from ledger.keystore import KeyDirectory
 
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 RECEIPT_SEED = bytes(range(32))
@@ -72,6 +73,15 @@ class Housekeeper:
         self.checkpoints: list[str] = []  # the C2SP checkpoint note of each tree head
         self.receipts: list[dict] = []
         self.receipt_key = Ed25519Key(RECEIPT_SEED)
+        self.log_refs: list[list] = []
+        # The receipt key is trusted through epoch 1's endorsement (a leaf of the log, like entries).
+        epoch1 = self.keys.epochs(tenant)[0]
+        self.endorsements = [sign_key_endorsement(
+            tenant=tenant, seq=0, purpose="receipt", public_key=self.receipt_key.public_key,
+            not_before=epoch1.not_before, not_after=epoch1.not_after, time=epoch1.not_before,
+            signer=self.keys.signer(tenant, start))]
+        self.log_refs.append([KEYS_REF, KEY_ENDORSEMENT, 0])
+        self.leaf_hashes.append(leaf_hash(self.endorsements[0].hash()))
 
     # -- clock and signing
     def _t(self) -> str:
@@ -83,6 +93,7 @@ class Housekeeper:
         signer = self.keys.signer(self.tenant, self.now)
         entry = sign_entry(kind, make(signer.epoch, t), signer)
         self.log.append((memory, entry))
+        self.log_refs.append(leaf_ref(memory, entry))
         self.leaf_hashes.append(leaf_hash(entry.hash()))
         return entry
 
@@ -143,10 +154,10 @@ class Housekeeper:
                                   live_weight_q=m.weight_q, live_state=m.state, chain_head=m.head)
                     for m in self.memories.values()]
         return build_bundle(tenant=self.tenant, epochs=self.keys.epochs(self.tenant), memories=memories,
-                            log_leaves=[leaf_ref(mid, e) for mid, e in self.log], tree_heads=self.tree_heads,
+                            log_leaves=self.log_refs, tree_heads=self.tree_heads,
                             receipts=self.receipts, receipt_public_keys=[self.receipt_key.public_key],
                             exported_at=format_time(self.now), leaf_hashes=self.leaf_hashes,
-                            checkpoints=self.checkpoints)
+                            checkpoints=self.checkpoints, key_endorsements=self.endorsements)
 
     @property
     def anchor(self) -> bytes:

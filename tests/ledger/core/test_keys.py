@@ -20,13 +20,13 @@ from ledger.core.keys import (
     Ed25519Key,
     Ed25519Signer,
     EpochSet,
-    KeyDirectory,
     check_epoch_at,
     epoch_valid_at,
     generate_keypair,
     verify_epoch_chain,
     verify_signature,
 )
+from ledger.keystore import KeyDirectory
 from tests.ledger.core.factories import START
 
 

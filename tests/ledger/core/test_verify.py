@@ -72,17 +72,21 @@ CORRUPTIONS = [
     ("epoch key swapped", _set(["epochs", 1, "public_key"], "11" * 32), "epoch=2", None, "SignatureInvalidError"),
     ("epoch revoked early", _set(["epochs", 0, "revoked_at"], "2025-01-01T00:00:03Z"), "memory=m3", "genesis seq=0", "EpochRevokedError"),
     ("epoch expired early", _set(["epochs", 0, "not_after"], "2025-01-01T00:00:02Z"), "memory=m2", "genesis seq=0", "EpochExpiredError"),
-    ("log leaves swapped", _set(["log", "leaves"], lambda v: [v[1], v[0], *v[2:]]), "tree_head size=3", None, "ProofError"),
+    # Leaf 0 is the receipt key's endorsement (factories.Housekeeper); the memories' leaves follow.
+    ("log leaves swapped", _set(["log", "leaves"], lambda v: [v[0], v[2], v[1], *v[3:]]), "tree_head size=4", None, "ProofError"),
     ("log leaf dropped", _set(["log", "leaves"], lambda v: v[:-1]), "memory=m2", "label seq=1", "ChainBrokenError"),
     ("log leaf unknown", _set(["log", "leaves", 0], ["m9", "genesis", 0]), "memory=m9", "genesis seq=0", "ChainBrokenError"),
-    ("log out of causal order", _set(["log", "leaves"], lambda v: [v[3], v[0], *v[1:3], *v[4:]]), "memory=m1", "provenance seq=1", "ChainBrokenError"),
-    ("tree head root", _set(["log", "tree_heads", 1, "body", "root"], "ab" * 32), "tree_head size=10", None, "SignatureInvalidError"),
-    ("tree head signature", _set(["log", "tree_heads", 2, "signature"], flip_hex), "tree_head size=15", None, "SignatureInvalidError"),
-    ("consistency proof flipped", _set(["log", "consistency", 0, "proof", 0], flip_hex), "tree_head size=10", "consistency 3->10", "ProofError"),
-    ("consistency proof missing", _set(["log", "consistency"], lambda v: v[1:]), "tree_head size=10", None, "ProofError"),
+    ("log out of causal order", _set(["log", "leaves"], lambda v: [v[0], v[4], *v[1:4], *v[5:]]), "memory=m1", "provenance seq=1", "ChainBrokenError"),
+    ("tree head root", _set(["log", "tree_heads", 1, "body", "root"], "ab" * 32), "tree_head size=11", None, "SignatureInvalidError"),
+    ("tree head signature", _set(["log", "tree_heads", 2, "signature"], flip_hex), "tree_head size=16", None, "SignatureInvalidError"),
+    ("consistency proof flipped", _set(["log", "consistency", 0, "proof", 0], flip_hex), "tree_head size=11", "consistency 4->11", "ProofError"),
+    ("consistency proof missing", _set(["log", "consistency"], lambda v: v[1:]), "tree_head size=11", None, "ProofError"),
     ("receipt signature", _set(["receipts", 0, "signature"], flip_hex), "receipt #0", None, "SignatureInvalidError"),
     ("receipt result", _set(["receipts", 0, "results", 0, "weight_q"], 100), "receipt #0", None, "ProofError"),
-    ("receipt key missing", _set(["receipt_keys"], []), "receipt #0", None, "BundleError"),
+    # Listing a key in receipt_keys is not trust: the endorsement is (issue 13).
+    ("receipt key endorsement missing", _set(["key_endorsements"], []), "receipt #0", None, "SignatureInvalidError"),
+    ("receipt key endorsement forged", _set(["key_endorsements", 0, "signature"], flip_hex), "key_endorsement seq=0",
+     None, "SignatureInvalidError"),
     ("receipt sth root", _set(["receipts", 0, "body", "sth_root"], "ab" * 32), "receipt #0", None, "SignatureInvalidError"),
 ]
 

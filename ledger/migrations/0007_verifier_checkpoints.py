@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0005_accounts_agenttoken'),
+        ('ledger', '0006_signer_refusal_finding_endorsement'),
         ('orgs', '0002_policy_activity'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -1,0 +1,170 @@
+"""What the housekeeper may sign: labels that follow from a recorded decision, nothing else.
+
+A label task carries one decision reference (``proposal:<id>`` or ``finding:<id>``); the
+housekeeper loads the row and rebuilds every field of the label from it (label, reason,
+evidence, actor, idempotency key). Findings are resolved here; proposals by the review app
+(``audits.decisions``, registered with :func:`resolver_register`). It refuses — and records a :class:`~ledger.models.
+SigningRefusal` shown on the keys page — anything that is not, at that moment,
+
+* for a review proposal's ``poison_suspect`` flag: an audit proposal made by an active member
+  of the organization who may propose;
+* for a review decision (``poison_likely`` / ``poison_refuted``): a proposal whose recorded
+  status is a decision, made by an active member who may review and whom the organization's
+  review rules (``audits.services.review_ineligibility``: ``Organization.four_eyes``, the
+  invite cooldown) allow to take that decision on that proposal now;
+* for the ingest classifier's ``poison_likely``: a recorded :class:`~ledger.models.
+  ClassifierFinding` of the classifier version this housekeeper runs, over the memory's current
+  content, naming the memory in a group large enough to flag.
+
+So a message written straight into the broker (or a task called with a label and an actor of
+its choosing) signs nothing: the queue is no longer trusted with what to sign, only with when.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ledger.models import ClassifierFinding, EpistemicLabel, SigningRefusal
+
+logger = logging.getLogger(__name__)
+
+TASK = "ledger.tasks.label_append_task"
+_REF_RE = re.compile(r"(proposal|finding):([1-9][0-9]{0,17})")
+OPERATOR_ACTOR = "system:memaudit"  # audits.services.actor_for(None): a management command
+MIN_GROUP = 4  # ledger.core.classifier.Params.min_group: a smaller group never flags
+
+
+class Refused(Exception):
+    """The decision does not allow a signature; ``organization`` is known when the message named one."""
+
+    def __init__(self, reason: str, *, organization=None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.organization = organization
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """One label to append, rebuilt entirely from a recorded decision."""
+
+    memory_id: int
+    label: str
+    reason: str
+    evidence: dict
+    actor: str
+    idempotency_key: str
+
+
+def parse_ref(decision: object) -> tuple[str, int]:
+    if not isinstance(decision, str) or not _REF_RE.fullmatch(decision):
+        raise Refused("the task names no decision (expected 'proposal:<id>' or 'finding:<id>')")
+    kind, pk = decision.split(":")
+    return kind, int(pk)
+
+
+def active_membership(user, organization):
+    from orgs.models import Membership
+
+    if user is None:
+        return None
+    return Membership.objects.filter(user=user, organization=organization, is_active=True).first()
+
+
+# Who can tell what a decision id means. ``finding`` is the ledger's own; ``proposal`` belongs
+# to the review app, which registers it when it loads (``audits.apps``): the ledger never
+# imports the review app (tests/test_architecture.py).
+Resolver = Callable[[int], list[LabelSpec]]
+_RESOLVERS: dict[str, Resolver] = {}
+
+
+def resolver_register(kind: str, resolver: Resolver) -> None:
+    """Let ``kind:<id>`` decision references be resolved by ``resolver`` (it raises Refused)."""
+    _RESOLVERS[kind] = resolver
+
+
+def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
+    """Parse ``decision`` and rebuild the labels it calls for; raises Refused."""
+    kind, pk = parse_ref(decision)
+    if kind == "finding":
+        return kind, pk, [finding_spec(pk)]
+    resolver = _RESOLVERS.get(kind)
+    if resolver is None:
+        raise Refused(f"no resolver for {kind!r} decisions is installed")
+    return kind, pk, resolver(pk)
+
+
+def finding_spec(finding_id: int) -> LabelSpec:
+    """The classifier's ``poison_likely`` from a recorded finding, re-checked against the memory now."""
+    from ledger.classifier_service import ACTOR
+
+    f = ClassifierFinding.objects.select_related("organization", "memory", "memory__store").filter(
+        pk=finding_id).first()
+    if f is None:
+        raise Refused(f"classifier finding {finding_id} does not exist")
+    org, m = f.organization, f.memory
+    if m.organization_id != org.pk:
+        raise Refused(f"finding {f.pk} names a memory of another organization", organization=org)
+    if f.classifier != ACTOR:
+        raise Refused(f"finding {f.pk} was made by {f.classifier}, not the classifier this housekeeper runs "
+                      f"({ACTOR})", organization=org)
+    if bytes(f.content_sha256) != bytes(m.content_sha256):
+        raise Refused(f"finding {f.pk}: the memory's content changed since the finding", organization=org)
+    ev = f.evidence if isinstance(f.evidence, dict) else {}
+    group = ev.get("group")
+    if not isinstance(group, list) or m.external_id not in group or len(set(map(str, group))) < MIN_GROUP:
+        raise Refused(f"finding {f.pk}: its group does not name this memory among at least {MIN_GROUP}",
+                      organization=org)
+    from ledger.models import Memory
+
+    present = Memory.objects.filter(store_id=m.store_id, external_id__in=[str(g) for g in group]).count()
+    if present != len(set(map(str, group))):
+        raise Refused(f"finding {f.pk}: its group names memories the store does not hold", organization=org)
+    if not isinstance(ev.get("distinct_passages"), int) or ev["distinct_passages"] < MIN_GROUP:
+        raise Refused(f"finding {f.pk}: fewer than {MIN_GROUP} distinct passages", organization=org)
+    return LabelSpec(m.pk, EpistemicLabel.Label.LIKELY.value, f.reason, dict(ev), f.classifier,
+                     f"{f.classifier}:{m.pk}")
+
+
+def _short(value: object, limit: int = 80) -> object:
+    if isinstance(value, (bool, int)) or value is None:
+        return value
+    text = value if isinstance(value, str) else type(value).__name__
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def payload_summary(args: tuple, kwargs: dict) -> dict:
+    """What a refused message asked for, short enough to show: argument names and short values."""
+    return {"args": [_short(a) for a in args[:8]],
+            "kwargs": {str(k)[:40]: _short(v) for k, v in list(kwargs.items())[:12]}}
+
+
+def _organization_named(args: tuple, kwargs: dict):
+    """The organization a forged message targets (through its memory), to show it to that org's admins."""
+    from ledger.models import Memory
+
+    mid = kwargs.get("memory_id", args[0] if args else None)
+    if isinstance(mid, int) and not isinstance(mid, bool):
+        m = Memory.objects.select_related("organization").filter(pk=mid).first()
+        if m is not None:
+            return m.organization
+    return None
+
+
+def refusal_record(*, reason: str, args: tuple = (), kwargs: dict | None = None, organization=None,
+                   task: str = TASK) -> SigningRefusal:
+    """Record (and log, and put in the organization's activity) a refused signing request."""
+    from orgs.services import activity_record
+
+    kwargs = kwargs or {}
+    organization = organization or _organization_named(args, kwargs)
+    summary = payload_summary(args, kwargs)
+    logger.warning("housekeeper refused to sign (%s): %s; payload %s", task, reason, summary)
+    row = SigningRefusal.objects.create(organization=organization, task=task[:100], reason=reason[:2000],
+                                        payload=summary)
+    if organization is not None:
+        activity_record(organization=organization, verb="signing.refused", actor_label="housekeeper",
+                        target=task, detail={"reason": reason[:500], "refusal": row.pk})
+    return row
