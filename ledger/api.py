@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ledger.agent_tokens import AgentTokenAuthentication, agent_token_create
-from ledger.imports import memories_import
+from ledger.imports import memories_import, memories_import_upload
 from ledger.models import AgentToken, ImportJob, Memory, Store
 from ledger.recall import outcome_record, recall
 from ledger.store_selectors import (
@@ -43,7 +43,13 @@ class ImportJobSerializer(serializers.Serializer):
     status = serializers.CharField()
     total = serializers.IntegerField()
     done = serializers.IntegerField()
-    errors = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.DictField(), help_text="The first 100 issues.")
+    issue_count = serializers.IntegerField(help_text="Every issue found (errors keeps the first 100).")
+    kind = serializers.CharField()
+    format = serializers.CharField(help_text="The importer the registry chose (GET /api/v1/imports/formats/).")
+    format_message = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    history_applied = serializers.IntegerField(help_text="Foreign history events (mem0 UPDATE/DELETE) signed.")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
@@ -203,23 +209,50 @@ class StoreMemoriesApi(APIView):
     def post(self, request, store_id: int):
         store = store_get(organization=request_organization(request), store_id=store_id)
         upload = request.FILES.get("file")
+        fmt = request.query_params.get("format") or (request.data.get("format") if upload is not None else None)
         if upload is not None:
-            filename, data = upload.name, upload.read()
+            filename = upload.name
+            job = memories_import_upload(store=store, upload=upload, user=request.user, fmt=fmt or None)
         elif isinstance(request.data, list):
             # One record per line, so an issue's "line" is the record's position in the list.
             filename = "request.jsonl"
             # ASCII escapes: a lone surrogate in the request reaches the parser, which names it,
             # instead of failing to encode here.
             data = "\n".join(json.dumps(r) for r in request.data).encode("utf-8")
+            job = memories_import(store=store, data=data, filename=filename, user=request.user, fmt=fmt or None)
         else:
             return Response({"detail": "Send a JSON list of memories or a multipart upload with a 'file' field."},
                             status=status.HTTP_400_BAD_REQUEST)
-        job = memories_import(store=store, data=data, filename=filename, user=request.user)
         if job.status == ImportJob.Status.FAILED:
-            body = {"detail": f"{filename}: {len(job.errors)} issue(s); nothing was imported.",
+            shown = len(job.errors)
+            more = f" (the first {shown} are listed)" if job.issue_count > shown else ""
+            body = {"detail": f"{filename}: {job.issue_count:,} issue(s){more}; nothing was imported.",
                     "job": ImportJobSerializer(job).data, "errors": job.errors}
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ImportFormatsApi(APIView):
+    """The importer registry: every format an upload may be in, with a short example."""
+
+    permission_classes = (OrgMember,)
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ImportFormat"
+
+        name = serializers.CharField()
+        title = serializers.CharField()
+        kind = serializers.ChoiceField(choices=["memories", "incidents"])
+        extensions = serializers.ListField(child=serializers.CharField())
+        example = serializers.CharField()
+        notes = serializers.CharField()
+
+    @extend_schema(responses={200: OutputSerializer(many=True)})
+    def get(self, request):
+        from interchange.importers import formats
+
+        return Response(self.OutputSerializer([f.describe() for f in formats()], many=True).data)
 
 
 class ImportJobDetailApi(APIView):

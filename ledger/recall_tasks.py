@@ -34,3 +34,11 @@ def ingest_classify_task(self, import_job_id: int, memory_ids: list[int]) -> Non
         raise self.retry(countdown=CLASSIFY_RETRY_SECONDS)
     ingest_classify(store=job.store, memory_ids=memory_ids)
     import_job_finish(job_id=import_job_id)
+
+
+@shared_task
+def import_parse_task(import_job_id: int) -> None:
+    """Parse a staged upload (over IMPORT_INLINE_MAX_BYTES) away from the web request."""
+    from ledger.imports import import_staged_run
+
+    import_staged_run(job_id=import_job_id)

@@ -41,3 +41,14 @@ def housekeeper_rotate_task(organization_id: int) -> int:
     """A new key epoch endorsed by the current one; the private key stays on the housekeeper host."""
     with housekeeper_role():
         return services.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number
+
+
+@shared_task(bind=True, max_retries=720)
+def import_history_apply_task(self, import_job_id: int) -> int:
+    """Sign an import's foreign history (mem0 UPDATE/DELETE) once its genesis entries are signed."""
+    from ledger.imports import import_history_apply, import_history_ready
+
+    if not import_history_ready(job_id=import_job_id):
+        raise self.retry(countdown=5)
+    with housekeeper_role():
+        return import_history_apply(job_id=import_job_id)

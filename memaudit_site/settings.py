@@ -182,6 +182,10 @@ LOGIN_LOCKOUT_SECONDS = envint("LOGIN_LOCKOUT_SECONDS", "900")
 
 # Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
 MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))
+# Uploads larger than this are staged under IMPORT_STAGING_DIR and parsed by a worker (the
+# request answers with the import job at once); smaller ones are parsed in the request.
+IMPORT_INLINE_MAX_BYTES = envint("IMPORT_INLINE_MAX_BYTES", str(2 * 1024 * 1024))
+IMPORT_STAGING_DIR = Path(envstr("IMPORT_STAGING_DIR", str(VAR_DIR / "imports")))
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(10 * 1024 * 1024))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
