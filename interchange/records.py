@@ -23,17 +23,19 @@ class MemoryRecord:
 class HistoryEvent:
     """``kind`` is ``"update"`` (``memory`` was superseded by the record ``new_memory``) or
     ``"delete"`` (``memory`` was retired; its text stays). ``source_id`` is the foreign event's
-    id; ``at`` its time as the source wrote it."""
+    id, ``source`` the system that recorded it (``mem0``, ``client``); ``at`` its time as the
+    source wrote it."""
 
     kind: str
     memory: str
     source_id: str
     at: str | None = None
     new_memory: str | None = None
+    source: str = "mem0"
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "memory": self.memory, "source_id": self.source_id, "at": self.at,
-                "new_memory": self.new_memory}
+                "new_memory": self.new_memory, "source": self.source}
 
 
 @dataclass

@@ -35,6 +35,8 @@ from orgs.api import StrictFloatField
 from orgs.parsers import JSONParser
 from orgs.permissions import OrgMember, membership_allows, request_membership, request_organization
 
+AGENT_AUTH = (AgentTokenAuthentication, SessionAuthentication, TokenAuthentication)
+
 
 class ImportJobSerializer(serializers.Serializer):
     id = serializers.IntegerField()
@@ -155,6 +157,9 @@ class StoreMemoriesApi(APIView):
     batch: a JSON list of {id, text, metadata?, created_at?} or a file upload (field ``file``:
     JSONL, JSON array or CSV). A bad batch is rejected whole with file/line/field issues."""
 
+    # An agent token reads and appends to its own store (the drop-in client's add/get_all);
+    # members need "propose" to append.
+    authentication_classes = AGENT_AUTH
     permission_classes = (OrgMember,)
     parser_classes = (JSONParser, MultiPartParser, FormParser)
 
@@ -178,6 +183,8 @@ class StoreMemoriesApi(APIView):
         errors = serializers.ListField(child=serializers.DictField())
 
     def get_permissions(self):
+        if isinstance(self.request.auth, AgentToken):
+            return [StoreAgentOrMember()]
         self.required_capability = "propose" if self.request.method == "POST" else "member"
         return super().get_permissions()
 
@@ -189,7 +196,7 @@ class StoreMemoriesApi(APIView):
         responses={200: MemorySerializer(many=True)},
     )
     def get(self, request, store_id: int):
-        store = store_get(organization=request_organization(request), store_id=store_id)
+        store = _agent_store(request, store_id)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         qs = memory_search(store=store, **filters.validated_data).select_related("store")
@@ -207,19 +214,21 @@ class StoreMemoriesApi(APIView):
         responses={202: ImportJobSerializer, 400: RejectedSerializer},
     )
     def post(self, request, store_id: int):
-        store = store_get(organization=request_organization(request), store_id=store_id)
+        store = _agent_store(request, store_id)
+        user = None if isinstance(request.auth, AgentToken) else request.user
         upload = request.FILES.get("file")
         fmt = request.query_params.get("format") or (request.data.get("format") if upload is not None else None)
         if upload is not None:
             filename = upload.name
-            job = memories_import_upload(store=store, upload=upload, user=request.user, fmt=fmt or None)
+            job = memories_import_upload(store=store, upload=upload, user=user, fmt=fmt or None)
         elif isinstance(request.data, list):
             # One record per line, so an issue's "line" is the record's position in the list.
             filename = "request.jsonl"
             # ASCII escapes: a lone surrogate in the request reaches the parser, which names it,
             # instead of failing to encode here.
             data = "\n".join(json.dumps(r) for r in request.data).encode("utf-8")
-            job = memories_import(store=store, data=data, filename=filename, user=request.user, fmt=fmt or None)
+            # A JSON list is MemAudit's own record shape, whatever keys its metadata holds.
+            job = memories_import(store=store, data=data, filename=filename, user=user, fmt=fmt or "memaudit-jsonl")
         else:
             return Response({"detail": "Send a JSON list of memories or a multipart upload with a 'file' field."},
                             status=status.HTTP_400_BAD_REQUEST)
@@ -360,7 +369,6 @@ def _agent_store(request, store_id: int) -> Store:
     return store_get(organization=request_organization(request), store_id=store_id)
 
 
-AGENT_AUTH = (AgentTokenAuthentication, SessionAuthentication, TokenAuthentication)
 
 
 class ReceiptSerializer(serializers.Serializer):

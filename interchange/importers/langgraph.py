@@ -86,9 +86,12 @@ class LangGraphJson(Importer):
              "id = namespace.joined:key.")
 
     def sniff(self, head: Head) -> Sniff:
-        s = head.stripped()[:8192]
-        if '"namespace"' in s and '"key"' in s and '"value"' in s:
+        first = head.first_record()
+        if isinstance(first, dict) and {"namespace", "key", "value"} <= set(first):
             return Sniff(0.9, "objects with namespace, key and value (LangGraph store items)")
+        s = head.stripped()[:256]
+        if s.startswith("{") and '"items"' in s and '"namespace"' in head.text[:8192]:
+            return Sniff(0.8, "an object with items holding namespace, key and value")
         return Sniff.no()
 
     def parse(self, data: bytes, filename: str, col: Collector) -> Parsed:

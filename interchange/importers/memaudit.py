@@ -14,7 +14,7 @@ from interchange.fields import check_unique, req_id, req_str
 from interchange.importers.registry import INCIDENTS, MEMORIES, Head, Importer, Sniff, register
 from interchange.issues import Collector
 from interchange.readers import checked, decode, is_rfc3339, iter_json_array, iter_jsonl, loads, unstorable
-from interchange.records import MemoryRecord, Parsed
+from interchange.records import HistoryEvent, MemoryRecord, Parsed
 
 
 def memory_from_obj(obj: Any, file: str, line: int | None, col: Collector) -> MemoryRecord | None:
@@ -85,15 +85,25 @@ def memories_from_csv(text: str, file: str, col: Collector) -> Iterator[tuple[in
 
 
 def _records(items, filename: str, col: Collector) -> Parsed:
+    """Records, plus a history event for each record that names the memory it ``supersedes``
+    (a new version written through the client: the old one gets a signed provenance entry)."""
     out: list[MemoryRecord] = []
+    events: list[HistoryEvent] = []
     ids: list[tuple[str, int | None]] = []
     for line, obj in items:
         rec = memory_from_obj(obj, filename, line, col)
-        if rec is not None:
-            out.append(rec)
-            ids.append((rec.id, line))
+        if rec is None:
+            continue
+        old = obj.get("supersedes")
+        if old is not None:
+            if not isinstance(old, str) or not old or old == rec.id:
+                col.add(filename, line, "supersedes", "must be the id of another memory")
+                continue
+            events.append(HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client"))
+        out.append(rec)
+        ids.append((rec.id, line))
     check_unique(ids, filename, col)
-    return Parsed(out)
+    return Parsed(out, events)
 
 
 def _first_object(head: Head) -> dict | None:
@@ -114,7 +124,8 @@ class MemAuditJsonl(Importer):
                '{"id": "m3", "text": "Alice prefers email."}\n'
                '{"id": "m4", "text": "Q: capital of France? A: Paris", "metadata": {"query": "capital of France?"}}\n'
                '{"id": "m5", "text": "The VPN needs the new client."}')
-    notes = "One memory per line: id and text required; metadata (object) and created_at (RFC 3339) optional."
+    notes = ("One memory per line: id and text required; metadata (object), created_at (RFC 3339) and "
+             "supersedes (the id of the memory this one replaces) optional.")
 
     def sniff(self, head: Head) -> Sniff:
         first = _first_object(head)

@@ -19,6 +19,7 @@ that calls ``register`` plus its test.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -62,6 +63,17 @@ class Head:
 
     def stripped(self) -> str:
         return self.text.lstrip("\ufeff \t\r\n")
+
+    def first_record(self) -> Any:
+        """The first JSON value of the file when it parses from the head: the first line of
+        JSONL, or the first element of a top-level array; None otherwise."""
+        s = self.stripped()
+        try:
+            if s.startswith("["):
+                return json.JSONDecoder().raw_decode(s[1:].lstrip())[0]
+            return json.loads(self.first_line())
+        except (ValueError, RecursionError):
+            return None
 
     def first_line(self) -> str:
         for raw in self.text.removeprefix("\ufeff").split("\n"):
