@@ -66,6 +66,14 @@ def memories_validate(*, store: Store, data: bytes, filename: str, fmt: str | No
     for i in range(0, len(ids), 500):
         existing.update(Memory.objects.filter(store=store, external_id__in=ids[i:i + 500])
                         .values_list("external_id", flat=True))
+    named = {e.memory for e in parsed.events} - set(ids)
+    known = set(Memory.objects.filter(store=store, external_id__in=list(named)[:10_000])
+                .values_list("external_id", flat=True)) if named else set()
+    if named - known:
+        missing = sorted(named - known)
+        issues = [Issue(filename, first_line_containing(data, m.encode("utf-8")), "supersedes",
+                        f"memory {m!r} is neither in this file nor in store {store.slug!r}") for m in missing[:100]]
+        raise ValidationError(issues, total=len(missing))
     if existing:
         dups = [r for r in parsed.records if r.id in existing]
         issues = [Issue(filename, first_line_containing(data, r.id.encode("utf-8")), "id",
@@ -349,3 +357,94 @@ def import_job_finish(*, job_id: int) -> None:
 
 def content_sha256(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+# --------------------------------------------------------------------------- continuous sync
+
+
+SYNC_KINDS = ("mem0-history", "langgraph-sqlite")
+
+
+def _sync_plan(*, store: Store, parsed: Parsed, source: str) -> Parsed:
+    """What is new in ``parsed`` for this store: records whose id is absent (a present id with
+    the same content hash is already synced; with another hash, a LangGraph item changed and
+    becomes the next version superseding the newest one), and the events (history_apply skips
+    the ones already signed)."""
+    from interchange.records import HistoryEvent
+
+    ids = [r.id for r in parsed.records]
+    have: dict[str, bytes] = {}
+    for i in range(0, len(ids), 500):
+        have.update((e, bytes(h)) for e, h in Memory.objects.filter(store=store, external_id__in=ids[i:i + 500])
+                    .values_list("external_id", "content_sha256"))
+    records, events = [], list(parsed.events)
+    for r in parsed.records:
+        if r.id not in have:
+            records.append(r)
+            continue
+        if have[r.id] == content_sha256(r.text) or source != "langgraph-sqlite":
+            continue
+        versions = [e for e in Memory.objects.filter(store=store, external_id__startswith=f"{r.id}#v")
+                    .values_list("external_id", flat=True) if e[len(r.id) + 2:].isdigit()]
+        latest = max(versions, key=lambda e: int(e.rsplit("#v", 1)[1]), default=r.id)
+        latest_hash = have.get(latest) or bytes(Memory.objects.get(store=store, external_id=latest).content_sha256)
+        if latest_hash == content_sha256(r.text):
+            continue
+        n = int(latest.rsplit("#v", 1)[1]) + 1 if latest != r.id else 2
+        new_id = f"{r.id}#v{n}"
+        records.append(MemoryRecord(new_id, r.text, {**r.metadata, "version": n, "supersedes": latest},
+                                    r.metadata.get("updated_at") or r.created_at))
+        events.append(HistoryEvent("update", latest, f"{r.id}@{hashlib.sha256(r.text.encode()).hexdigest()[:16]}",
+                                   r.metadata.get("updated_at"), new_id, "langgraph"))
+    return Parsed(records, events)
+
+
+def store_sync(*, store: Store, source: str, path: str | Path, inline: bool = False) -> ImportJob | None:
+    """Pull new and changed records from a mem0 history database or a LangGraph SqliteStore
+    file (read-only) into ``store`` as signed entries; None when there is nothing new.
+
+    Idempotent by source id and content hash: a second run over the same file appends nothing.
+    mem0's history is re-read in its order each time (its UPDATE/DELETE become signed entries
+    once); a LangGraph item whose value changed becomes its next version ``<id>#v<n>``."""
+    from interchange.importers.langgraph import store_parse, store_rows
+    from interchange.importers.mem0 import history_parse, history_rows
+    from interchange.issues import Collector
+
+    if source not in SYNC_KINDS:
+        raise ValidationError([Issue(str(path), None, "source", f"one of {', '.join(SYNC_KINDS)}, not {source!r}")])
+    name = Path(path).name
+    col = Collector()
+    if source == "mem0-history":
+        parsed = history_parse(history_rows(path), name, col)
+    else:
+        parsed = store_parse(store_rows(path), name, col)
+    col.raise_if_any()
+    plan = _sync_plan(store=store, parsed=parsed, source=source)
+    if not plan.records and not any(_event_pending(store, e.as_dict()) for e in plan.events):
+        return None
+    job = ImportJob.objects.create(organization_id=store.organization_id, store=store, filename=f"sync:{name}"[:255],
+                                   status=ImportJob.Status.RUNNING, format=source,
+                                   format_message=f"continuous sync from {source}",
+                                   history=[e.as_dict() for e in plan.events])
+    if not plan.records:  # only history to sign
+        job.total = 0
+        job.save(update_fields=["total"])
+        if inline:
+            import_history_apply(job_id=job.pk)
+            import_job_finish(job_id=job.pk)
+        else:
+            from ledger.tasks import import_history_apply_task
+
+            transaction.on_commit(lambda: import_history_apply_task.apply_async(args=[job.pk]))
+        job.refresh_from_db()
+        return job
+    return memories_import_records(store=store, records=plan.records, job=job, inline=inline)
+
+
+def _event_pending(store: Store, event: dict) -> bool:
+    tag = history_event_tag(event)
+    m = Memory.objects.filter(store=store, external_id=event["memory"]).first()
+    if m is None:
+        return True
+    return not any(tag in (ev or []) for ev in ProvenanceNode.objects.filter(memory=m).values_list("evidence", flat=True))
+

@@ -42,3 +42,13 @@ def import_parse_task(import_job_id: int) -> None:
     from ledger.imports import import_staged_run
 
     import_staged_run(job_id=import_job_id)
+
+
+@shared_task
+def store_sync_task(store_id: int, source: str, path: str) -> int | None:
+    """The scheduled form of ``manage.py sync_store`` (a beat entry per synced store)."""
+    from ledger.imports import store_sync
+    from ledger.models import Store
+
+    job = store_sync(store=Store.objects.get(pk=store_id), source=source, path=path)
+    return job.pk if job is not None else None
