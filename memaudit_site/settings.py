@@ -219,6 +219,24 @@ CELERY_TASK_ROUTES = {
     "ledger.tasks.*": {"queue": "housekeeper"},
 }
 CELERY_IMPORTS = ("ledger.recall_tasks",)  # autodiscovery finds only <app>.tasks
+
+# Continuous sync (``manage.py sync_store`` on a schedule, run by ``celery beat``):
+# MEMAUDIT_SYNC="<store id>:<mem0-history|langgraph-sqlite>:<path>;..." every SYNC_INTERVAL_SECONDS.
+SYNC_INTERVAL_SECONDS = envint("SYNC_INTERVAL_SECONDS", "300")
+
+
+def _sync_schedule(spec: str) -> dict:
+    out = {}
+    for n, item in enumerate(x for x in spec.split(";") if x.strip()):
+        store_id, source, path = (item.split(":", 2) + ["", ""])[:3]
+        if not store_id.strip().isdigit() or source not in ("mem0-history", "langgraph-sqlite") or not path:
+            raise ImproperlyConfigured(f"MEMAUDIT_SYNC item {item!r}: use <store id>:<source>:<path>")
+        out[f"sync-store-{n}"] = {"task": "ledger.recall_tasks.store_sync_task", "schedule": SYNC_INTERVAL_SECONDS,
+                                  "args": (int(store_id), source, path)}
+    return out
+
+
+CELERY_BEAT_SCHEDULE = _sync_schedule(envstr("MEMAUDIT_SYNC", ""))
 CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 
 # The housekeeper's private keys live here, never in the database; only the housekeeper
