@@ -9,6 +9,7 @@ reported and skipped.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -63,7 +64,17 @@ def unstorable(obj: Any, path: str = "") -> tuple[str, str] | None:
     return None
 
 
-def checked(obj: Any, filename: str, line: int | None, col: Collector) -> bool:
+# In JSON text decoded from valid UTF-8, a NUL or a lone surrogate can only come from a \\u
+# escape (raw control characters are refused by the decoder), so a value whose source holds no
+# such escape needs no walk: the walk was most of the time spent parsing a large export.
+_RISKY_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def checked(obj: Any, filename: str, line: int | None, col: Collector, raw: str | None = None) -> bool:
+    """False (and an issue) when ``obj`` holds a string no database stores. ``raw``, the JSON
+    text ``obj`` was decoded from, lets the common case skip the walk."""
+    if raw is not None and ("\\u" not in raw or not _RISKY_ESCAPE.search(raw)):
+        return True
     bad = unstorable(obj)
     if bad is not None:
         col.add(filename, line, bad[0].encode("utf-8", "backslashreplace").decode() or None, bad[1])
@@ -92,7 +103,7 @@ def iter_jsonl(text: str, filename: str, col: Collector) -> Iterator[tuple[int, 
         except ValueError as exc:
             col.add(filename, n, None, f"bad JSON: {exc}")
             continue
-        if checked(obj, filename, n, col):
+        if checked(obj, filename, n, col, raw):
             yield n, obj
 
 
@@ -140,7 +151,7 @@ def iter_json_array(text: str, filename: str, col: Collector, *, start: int = 0,
             return
         line += text.count("\n", line_pos, i)
         line_pos = i
-        if checked(obj, filename, line, col):
+        if checked(obj, filename, line, col, text[i:end]):
             yield line, obj
         i = end
         while i < len(text) and text[i] in ws:
