@@ -210,7 +210,10 @@ class StoreMemoriesApi(APIView):
                      "id": serializers.CharField(), "text": serializers.CharField(),
                      "metadata": serializers.DictField(required=False),
                      "created_at": serializers.CharField(required=False)}, many=True),
-                 "multipart/form-data": inline_serializer("MemoryFileIn", {"file": serializers.FileField()})},
+                 "multipart/form-data": inline_serializer("MemoryFileIn", {
+                     "file": serializers.FileField(),
+                     "format": serializers.CharField(required=False, help_text=(
+                         "An importer name from GET /api/v1/imports/formats/; detected from the file when absent."))})},
         responses={202: ImportJobSerializer, 400: RejectedSerializer},
     )
     def post(self, request, store_id: int):

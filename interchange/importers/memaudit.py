@@ -115,6 +115,7 @@ def _first_object(head: Head) -> dict | None:
 
 
 class MemAuditJsonl(Importer):
+    listed_first = True
     name = "memaudit-jsonl"
     title = "MemAudit memories (JSONL)"
     kind = MEMORIES
@@ -143,6 +144,7 @@ class MemAuditJsonl(Importer):
 
 
 class MemAuditJson(Importer):
+    listed_first = True
     name = "memaudit-json"
     title = "MemAudit memories (JSON array)"
     kind = MEMORIES
@@ -168,6 +170,7 @@ class MemAuditJson(Importer):
 
 
 class MemAuditCsv(Importer):
+    listed_first = True
     name = "memaudit-csv"
     title = "MemAudit memories (CSV)"
     kind = MEMORIES
@@ -194,6 +197,7 @@ class MemAuditCsv(Importer):
 
 
 class MemAuditIncidents(Importer):
+    listed_first = True
     name = "memaudit-incidents"
     title = "MemAudit incidents (JSONL or JSON array)"
     kind = INCIDENTS

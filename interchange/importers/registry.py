@@ -89,6 +89,7 @@ class Importer:
     extensions: tuple[str, ...] = ()
     example = ""
     notes = ""  # one line for the upload page: what becomes what
+    listed_first = False  # MemAudit's own formats head the lists people read
 
     def sniff(self, head: Head) -> Sniff:  # pragma: no cover - every importer overrides it
         raise NotImplementedError
@@ -112,7 +113,9 @@ def register(importer: Importer) -> Importer:
 
 
 def formats(kind: str | None = None) -> list[Importer]:
-    return [imp for imp in REGISTRY.values() if kind is None or imp.kind == kind]
+    """The registered importers (of one kind), MemAudit's own first, then in registration order."""
+    return sorted((imp for imp in REGISTRY.values() if kind is None or imp.kind == kind),
+                  key=lambda imp: not imp.listed_first)
 
 
 def sqlite_tables(path: str | Path) -> frozenset[str]:
