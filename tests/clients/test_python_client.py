@@ -18,6 +18,7 @@ from ledger.agent_tokens import agent_token_create
 from ledger.models import Memory, ProvenanceNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
+pytest.importorskip("langgraph.store.base")
 
 from memaudit_client import Mem0Facade, MemAuditClient  # noqa: E402
 from memaudit_client.langgraph import MemAuditStore  # noqa: E402
