@@ -21,6 +21,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from audits import selectors, services, ui_selectors
 from audits.engine.scenario import ValidationError as FileValidationError
 from audits.forms import AuditStartForm, BulkDecisionForm, DecisionForm, IncidentForm, IncidentUploadForm
+from interchange.importers import INCIDENTS
+from interchange.importers import formats as import_formats
 from ledger import store_selectors
 from ledger.imports import import_job_stage, inline_limit
 from orgs.permissions import org_required
@@ -106,6 +108,7 @@ def incident_list(request):
     return render(request, "audits/incident_list.html", {
         "incidents": incidents[:500], "store": store, "upload": upload, "single": single, "errors": errors,
         "issue_count": issue_count, "issue_total": f"{issue_count:,}",
+        "incident_formats": [f.describe() for f in import_formats(INCIDENTS)],
         "stores": store_selectors.store_list(organization=org),
     }, status=400 if (errors or upload.errors) else 200)
 

@@ -200,6 +200,11 @@ class StoreMemoriesApi(APIView):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         qs = memory_search(store=store, **filters.validated_data).select_related("store")
+        if isinstance(request.auth, AgentToken):
+            # An agent reads what recall would serve it: never a quarantined memory.
+            from ledger.recall import excluded_states
+
+            qs = qs.exclude(epistemic_state__in=excluded_states(store))
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

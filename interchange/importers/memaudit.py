@@ -96,8 +96,12 @@ def _records(items, filename: str, col: Collector) -> Parsed:
             continue
         old = obj.get("supersedes")
         if old is not None:
-            if not isinstance(old, str) or not old or old == rec.id:
-                col.add(filename, line, "supersedes", "must be the id of another memory")
+            # Only an earlier version of the same memory (<id>, <id>#v<k>) can be superseded, so a
+            # writer cannot push an unrelated memory's weight down by "replacing" it.
+            base = rec.id.split("#v", 1)[0]
+            if not isinstance(old, str) or old == rec.id or old.split("#v", 1)[0] != base:
+                col.add(filename, line, "supersedes",
+                        f"must name an earlier version of {base!r} ({base!r} or {base + '#v<n>'!r})")
                 continue
             events.append(HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client"))
         out.append(rec)

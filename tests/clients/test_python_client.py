@@ -68,6 +68,7 @@ def test_a_langgraph_store_on_memaudit_stops_recalling_a_memory_quarantined_by_r
     after = store.search((), query=query, limit=5)
     assert suspect.memory.external_id not in [it.key for it in after]
     assert store.get((), suspect.memory.external_id) is None
+    assert suspect.memory.external_id not in [m["external_id"] for m in store.client.memories(limit=1000)]
     assert len(store.client.receipts) == 2
 
 

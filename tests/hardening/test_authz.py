@@ -145,8 +145,9 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("api-stores", "POST"): "403 201 403 201 403 | 403 201 403 201 403",
     ("api-store", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
     ("api-store", "POST"): "403 405 405 405 403 | 403 405 405 405 403",
-    ("api-store-memories", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
-    ("api-store-memories", "POST"): "403 202 403 202 403 | 403 404 403 404 403",
+    # Agent tokens are accepted here too (their own store), so anonymous gets 401 + WWW-Authenticate.
+    ("api-store-memories", "GET"): "401 200 200 200 403 | 401 404 404 404 403",
+    ("api-store-memories", "POST"): "401 202 403 202 403 | 401 404 403 404 403",
     ("api-store-tokens", "GET"): "403 403 403 405 403 | 403 403 403 405 403",
     ("api-store-tokens", "POST"): "403 403 403 201 403 | 403 403 403 404 403",
     ("api-store-recall", "GET"): "401 405 405 405 403 | 401 405 405 405 403",

@@ -17,7 +17,6 @@ class Mem0Store:
     kept: str  # id of the memory updated twice
     deleted: str  # id of the memory deleted
     untouched: str
-    memory: object = None  # the live mem0.Memory, for tests that change the store afterwards
 
 
 def mem0_memory(root: Path):
@@ -48,7 +47,7 @@ def mem0_store(root: Path) -> Mem0Store:
     memory.update(kept, "Alice lives in Lyon, near the station")
     memory.delete(deleted)
     export = json.dumps(memory.get_all(filters={"user_id": "alice"}), default=str).encode()
-    return Mem0Store(export, root / "history.db", kept, deleted, untouched, memory)
+    return Mem0Store(export, root / "history.db", kept, deleted, untouched)
 
 
 def langgraph_items():

@@ -187,3 +187,12 @@ def test_at_most_100_issues_are_kept_and_all_are_counted():
     with pytest.raises(ValidationError) as info:
         memories_parse(b"{}\n" * 1000, "memories.jsonl")
     assert (len(info.value.issues), info.value.total) == (100, 2000)
+
+
+def test_a_record_may_supersede_only_an_earlier_version_of_itself():
+    ok = b'{"id": "k#v2", "text": "new", "supersedes": "k"}\n'
+    _, _, parsed = memories_parse(ok, "memories.jsonl")
+    assert [(e.kind, e.memory, e.new_memory, e.source) for e in parsed.events] == [("update", "k", "k#v2", "client")]
+    with pytest.raises(ValidationError) as info:
+        memories_parse(b'{"id": "mine", "text": "x", "supersedes": "someone-elses"}\n', "memories.jsonl")
+    assert info.value.issues[0].field == "supersedes"

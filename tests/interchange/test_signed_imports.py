@@ -148,3 +148,7 @@ def test_a_chat_log_uploads_as_incidents(ledger, ana):
 
     got = Incident.objects.get(store=store, external_id="conv-1")
     assert (got.query, got.output, got.retrieved) == ("What is memory number 1?", "It is a trick.", ["m0", "m1"])
+    page = Client()
+    page.force_login(ana)
+    listing = page.get("/incidents/").content.decode()
+    assert "OpenAI Chat Completions message log" in listing and "OpenTelemetry GenAI spans" in listing

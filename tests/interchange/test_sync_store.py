@@ -1,7 +1,5 @@
 """``manage.py sync_store``: new and changed records from a team's mem0 or LangGraph store
-become signed entries; a second run over an unchanged store appends nothing.
-
-(Runs after the other tests of this folder: it changes the session's mem0 store.)"""
+become signed entries; a second run over an unchanged store appends nothing."""
 
 from __future__ import annotations
 
@@ -31,21 +29,30 @@ def _sync(store, *args) -> str:
     return out.getvalue()
 
 
-def test_syncing_a_mem0_store_twice_then_after_a_change(store, housekeeper, mem0_made):
-    path = str(mem0_made.history_db)
-    assert "5 new memories, 3 history event(s)" in _sync(store, "--mem0-history", path)
-    assert "up to date" in _sync(store, "--mem0-history", path)
+def test_syncing_a_mem0_store_twice_then_after_a_change(store, housekeeper, mem0_made, tmp_path):
+    import shutil
+
+    from mem0.memory.storage import SQLiteManager
+
+    path = tmp_path / "history.db"  # a copy: the session's mem0 store stays as the other tests expect
+    shutil.copy(mem0_made.history_db, path)
+    assert "5 new memories, 3 history event(s)" in _sync(store, "--mem0-history", str(path))
+    assert "up to date" in _sync(store, "--mem0-history", str(path))
     signed = ProvenanceNode.objects.filter(memory__store=store).count()
     assert signed == 3
 
-    mem0_made.memory.update(mem0_made.untouched, "Alice prefers aisle seats now")
-    out = _sync(store, "--mem0-history", path)
+    # mem0's own storage writes the next UPDATE, as Memory.update() does.
+    history = SQLiteManager(str(path))
+    history.add_history(mem0_made.untouched, "Alice prefers window seats", "Alice prefers aisle seats now", "UPDATE",
+                        created_at="2026-01-01T10:00:00+00:00", updated_at="2026-01-02T10:00:00+00:00")
+    history.close()
+    out = _sync(store, "--mem0-history", str(path))
     assert "1 new memory" in out
     v2 = Memory.objects.get(store=store, external_id=f"{mem0_made.untouched}#v2")
     assert v2.text == "Alice prefers aisle seats now" and v2.is_signed
     [node] = ProvenanceNode.objects.filter(memory__external_id=mem0_made.untouched, memory__store=store)
     assert f"superseded-by:{mem0_made.untouched}#v2" in node.evidence
-    assert "up to date" in _sync(store, "--mem0-history", path)
+    assert "up to date" in _sync(store, "--mem0-history", str(path))
     assert ProvenanceNode.objects.filter(memory__store=store).count() == signed + 1
 
 
