@@ -259,8 +259,11 @@ def import_pipeline_enqueue(*, job_id: int, memory_ids: list[int]) -> None:
     for chunk in _chunks(memory_ids, CHUNK):
         chain(memory_genesis_sign_task.si(list(chunk)), embeddings_compute_task.si(job_id, list(chunk))).apply_async()
     if ImportJob.objects.filter(pk=job_id).exclude(history=[]).exists():
-        import_history_apply_task.apply_async(args=[job_id])
-    ingest_classify_task.apply_async(args=[job_id, memory_ids])
+        # The history first (it waits for the genesis entries), so the job is "done" only
+        # once every update and delete is signed.
+        chain(import_history_apply_task.si(job_id), ingest_classify_task.si(job_id, memory_ids)).apply_async()
+    else:
+        ingest_classify_task.apply_async(args=[job_id, memory_ids])
 
 
 def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None, classify: bool = True) -> None:
