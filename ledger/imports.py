@@ -35,8 +35,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from interchange.importers import memories_parse
-from interchange.issues import Issue, ValidationError
+from interchange.importers import MEMORIES, Head, detect, memories_parse
+from interchange.importers.registry import HEAD_BYTES, SQLITE_MAGIC
+from interchange.issues import Collector, Issue, ValidationError
 from interchange.readers import first_line_containing
 from interchange.records import MemoryRecord, Parsed
 from ledger.models import ImportJob, Memory, ProvenanceNode, Store
@@ -183,29 +184,124 @@ def import_staged_read(*, job: ImportJob) -> bytes:
     return data
 
 
-def import_staged_claim(*, job_id: int) -> tuple[ImportJob, bytes] | None:
+def _claim(job_id: int) -> ImportJob | None:
     """Claim a staged job for this worker (a conditional update, so a redelivered task does not
-    import twice) and read its upload; None when another worker has it or the file is gone."""
+    import twice); None when another worker has it."""
     if not ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.PENDING).update(
             status=ImportJob.Status.RUNNING):
         return None
-    job = ImportJob.objects.select_related("store", "created_by").get(pk=job_id)
+    return ImportJob.objects.select_related("store", "created_by").get(pk=job_id)
+
+
+def _unreadable(job: ImportJob, exc: OSError) -> None:
+    logger.error("import job %s: staged file unreadable: %s", job.pk, exc)
+    _job_failed(job, [{"file": job.filename, "line": None, "field": None,
+                       "message": "the staged upload could not be read; upload it again"}], 1)
+
+
+def import_staged_claim(*, job_id: int) -> tuple[ImportJob, bytes] | None:
+    """Claim a staged job and read its upload (removed once read); None when another worker
+    has it or the file is gone (the job then says so)."""
+    job = _claim(job_id)
+    if job is None:
+        return None
     try:
         return job, import_staged_read(job=job)
     except OSError as exc:
-        logger.error("import job %s: staged file unreadable: %s", job_id, exc)
-        _job_failed(job, [{"file": job.filename, "line": None, "field": None,
-                           "message": "the staged upload could not be read; upload it again"}], 1)
+        _unreadable(job, exc)
         return None
 
 
 def import_staged_run(*, job_id: int) -> ImportJob:
-    """A worker's turn: parse a staged memories file and go on as an inline-parsed one would."""
-    claimed = import_staged_claim(job_id=job_id)
-    if claimed is None:
+    """A worker's turn: parse a staged memories file and go on as an inline-parsed one would.
+    A format that streams (MemAudit JSONL/JSON, mem0 export) is read from the file twice, a
+    record at a time — validate, then insert in chunks — so memory stays bounded by the chunk
+    and the ids, not the file; others are read whole."""
+    job = _claim(job_id)
+    if job is None:
         return ImportJob.objects.get(pk=job_id)
-    job, data = claimed
+    path = Path(job.staged_path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as exc:
+        _unreadable(job, exc)
+        return job
+    importer = _streaming_importer(job, head)
+    if importer is not None:
+        return _import_streamed(job, path, importer[0], importer[1])
+    try:
+        data = import_staged_read(job=job)
+    except OSError as exc:
+        _unreadable(job, exc)
+        return job
     return _import_into(job, data, inline=False, fmt=job.format or None)
+
+
+def _streaming_importer(job: ImportJob, head: bytes):
+    if head.startswith(SQLITE_MAGIC):
+        return None
+    try:
+        importer, message = detect(Head(head, job.filename, head.decode("utf-8", "replace")), MEMORIES,
+                                   fmt=job.format or None)
+    except ValidationError:
+        return None  # the whole-file path reports it
+    return (importer, message) if importer.streams else None
+
+
+def _existing_ids(store: Store, ids: list[str]) -> list[str]:
+    return list(Memory.objects.filter(store=store, external_id__in=ids).values_list("external_id", flat=True))
+
+
+def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> ImportJob:
+    store, filename = job.store, job.filename
+    col = Collector()
+    events: list = []
+    ids: set[str] = set()
+    pending: list[str] = []
+    clashes: list[str] = []
+    try:
+        if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
+            col.add(filename, None, None, f"file is {path.stat().st_size:,} bytes, over the "
+                                          f"{settings.MAX_UPLOAD_BYTES:,}-byte upload limit")
+        else:
+            with path.open("rb") as f:  # pass 1: validate, keeping only ids
+                for rec in importer.stream(f, filename, col, events):
+                    ids.add(rec.id)
+                    pending.append(rec.id)
+                    if len(pending) == 500:
+                        clashes += _existing_ids(store, pending)
+                        pending = []
+            clashes += _existing_ids(store, pending)
+    except OSError as exc:
+        _unreadable(job, exc)
+        return job
+    for c in clashes:
+        col.add(filename, None, "id", f"duplicate id {c!r}: already in store {store.slug!r}")
+    named = {e.memory for e in events} - ids
+    for m in sorted(named - set(_existing_ids(store, list(named)))):
+        col.add(filename, None, "supersedes", f"memory {m!r} is neither in this file nor in store {store.slug!r}")
+    if not ids and not col.total:
+        col.add(filename, None, None, f"no memories found ({message})")
+    if col.total:
+        path.unlink(missing_ok=True)
+        ImportJob.objects.filter(pk=job.pk).update(staged_path="")
+        return _job_failed(job, [i.as_dict() for i in col.issues], col.total)
+    job.format, job.format_message = importer.name, message[:255]
+    job.history = [e.as_dict() for e in events]
+    job.save(update_fields=["format", "format_message", "history"])
+    try:
+        with path.open("rb") as f:  # pass 2: the same records, inserted a chunk at a time
+            return memories_import_records(store=store, records=importer.stream(f, filename, Collector(), []),
+                                           job=job, total=len(ids))
+    except DjangoValidationError as exc:
+        by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
+        errors = [{"file": filename, "line": None, "field": field, "message": message}
+                  for field, messages in by_field for message in messages]
+        return _job_failed(job, errors[:100], len(errors))
+    finally:
+        path.unlink(missing_ok=True)
+        ImportJob.objects.filter(pk=job.pk).update(staged_path="")
 
 
 def import_job_result(*, job_id: int, total: int, errors: list[dict] | None = None, issue_count: int = 0) -> None:
@@ -227,16 +323,29 @@ def _job_failed(job: ImportJob, errors: list[dict], issue_count: int | None = No
     return job
 
 
-def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,
-                            inline: bool = False, progress=None, classify: bool = True) -> ImportJob:
-    """Insert already-validated records (one transaction) and start the pipeline."""
+def _batched(items: Iterable, size: int) -> Iterator[list]:
+    batch: list = []
+    for x in items:
+        batch.append(x)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def memories_import_records(*, store: Store, records: Iterable[MemoryRecord], job: ImportJob,
+                            inline: bool = False, progress=None, classify: bool = True,
+                            total: int | None = None) -> ImportJob:
+    """Insert already-validated records (one transaction) and start the pipeline. ``records``
+    may be a one-pass iterator (a streamed file) when ``total`` is given."""
     from ledger.services import memories_create
 
-    job.total = len(records)
+    job.total = total if total is not None else len(records)
     job.save(update_fields=["total"])
     memory_ids: list[int] = []
     with transaction.atomic():
-        for chunk in _chunks(records, CHUNK):
+        for chunk in _batched(records, CHUNK):
             created = memories_create(store=store, records=[
                 {"id": r.id, "text": r.text, "metadata": r.metadata, "created_at": r.created_at} for r in chunk])
             memory_ids.extend(m.pk for m in created)

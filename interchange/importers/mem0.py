@@ -25,6 +25,7 @@ from interchange.importers.registry import MEMORIES, Head, Importer, Sniff, regi
 from interchange.issues import Collector
 from interchange.readers import decode, iter_json_array
 from interchange.records import HistoryEvent, MemoryRecord, Parsed
+from interchange.streams import JsonStream, StreamError
 
 _PEOPLE = ("user_id", "agent_id", "run_id", "actor_id", "role")
 
@@ -104,6 +105,26 @@ class Mem0Export(Importer):
             seen[rec.id] = line
             out.append(rec)
         return Parsed(out)
+
+    streams = True
+
+    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+        js = JsonStream(f, filename, col)
+        seen: dict[str, int | None] = {}
+        try:
+            pairs = js.array() if js.peek() == "[" else (
+                pair for key, pair in js.members(("results", "memories")) if key in ("results", "memories"))
+            for line, obj in pairs:
+                rec = mem0_record(obj, filename, line, col)
+                if rec is None:
+                    continue
+                if rec.id in seen:
+                    col.add(filename, line, "id", f"duplicate id {rec.id!r} (first on line {seen[rec.id]})")
+                    continue
+                seen[rec.id] = line
+                yield rec
+        except StreamError:
+            return
 
 
 HISTORY_COLUMNS = ("rowid", "id", "memory_id", "old_memory", "new_memory", "event", "created_at", "updated_at",

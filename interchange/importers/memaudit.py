@@ -15,6 +15,7 @@ from interchange.importers.registry import INCIDENTS, MEMORIES, Head, Importer, 
 from interchange.issues import Collector
 from interchange.readers import checked, decode, is_rfc3339, iter_json_array, iter_jsonl, loads, unstorable
 from interchange.records import HistoryEvent, MemoryRecord, Parsed
+from interchange.streams import JsonStream, StreamError, iter_jsonl_file
 
 
 def memory_from_obj(obj: Any, file: str, line: int | None, col: Collector) -> MemoryRecord | None:
@@ -146,6 +147,11 @@ class MemAuditJsonl(Importer):
         text = decode(data, filename, col)
         return _records(iter_jsonl(text, filename, col), filename, col) if text is not None else Parsed([])
 
+    streams = True
+
+    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+        yield from stream_records(iter_jsonl_file(f, filename, col), filename, col, events)
+
 
 class MemAuditJson(Importer):
     listed_first = True
@@ -171,6 +177,15 @@ class MemAuditJson(Importer):
     def parse(self, data: bytes, filename: str, col: Collector) -> Parsed:
         text = decode(data, filename, col)
         return _records(iter_json_array(text, filename, col), filename, col) if text is not None else Parsed([])
+
+    streams = True
+
+    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+        js = JsonStream(f, filename, col)
+        try:
+            yield from stream_records(js.array(), filename, col, events)
+        except StreamError:
+            return
 
 
 class MemAuditCsv(Importer):
@@ -239,6 +254,30 @@ class MemAuditIncidents(Importer):
             return [] if col.total else elements
         return list(iter_jsonl(text, filename, col))
 
+
+
+
+
+def stream_records(pairs, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+    """``_records`` a record at a time (the duplicate check keeps only ids and lines)."""
+    seen: dict[str, int | None] = {}
+    for line, obj in pairs:
+        rec = memory_from_obj(obj, filename, line, col)
+        if rec is None:
+            continue
+        if rec.id in seen:
+            col.add(filename, line, "id", f"duplicate id {rec.id!r} (first on line {seen[rec.id]})")
+            continue
+        old = obj.get("supersedes")
+        if old is not None:
+            base = rec.id.split("#v", 1)[0]
+            if not isinstance(old, str) or old == rec.id or old.split("#v", 1)[0] != base:
+                col.add(filename, line, "supersedes",
+                        f"must name an earlier version of {base!r} ({base!r} or {base + '#v<n>'!r})")
+                continue
+            events.append(HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client"))
+        seen[rec.id] = line
+        yield rec
 
 for _imp in (MemAuditJsonl(), MemAuditJson(), MemAuditCsv(), MemAuditIncidents()):
     register(_imp)

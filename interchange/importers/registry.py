@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from interchange.issues import Collector, Issue, ValidationError
 
@@ -95,6 +95,14 @@ class Importer:
         raise NotImplementedError
 
     def parse(self, data: bytes, filename: str, col: Collector) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    # A format that can be read from its file a record at a time (bounded memory for a large
+    # upload on the worker) overrides this: yield the records, append history events to
+    # ``events``, put problems in ``col`` (the same ones ``parse`` reports, duplicates included).
+    streams = False
+
+    def stream(self, f: BinaryIO, filename: str, col: Collector, events: list) -> Iterator[Any]:  # pragma: no cover
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

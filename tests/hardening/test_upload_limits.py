@@ -90,9 +90,10 @@ def test_a_file_over_the_inline_limit_is_parsed_on_a_worker_not_in_the_request(
 
     import ledger.imports
 
-    real_parse = ledger.imports.memories_parse
-    calls = []  # the parser, counted where the import path calls it
-    monkeypatch.setattr(ledger.imports, "memories_parse", lambda *a, **k: calls.append(1) or real_parse(*a, **k))
+    calls = []  # the format detection, counted where the import path calls it (whole-file or streamed)
+    for name in ("memories_parse", "detect"):
+        real = getattr(ledger.imports, name)
+        monkeypatch.setattr(ledger.imports, name, lambda *a, _real=real, **k: calls.append(1) or _real(*a, **k))
     with django_capture_on_commit_callbacks(execute=False) as queued:
         r = _api(ana).post(f"/api/v1/stores/{store.pk}/memories/", {"file": _file("memories.jsonl", data)},
                            format="multipart")

@@ -196,3 +196,32 @@ def test_a_record_may_supersede_only_an_earlier_version_of_itself():
     with pytest.raises(ValidationError) as info:
         memories_parse(b'{"id": "mine", "text": "x", "supersedes": "someone-elses"}\n', "memories.jsonl")
     assert info.value.issues[0].field == "supersedes"
+
+
+@pytest.mark.parametrize("name,filename,data", [
+    ("mem0-export", "mem0.json", json.dumps({"results": [
+        {"id": f"id-{i}", "memory": f"text {i} é", "created_at": "2025-01-01T00:00:00Z"} for i in range(30)],
+        "relations": [1, 2.5, {"a": [3]}]}, indent=1).encode()),
+    ("memaudit-json", "m.json", json.dumps([{"id": f"m{i}", "text": f"t{i}", "metadata": {"n": 10**13 + i}}
+                                            for i in range(30)], indent=2).encode()),
+    ("memaudit-jsonl", "m.jsonl", b"\n".join(json.dumps({"id": f"m{i}", "text": f"t{i}"}).encode() for i in range(30))),
+    ("memaudit-json", "bad.json", json.dumps([{"id": f"m{i}", "text": f"t{i}"} for i in range(5)], indent=1)
+     .encode().replace(b'"t3"', b'"t3" x')),
+    ("memaudit-jsonl", "dup.jsonl", b'{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n'),
+])
+def test_streaming_a_file_in_small_pieces_gives_what_parsing_it_whole_gives(monkeypatch, name, filename, data):
+    import io
+
+    import interchange.streams
+    from interchange.importers import REGISTRY
+    from interchange.issues import Collector
+
+    monkeypatch.setattr(interchange.streams, "PIECE", 7)  # every piece boundary inside a token
+    importer = REGISTRY[name]
+    whole, streamed = Collector(), Collector()
+    ref = importer.parse(data, filename, whole)
+    got = list(importer.stream(io.BytesIO(data), filename, streamed, []))
+    assert [(i.line, i.field) for i in streamed.issues] == [(i.line, i.field) for i in whole.issues]
+    ids = [r.id for r in got]
+    assert ids == list(dict.fromkeys(r.id for r in ref.records))
+    assert [r.text for r in got] == [r.text for r in ref.records][:len(got)]

@@ -152,3 +152,25 @@ def test_a_chat_log_uploads_as_incidents(ledger, ana):
     page.force_login(ana)
     listing = page.get("/incidents/").content.decode()
     assert "OpenAI Chat Completions message log" in listing and "OpenTelemetry GenAI spans" in listing
+
+
+def test_a_large_mem0_export_is_streamed_on_the_worker_and_a_repeat_is_refused(
+        store, ana, housekeeper, mem0_made, settings, django_capture_on_commit_callbacks):
+    settings.IMPORT_INLINE_MAX_BYTES = 100  # everything counts as large here
+    api = APIClient()
+    api.force_login(ana)
+    with django_capture_on_commit_callbacks(execute=True):
+        r = api.post(f"/api/v1/stores/{store.pk}/memories/", {"file": _upload("mem0.json", mem0_made.export)},
+                     format="multipart")
+    assert r.status_code == 202 and r.json()["status"] == "pending"
+    job = ImportJob.objects.get(pk=r.json()["id"])
+    assert (job.status, job.format, job.total, job.done, job.staged_path) == ("done", "mem0-export", 2, 2, "")
+    assert set(Memory.objects.filter(store=store).values_list("external_id", flat=True)) == {
+        mem0_made.kept, mem0_made.untouched}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        again = api.post(f"/api/v1/stores/{store.pk}/memories/", {"file": _upload("mem0.json", mem0_made.export)},
+                         format="multipart")
+    job = ImportJob.objects.get(pk=again.json()["id"])
+    assert job.status == "failed" and job.issue_count == 2
+    assert all("already in store" in e["message"] for e in job.errors)
