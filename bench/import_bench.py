@@ -8,7 +8,10 @@ Three measurements, each in its own child process so its peak RSS (``ru_maxrss``
 
 1. ``parse``: a synthetic mem0 ``get_all()`` export of ``--parse-mb`` MB (uuid ids, MD5
    hashes, user ids, timezone-aware times, varied 60-250 character texts) through the
-   importer registry (detection, streaming member-by-member decode, per-record checks).
+   importer registry read whole (detection, member-by-member decode, per-record checks): the
+   path of an upload under IMPORT_INLINE_MAX_BYTES, here at a size it never sees.
+1b. ``stream``: the same file as the worker reads a staged upload: from disk a piece at a
+   time, every record checked, only ids kept (the first of its two passes).
 2. ``import``: an export of ``--import-mb`` MB through the product's worker path: staged like
    an upload over IMPORT_INLINE_MAX_BYTES, parsed by ``import_staged_run`` (the worker's
    task), inserted, genesis-signed by the housekeeper, embedded (the hashing embedder at
@@ -79,6 +82,29 @@ def phase_parse(path: Path) -> dict:
             "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
 
 
+def phase_stream(path: Path) -> dict:
+    """The worker's first pass over a staged file: every record decoded and checked, read from
+    the file a piece at a time, only ids kept (what ``_import_streamed`` does before inserting)."""
+    sys.path.insert(0, str(ROOT))
+    from interchange.importers import MEMORIES, detect
+    from interchange.importers.registry import HEAD_BYTES, Head
+    from interchange.issues import Collector
+
+    base = peak_rss_mb()
+    t = time.perf_counter()
+    with path.open("rb") as f:
+        head = f.read(HEAD_BYTES)
+        importer, _ = detect(Head(head, path.name, head.decode("utf-8", "replace")), MEMORIES)
+        f.seek(0)
+        col, ids = Collector(), set()
+        for rec in importer.stream(f, path.name, col, []):
+            ids.add(rec.id)
+    secs = time.perf_counter() - t
+    return {"format": importer.name, "rows": len(ids), "issues": col.total, "seconds": round(secs, 2),
+            "rows_per_s": round(len(ids) / secs), "mb_per_s": round(path.stat().st_size / 2**20 / secs, 1),
+            "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
+
+
 def phase_import(path: Path, workdir: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     from bench import ledger_env
@@ -137,11 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--phase", choices=["parse", "import", "encoder"], help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder"], help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.phase == "parse":
         print(json.dumps(phase_parse(args.file)))
+        return 0
+    if args.phase == "stream":
+        print(json.dumps(phase_stream(args.file)))
         return 0
     if args.phase == "import":
         print(json.dumps(phase_import(args.file, Path(args.workdir))))
@@ -158,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{small.stat().st_size / 2**20:.1f} MB ({rows_small} rows)", flush=True)
     result = {"parse": _child(["--phase", "parse", "--file", str(big)])}
     print("parse", result["parse"], flush=True)
+    result["stream"] = _child(["--phase", "stream", "--file", str(big)])
+    print("stream", result["stream"], flush=True)
     result["import"] = _child(["--phase", "import", "--file", str(small), "--workdir", str(work / "db")])
     print("import", result["import"], flush=True)
     if args.encoder_sample:
