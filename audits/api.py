@@ -15,6 +15,9 @@ from rest_framework.views import APIView
 
 from audits import endpoints, selectors, services
 from audits.engine.scenario import ValidationError as ScenarioValidationError
+from audits.tasks import incidents_import_staged_task
+from ledger.api import ImportJobSerializer
+from ledger.imports import import_job_stage, inline_limit
 from ledger.models import Store
 from orgs.api import DbIdField
 from orgs.permissions import OrgMember, request_organization
@@ -28,7 +31,10 @@ def _store(request, store_id: int) -> Store:
 
 
 def _issues_response(exc: ScenarioValidationError) -> Response:
-    return Response({"detail": f"{len(exc.issues)} problem(s) found; nothing was imported.",
+    # At most MAX_KEPT_ISSUES issues are kept and sent; issue_count says how many there were.
+    more = f" (the first {len(exc.issues)} are listed)" if exc.total > len(exc.issues) else ""
+    return Response({"detail": f"{exc.total:,} problem(s) found{more}; nothing was imported.",
+                     "issue_count": exc.total,
                      "issues": [{"file": i.file, "line": i.line, "field": i.field, "message": i.message}
                                 for i in exc.issues]}, status=status.HTTP_400_BAD_REQUEST)
 
@@ -114,11 +120,17 @@ class IncidentUploadApi(_Scoped):
         file = serializers.FileField()
 
     @extend_schema(request={"multipart/form-data": InputSerializer},
-                   responses={201: IncidentOutputSerializer(many=True)})
+                   responses={201: IncidentOutputSerializer(many=True), 202: ImportJobSerializer})
     def post(self, request):
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         f = s.validated_data["file"]
+        if f.size > inline_limit():
+            # Too big to parse in the request: staged, a worker imports it; 202 with the job to poll.
+            job = import_job_stage(store=_store(request, s.validated_data["store"]), chunks=f.chunks(),
+                                   filename=f.name, kind="incidents", user=request.user,
+                                       enqueue=incidents_import_staged_task.delay)
+            return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
         got = services.incidents_import(store=_store(request, s.validated_data["store"]), data=f.read(),
                                         filename=f.name, user=request.user)
         return Response(IncidentOutputSerializer(got, many=True).data, status=status.HTTP_201_CREATED)

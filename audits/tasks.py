@@ -63,3 +63,23 @@ def _resume_after_a_worker_restart(sender=None, **kwargs) -> None:
     consumes = {q.name for q in sender.app.amqp.queues.consume_from.values()} if sender is not None else {"audit"}
     if "audit" in consumes:
         audit_runs_resume_unfinished_task.delay()
+
+
+@shared_task(name="audits.tasks.incidents_import_staged_task")
+def incidents_import_staged_task(import_job_id: int) -> int:
+    """Import a staged incidents upload (over IMPORT_INLINE_MAX_BYTES) away from the web request;
+    the outcome is recorded on its ImportJob (done with the count, or failed with the issues)."""
+    from audits.engine.scenario import ValidationError
+    from ledger.imports import import_job_result, import_staged_claim
+
+    claimed = import_staged_claim(job_id=import_job_id)
+    if claimed is None:
+        return 0
+    job, data = claimed
+    try:
+        created = services.incidents_import(store=job.store, data=data, filename=job.filename, user=job.created_by)
+    except ValidationError as exc:
+        import_job_result(job_id=job.pk, total=0, errors=[i.as_dict() for i in exc.issues], issue_count=exc.total)
+        return 0
+    import_job_result(job_id=job.pk, total=len(created))
+    return len(created)

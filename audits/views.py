@@ -28,7 +28,11 @@ from audits.forms import (
     IncidentForm,
     IncidentUploadForm,
 )
+from audits.tasks import incidents_import_staged_task
+from interchange.importers import INCIDENTS
+from interchange.importers import formats as import_formats
 from ledger import store_selectors
+from ledger.imports import import_job_stage, inline_limit
 from orgs.permissions import org_required
 
 
@@ -46,6 +50,7 @@ def _not_found_outside_org(view):
 
 
 def _issues(exc: FileValidationError) -> list[dict]:
+    """The issues kept (at most MAX_KEPT_ISSUES); the page shows ``exc.total`` beside them."""
     return [{"file": i.file, "line": i.line, "field": i.field, "message": i.message} for i in exc.issues]
 
 
@@ -88,17 +93,22 @@ def incident_list(request):
     initial = {"store": store} if store else None
     upload = IncidentUploadForm(request.POST or None, request.FILES or None, organization=org, initial=initial)
     single = IncidentForm(organization=org, initial=initial)
-    errors = None
+    errors, issue_count = None, 0
     if request.method == "POST":
         if not request.membership.can_propose:
             raise PermissionDenied(f"Your role ({request.membership.get_role_display()}) cannot upload incidents.")
         if upload.is_valid():
             f = upload.cleaned_data["file"]
+            if f.size > inline_limit():  # parsed by a worker; the import page shows its progress
+                job = import_job_stage(store=upload.cleaned_data["store"], chunks=f.chunks(), filename=f.name,
+                                       kind="incidents", user=request.user,
+                                       enqueue=incidents_import_staged_task.delay)
+                return redirect("import-detail", job_id=job.pk)
             try:
                 created = services.incidents_import(store=upload.cleaned_data["store"], data=f.read(),
                                                     filename=f.name, user=request.user)
             except FileValidationError as exc:
-                errors = _issues(exc)
+                errors, issue_count = _issues(exc), exc.total
             else:
                 messages.success(request, f"{len(created)} incident{'s' if len(created) != 1 else ''} imported "
                                           f"into {upload.cleaned_data['store'].name}.")
@@ -106,6 +116,8 @@ def incident_list(request):
     incidents = selectors.incident_list(organization=org, store=store)
     return render(request, "audits/incident_list.html", {
         "incidents": incidents[:500], "store": store, "upload": upload, "single": single, "errors": errors,
+        "issue_count": issue_count, "issue_total": f"{issue_count:,}",
+        "incident_formats": [f.describe() for f in import_formats(INCIDENTS)],
         "stores": store_selectors.store_list(organization=org),
     }, status=400 if (errors or upload.errors) else 200)
 

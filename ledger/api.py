@@ -27,7 +27,7 @@ from ledger.agent_tokens import (
     agent_token_list,
     agent_token_revoke,
 )
-from ledger.imports import memories_import
+from ledger.imports import memories_import, memories_import_upload
 from ledger.models import AgentToken, ImportJob, Memory, Store
 from ledger.recall import excluded_states, outcome_record, recall
 from ledger.store_selectors import (
@@ -43,6 +43,8 @@ from orgs.api import StrictFloatField
 from orgs.parsers import JSONParser
 from orgs.permissions import OrgMember, membership_allows, request_membership, request_organization
 
+AGENT_AUTH = (AgentTokenAuthentication, SessionAuthentication, TokenAuthentication)
+
 
 class ImportJobSerializer(serializers.Serializer):
     id = serializers.IntegerField()
@@ -51,7 +53,13 @@ class ImportJobSerializer(serializers.Serializer):
     status = serializers.CharField()
     total = serializers.IntegerField()
     done = serializers.IntegerField()
-    errors = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.DictField(), help_text="The first 100 issues.")
+    issue_count = serializers.IntegerField(help_text="Every issue found (errors keeps the first 100).")
+    kind = serializers.CharField()
+    format = serializers.CharField(help_text="The importer the registry chose (GET /api/v1/imports/formats/).")
+    format_message = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    history_applied = serializers.IntegerField(help_text="Foreign history events (mem0 UPDATE/DELETE) signed.")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
@@ -167,6 +175,9 @@ class StoreMemoriesApi(APIView):
     batch: a JSON list of {id, text, metadata?, created_at?} or a file upload (field ``file``:
     JSONL, JSON array or CSV). A bad batch is rejected whole with file/line/field issues."""
 
+    # An agent token reads and appends to its own store (the drop-in client's add/get_all);
+    # members need "propose" to append.
+    authentication_classes = AGENT_AUTH
     permission_classes = (OrgMember,)
     parser_classes = (JSONParser, MultiPartParser, FormParser)
 
@@ -190,6 +201,8 @@ class StoreMemoriesApi(APIView):
         errors = serializers.ListField(child=serializers.DictField())
 
     def get_permissions(self):
+        if isinstance(self.request.auth, AgentToken):
+            return [StoreAgentOrMember()]
         self.required_capability = "propose" if self.request.method == "POST" else "member"
         return super().get_permissions()
 
@@ -201,10 +214,15 @@ class StoreMemoriesApi(APIView):
         responses={200: MemorySerializer(many=True)},
     )
     def get(self, request, store_id: int):
-        store = store_get(organization=request_organization(request), store_id=store_id)
+        store = _agent_store(request, store_id)
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         qs = memory_search(store=store, **filters.validated_data).select_related("store")
+        if isinstance(request.auth, AgentToken):
+            # An agent reads what recall would serve it: never a quarantined memory.
+            from ledger.recall import excluded_states
+
+            qs = qs.exclude(epistemic_state__in=excluded_states(store))
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
@@ -215,29 +233,61 @@ class StoreMemoriesApi(APIView):
                      "id": serializers.CharField(), "text": serializers.CharField(),
                      "metadata": serializers.DictField(required=False),
                      "created_at": serializers.CharField(required=False)}, many=True),
-                 "multipart/form-data": inline_serializer("MemoryFileIn", {"file": serializers.FileField()})},
+                 "multipart/form-data": inline_serializer("MemoryFileIn", {
+                     "file": serializers.FileField(),
+                     "format": serializers.CharField(required=False, help_text=(
+                         "An importer name from GET /api/v1/imports/formats/; detected from the file when absent."))})},
         responses={202: ImportJobSerializer, 400: RejectedSerializer},
     )
     def post(self, request, store_id: int):
-        store = store_get(organization=request_organization(request), store_id=store_id)
+        store = _agent_store(request, store_id)
+        user = None if isinstance(request.auth, AgentToken) else request.user
         upload = request.FILES.get("file")
+        fmt = request.query_params.get("format") or (request.data.get("format") if upload is not None else None)
         if upload is not None:
-            filename, data = upload.name, upload.read()
+            filename = upload.name
+            job = memories_import_upload(store=store, upload=upload, user=user, fmt=fmt or None)
         elif isinstance(request.data, list):
             # One record per line, so an issue's "line" is the record's position in the list.
             filename = "request.jsonl"
             # ASCII escapes: a lone surrogate in the request reaches the parser, which names it,
             # instead of failing to encode here.
             data = "\n".join(json.dumps(r) for r in request.data).encode("utf-8")
+            # A JSON list is MemAudit's own record shape, whatever keys its metadata holds.
+            job = memories_import(store=store, data=data, filename=filename, user=user, fmt=fmt or "memaudit-jsonl")
         else:
             return Response({"detail": "Send a JSON list of memories or a multipart upload with a 'file' field."},
                             status=status.HTTP_400_BAD_REQUEST)
-        job = memories_import(store=store, data=data, filename=filename, user=request.user)
         if job.status == ImportJob.Status.FAILED:
-            body = {"detail": f"{filename}: {len(job.errors)} issue(s); nothing was imported.",
+            shown = len(job.errors)
+            more = f" (the first {shown} are listed)" if job.issue_count > shown else ""
+            body = {"detail": f"{filename}: {job.issue_count:,} issue(s){more}; nothing was imported.",
                     "job": ImportJobSerializer(job).data, "errors": job.errors}
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         return Response(ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ImportFormatsApi(APIView):
+    """The importer registry: every format an upload may be in, with a short example."""
+
+    permission_classes = (OrgMember,)
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ImportFormat"
+
+        name = serializers.CharField()
+        title = serializers.CharField()
+        kind = serializers.ChoiceField(choices=["memories", "incidents"])
+        extensions = serializers.ListField(child=serializers.CharField())
+        example = serializers.CharField()
+        notes = serializers.CharField()
+
+    @extend_schema(responses={200: OutputSerializer(many=True)})
+    def get(self, request):
+        from interchange.importers import formats
+
+        return Response(self.OutputSerializer([f.describe() for f in formats()], many=True).data)
 
 
 class ImportJobDetailApi(APIView):
@@ -401,7 +451,6 @@ def _agent_store(request, store_id: int) -> Store:
     return store_get(organization=request_organization(request), store_id=store_id)
 
 
-AGENT_AUTH = (AgentTokenAuthentication, SessionAuthentication, TokenAuthentication)
 
 
 class ReceiptSerializer(serializers.Serializer):

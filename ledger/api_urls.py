@@ -14,6 +14,7 @@ urlpatterns = [
     path("stores/<int:store_id>/recall", api.RecallApi.as_view(), name="api-store-recall"),
     path("stores/<int:store_id>/recall/", api.RecallApi.as_view(schema=None)),
     path("memories/<int:memory_id>/", api.MemoryDetailApi.as_view(), name="api-memory"),
+    path("imports/formats/", api.ImportFormatsApi.as_view(), name="api-import-formats"),
     path("imports/<int:job_id>/", api.ImportJobDetailApi.as_view(), name="api-import"),
     path("receipts/<int:receipt_id>/", api.ReceiptDetailApi.as_view(), name="api-receipt"),
     path("receipts/<int:receipt_id>/outcomes", api.OutcomeCreateApi.as_view(), name="api-receipt-outcomes"),

@@ -24,8 +24,16 @@ class StoreCreateForm(forms.ModelForm):
         self.fields["slug"].required = False
 
 
+def _format_choices() -> list[tuple[str, str]]:
+    from interchange.importers import MEMORIES, formats
+
+    return [("", "Detect from the file")] + [(f.name, f.title) for f in formats(MEMORIES)]
+
+
 class UploadForm(forms.Form):
-    file = forms.FileField(label="File", help_text="JSONL, JSON array or CSV (id, text, metadata, created_at).")
+    file = forms.FileField(label="File", help_text="Any listed format: MemAudit JSONL/JSON/CSV, mem0, LangGraph, Letta.")
+    format = forms.ChoiceField(label="Format", required=False, choices=_format_choices,
+                               help_text="Leave on detect unless the file is recognised wrongly.")
 
 
 STATE_CHOICES = [("", "Any state")] + [(s, "Unlabelled" if s == "none" else s.replace("_", " ").capitalize())

@@ -52,10 +52,22 @@ class ImportJob(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     total = models.IntegerField(default=0)
     done = models.IntegerField(default=0)
-    errors = models.JSONField(default=list, blank=True)  # [{file, line, field, message}]
+    errors = models.JSONField(default=list, blank=True)  # [{file, line, field, message}], at most 100
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the job imports (memories, or incidents staged for a worker), the format the registry
+    # chose and why, every issue found (``errors`` keeps the first 100), the upload's size, the
+    # staged file a worker parses (over IMPORT_INLINE_MAX_BYTES), and the foreign store's
+    # history (mem0 UPDATE/DELETE) still to be signed after the genesis entries.
+    kind = models.CharField(max_length=16, default="memories")
+    format = models.CharField(max_length=64, blank=True)
+    format_message = models.CharField(max_length=255, blank=True)
+    issue_count = models.IntegerField(default=0)
+    size_bytes = models.BigIntegerField(default=0)
+    staged_path = models.CharField(max_length=500, blank=True)
+    history = models.JSONField(default=list, blank=True)
+    history_applied = models.IntegerField(default=0)
 
 
 class Memory(models.Model):

@@ -34,3 +34,21 @@ def ingest_classify_task(self, import_job_id: int, memory_ids: list[int]) -> Non
         raise self.retry(countdown=CLASSIFY_RETRY_SECONDS)
     ingest_classify(store=job.store, memory_ids=memory_ids)
     import_job_finish(job_id=import_job_id)
+
+
+@shared_task
+def import_parse_task(import_job_id: int) -> None:
+    """Parse a staged upload (over IMPORT_INLINE_MAX_BYTES) away from the web request."""
+    from ledger.imports import import_staged_run
+
+    import_staged_run(job_id=import_job_id)
+
+
+@shared_task
+def store_sync_task(store_id: int, source: str, path: str) -> int | None:
+    """The scheduled form of ``manage.py sync_store`` (a beat entry per synced store)."""
+    from ledger.imports import store_sync
+    from ledger.models import Store
+
+    job = store_sync(store=Store.objects.get(pk=store_id), source=source, path=path)
+    return job.pk if job is not None else None

@@ -91,3 +91,14 @@ def receipt_key_revoke_task(organization_id: int, key_id: str) -> int:
     """Revoke a receipt key's endorsements from now on; the recall process then rotates to a new key."""
     with housekeeper_role():
         return services.receipt_key_revoke(organization=Organization.objects.get(pk=organization_id), key_id=key_id)
+
+
+@shared_task(bind=True, max_retries=720)
+def import_history_apply_task(self, import_job_id: int) -> int:
+    """Sign an import's foreign history (mem0 UPDATE/DELETE) once its genesis entries are signed."""
+    from ledger.imports import import_history_apply, import_history_ready
+
+    if not import_history_ready(job_id=import_job_id):
+        raise self.retry(countdown=5)
+    with housekeeper_role():
+        return import_history_apply(job_id=import_job_id)

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from ledger import export, services, store_selectors, ui_selectors, verification
 from ledger.agent_tokens import agent_token_create, agent_token_get_for_org, agent_token_list, agent_token_revoke
 from ledger.forms import MemoryFilterForm, StoreCreateForm, TokenCreateForm, UploadForm
-from ledger.imports import memories_import
+from ledger.imports import memories_import_upload
 from ledger.models import ImportJob
 from ledger.recall import is_quarantined
 from orgs.forms import add_validation_errors
@@ -74,6 +74,10 @@ def store_detail(request, store_id: int):
 @org_required()
 @require_http_methods(["GET", "POST"])
 def store_import(request, store_id: int):
+    from django.conf import settings
+
+    from interchange.importers import MEMORIES, formats
+
     store = store_selectors.store_get(organization=request.organization, store_id=store_id)
     form = UploadForm(request.POST or None, request.FILES or None)
     job = None
@@ -81,13 +85,16 @@ def store_import(request, store_id: int):
         if not request.membership.can_propose:
             raise PermissionDenied(f"Your role ({request.membership.get_role_display()}) cannot import memories.")
         if form.is_valid():
-            upload = form.cleaned_data["file"]
-            job = memories_import(store=store, data=upload.read(), filename=upload.name, user=request.user)
+            job = memories_import_upload(store=store, upload=form.cleaned_data["file"], user=request.user,
+                                         fmt=form.cleaned_data.get("format") or None)
             if job.status != ImportJob.Status.FAILED:
                 return redirect("import-detail", job_id=job.pk)
     return render(request, "ledger/store_import.html", {
-        "store": store, "form": form, "job": job,
+        "store": store, "form": form, "job": job, "issue_total": f"{job.issue_count:,}" if job else "",
         "imports": ui_selectors.import_job_list(store=store),
+        "formats": [f.describe() for f in formats(MEMORIES)],
+        "max_upload_mb": settings.MAX_UPLOAD_BYTES // (1024 * 1024),
+        "inline_mb": round(settings.IMPORT_INLINE_MAX_BYTES / (1024 * 1024), 1),
     }, status=400 if (job is not None or form.errors) else 200)
 
 
@@ -95,7 +102,8 @@ def store_import(request, store_id: int):
 @require_GET
 def import_detail(request, job_id: int):
     job = store_selectors.import_job_get(organization=request.organization, job_id=job_id)
-    return render(request, "ledger/import_detail.html", {"job": job, "store": job.store})
+    return render(request, "ledger/import_detail.html", {"job": job, "store": job.store,
+                                                         "issue_total": f"{job.issue_count:,}"})
 
 
 @org_required()

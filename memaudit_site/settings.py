@@ -230,6 +230,10 @@ DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "MemAudit <memaudit@localhost>
 
 # Uploads: memory stores can be large; anything bigger than this is refused with a clear error.
 MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(200 * 1024 * 1024))
+# Uploads larger than this are staged under IMPORT_STAGING_DIR and parsed by a worker (the
+# request answers with the import job at once); smaller ones are parsed in the request.
+IMPORT_INLINE_MAX_BYTES = envint("IMPORT_INLINE_MAX_BYTES", str(2 * 1024 * 1024))
+IMPORT_STAGING_DIR = Path(envstr("IMPORT_STAGING_DIR", str(VAR_DIR / "imports")))
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", str(10 * 1024 * 1024))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
@@ -266,6 +270,24 @@ CELERY_TASK_ROUTES = {
     "ledger.tasks.*": {"queue": "housekeeper"},
 }
 CELERY_IMPORTS = ("ledger.recall_tasks",)  # autodiscovery finds only <app>.tasks
+
+# Continuous sync (``manage.py sync_store`` on a schedule, run by ``celery beat``):
+# MEMAUDIT_SYNC="<store id>:<mem0-history|langgraph-sqlite>:<path>;..." every SYNC_INTERVAL_SECONDS.
+SYNC_INTERVAL_SECONDS = envint("SYNC_INTERVAL_SECONDS", "300")
+
+
+def _sync_schedule(spec: str) -> dict:
+    out = {}
+    for n, item in enumerate(x for x in spec.split(";") if x.strip()):
+        store_id, source, path = (item.split(":", 2) + ["", ""])[:3]
+        if not store_id.strip().isdigit() or source not in ("mem0-history", "langgraph-sqlite") or not path:
+            raise ImproperlyConfigured(f"MEMAUDIT_SYNC item {item!r}: use <store id>:<source>:<path>")
+        out[f"sync-store-{n}"] = {"task": "ledger.recall_tasks.store_sync_task", "schedule": SYNC_INTERVAL_SECONDS,
+                                  "args": (int(store_id), source, path)}
+    return out
+
+
+CELERY_BEAT_SCHEDULE = _sync_schedule(envstr("MEMAUDIT_SYNC", ""))
 CELERY_WORKER_QUEUES = ("audit", "replay", "housekeeper")
 
 # The housekeeper's private keys live here, never in the database; only the housekeeper

@@ -8,53 +8,34 @@ Every problem found is collected as an `Issue(file, line, field, message)`; load
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from interchange.fields import MAX_ID_LENGTH
+from interchange.fields import check_unique as _check_unique
+from interchange.fields import req_id as _req_id
+from interchange.fields import req_str as _req_str
+from interchange.importers import incidents_parse, memories_parse
+
+# The file format lives in ``interchange`` (pure, shared with the ledger and the benches); the
+# names are re-exported here for the engine's callers.
+from interchange.issues import Collector as _Collector
+from interchange.issues import Issue, ValidationError
+from interchange.readers import decode as _decode
+from interchange.readers import first_line_containing
+from interchange.readers import iter_jsonl as _iter_jsonl
+from interchange.readers import loads as _loads
+from interchange.records import MemoryRecord
+
+__all__ = ["MAX_ID_LENGTH", "Issue", "ValidationError", "MemoryRecord", "first_line_containing"]
 
 MEMORY_FILENAMES = ("memories.jsonl", "memories.json", "memories.csv")
 CONNECTORS = ("builtin-vote", "builtin-reader", "openai-chat", "webhook")
 HARM_TYPES = ("contains", "regex", "similarity", "llm-judge")
-
-
-@dataclass(frozen=True)
-class Issue:
-    file: str
-    line: int | None
-    field: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-        if self.field:
-            where += f" [{self.field}]"
-        return f"{where}: {self.message}"
-
-
-class ValidationError(Exception):
-    """Raised with every issue found; `issues` is never empty."""
-
-    def __init__(self, issues: list[Issue]) -> None:
-        self.issues = list(issues)
-        head = "; ".join(str(i) for i in self.issues[:5])
-        more = f" (+{len(self.issues) - 5} more)" if len(self.issues) > 5 else ""
-        super().__init__(f"{len(self.issues)} validation issue(s): {head}{more}")
-
-
-@dataclass
-class MemoryRecord:
-    id: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    created_at: str | None = None
 
 
 @dataclass
@@ -120,195 +101,6 @@ class Scenario:
 # ----------------------------------------------------------------------------- helpers
 
 
-class _Collector:
-    def __init__(self) -> None:
-        self.issues: list[Issue] = []
-
-    def add(self, file: str, line: int | None, fld: str | None, message: str) -> None:
-        self.issues.append(Issue(file, line, fld, message))
-
-
-def _decode(data: bytes, filename: str, col: _Collector) -> str | None:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        col.add(filename, line, None, f"not valid UTF-8 (byte offset {exc.start})")
-        return None
-    return text.removeprefix("\ufeff")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _loads(raw: str) -> Any:
-    """``json.loads`` limited to RFC 8259 JSON: NaN/Infinity refused (the database's JSON
-    refuses them); nesting beyond the recursion limit and integers beyond Python's digit
-    limit raise ValueError instead of escaping as other exceptions."""
-    try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-
-
-def _unstorable(obj: Any, path: str = "") -> tuple[str, str] | None:
-    """(field path, why) of the first string no database can store: NUL (PostgreSQL text and
-    jsonb refuse it) or a lone surrogate (not encodable as UTF-8)."""
-    stack = [(path, obj)]
-    while stack:
-        where, v = stack.pop()
-        if isinstance(v, str):
-            if "\x00" in v:
-                return where, "contains a NUL character"
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                return where, "contains a lone surrogate (not valid Unicode text)"
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                sub = f"{where}.{k}" if where else str(k)
-                stack.append((where, k))
-                stack.append((sub, x))
-        elif isinstance(v, list):
-            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
-    return None
-
-
-def _checked(obj: Any, filename: str, line: int, col: _Collector) -> bool:
-    bad = _unstorable(obj)
-    if bad is not None:
-        col.add(filename, line, bad[0].encode("utf-8", "backslashreplace").decode() or None, bad[1])
-        return False
-    return True
-
-
-def _iter_jsonl(text: str, filename: str, col: _Collector) -> Iterator[tuple[int, Any]]:
-    # Lines end at "\n" only: str.splitlines() also splits at U+2028/U+2029, U+0085 and
-    # others, which JSON strings may hold unescaped, and would cut a valid record in two.
-    for n, raw in enumerate(text.split("\n"), start=1):
-        raw = raw.removesuffix("\r")
-        if not raw.strip():
-            continue
-        try:
-            obj = _loads(raw)
-        except json.JSONDecodeError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc.msg} (column {exc.colno})")
-            continue
-        except ValueError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc}")
-            continue
-        if _checked(obj, filename, n, col):
-            yield n, obj
-
-
-def _iter_json_array(text: str, filename: str, col: _Collector) -> Iterator[tuple[int, Any]]:
-    """Yield (line, element) of a top-level JSON array, with each element's starting line."""
-    dec = json.JSONDecoder(parse_constant=_reject_constant)
-    ws = " \t\r\n"
-    i = 0
-    while i < len(text) and text[i] in ws:
-        i += 1
-    if i >= len(text) or text[i] != "[":
-        try:
-            _loads(text)
-        except json.JSONDecodeError as exc:
-            col.add(filename, exc.lineno, None, f"bad JSON: {exc.msg} (column {exc.colno})")
-            return
-        except ValueError as exc:
-            col.add(filename, 1, None, f"bad JSON: {exc}")
-            return
-        col.add(filename, 1, None, "expected a JSON array of objects")
-        return
-    i += 1
-    while True:
-        while i < len(text) and text[i] in ws:
-            i += 1
-        if i < len(text) and text[i] == "]":
-            i += 1
-            break
-        try:
-            obj, end = dec.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            col.add(filename, exc.lineno, None, f"bad JSON: {exc.msg} (column {exc.colno})")
-            return
-        except (ValueError, RecursionError) as exc:
-            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            col.add(filename, text.count("\n", 0, i) + 1, None, f"bad JSON: {why}")
-            return
-        line = text.count("\n", 0, i) + 1
-        if _checked(obj, filename, line, col):
-            yield line, obj
-        i = end
-        while i < len(text) and text[i] in ws:
-            i += 1
-        if i < len(text) and text[i] == ",":
-            i += 1
-            continue
-        if i < len(text) and text[i] == "]":
-            i += 1
-            break
-        col.add(filename, text.count("\n", 0, i) + 1, None, "bad JSON: expected ',' or ']'")
-        return
-    if text[i:].strip():
-        col.add(filename, text.count("\n", 0, i) + 1, None, "bad JSON: data after the array")
-
-
-def _is_rfc3339(s: str) -> bool:
-    if "T" not in s.upper() and " " not in s:
-        return False
-    try:
-        dt = datetime.fromisoformat(s.replace("z", "Z"))
-    except ValueError:
-        return False
-    return dt.tzinfo is not None
-
-
-def first_line_containing(data: bytes, needle: bytes) -> int | None:
-    """Best-effort line of a record found after parsing (the records keep no line): the first
-    line of the upload holding ``needle``."""
-    for n, raw in enumerate(data.splitlines(), start=1):
-        if needle in raw:
-            return n
-    return None
-
-
-# Memory and incident ids are stored in 255-character columns.
-MAX_ID_LENGTH = 255
-
-
-def _req_id(obj: Mapping[str, Any], file: str, line: int | None, col: _Collector) -> str | None:
-    v = _req_str(obj, "id", file, line, col)
-    if v is not None and len(v) > MAX_ID_LENGTH:
-        col.add(file, line, "id", f"is {len(v)} characters long; ids have at most {MAX_ID_LENGTH}")
-        return None
-    return v
-
-
-def _req_str(obj: Mapping[str, Any], key: str, file: str, line: int | None, col: _Collector,
-             *, non_empty: bool = True) -> str | None:
-    if key not in obj:
-        col.add(file, line, key, "missing")
-        return None
-    v = obj[key]
-    if not isinstance(v, str):
-        col.add(file, line, key, f"must be a string, got {type(v).__name__}")
-        return None
-    if non_empty and not v.strip():
-        col.add(file, line, key, "must not be empty")
-        return None
-    return v
-
-
-def _check_unique(ids: list[tuple[str, int | None]], file: str, col: _Collector) -> None:
-    seen: dict[str, int | None] = {}
-    for i, line in ids:
-        if i in seen:
-            col.add(file, line, "id", f"duplicate id {i!r} (first on line {seen[i]})")
-        else:
-            seen[i] = line
-
-
 def _parse_harm(v: Any, file: str, line: int | None, fld: str, col: _Collector) -> HarmSpec | None:
     if not isinstance(v, dict):
         col.add(file, line, fld, f"must be an object with a 'type', got {type(v).__name__}")
@@ -348,110 +140,24 @@ def _opt_str_list(obj: Mapping[str, Any], key: str, file: str, line: int | None,
 # ----------------------------------------------------------------------------- memories
 
 
-def _memory_from_obj(obj: Any, file: str, line: int | None, col: _Collector) -> MemoryRecord | None:
-    if not isinstance(obj, dict):
-        col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
-        return None
-    n_before = len(col.issues)
-    mid = _req_id(obj, file, line, col)
-    text = _req_str(obj, "text", file, line, col)
-    meta = obj.get("metadata", {})
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
-        col.add(file, line, "metadata", f"must be an object, got {type(meta).__name__}")
-    created = obj.get("created_at")
-    if created is not None and (not isinstance(created, str) or not _is_rfc3339(created)):
-        col.add(file, line, "created_at", f"must be an RFC 3339 timestamp, got {created!r}")
-    if len(col.issues) != n_before or mid is None or text is None:
-        return None
-    return MemoryRecord(id=mid, text=text, metadata=dict(meta), created_at=created)
-
-
-def _memories_from_csv(text: str, file: str, col: _Collector) -> Iterator[tuple[int, Any]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    fields = reader.fieldnames or []
-    for required in ("id", "text"):
-        if required not in fields:
-            col.add(file, 1, required, "missing column")
-    if any(r not in fields for r in ("id", "text")):
-        return
-    extra = [f for f in fields if f not in ("id", "text", "metadata", "created_at")]
-    rows = iter(reader)
-    while True:
-        try:
-            row = next(rows)
-        except StopIteration:
-            return
-        except csv.Error as exc:  # e.g. a field over csv.field_size_limit(), an unclosed quote
-            col.add(file, reader.line_num + 1, None, f"bad CSV: {exc}")  # the line being read
-            return
-        line = reader.line_num
-        bad = _unstorable({k: v for k, v in row.items() if k is not None})
-        if bad is not None:
-            col.add(file, line, bad[0] or None, bad[1])
-            continue
-        obj: dict[str, Any] = {"id": row.get("id"), "text": row.get("text")}
-        meta: Any = {}
-        if row.get("metadata"):
-            try:
-                meta = _loads(row["metadata"])
-            except json.JSONDecodeError as exc:
-                col.add(file, line, "metadata", f"bad JSON: {exc.msg}")
-                continue
-            except ValueError as exc:
-                col.add(file, line, "metadata", f"bad JSON: {exc}")
-                continue
-            if not _checked(meta, file, line, col):
-                continue
-        if isinstance(meta, dict):
-            # Any other column (query, answer, source...) lands in metadata.
-            for f in extra:
-                if row.get(f) not in (None, ""):
-                    meta.setdefault(f, row[f])
-        obj["metadata"] = meta
-        if row.get("created_at"):
-            obj["created_at"] = row["created_at"]
-        yield line, obj
-
-
 def parse_memories(data: bytes, filename: str) -> list[MemoryRecord]:
-    """Parse a memories file (JSONL, JSON array or CSV, by extension) or raise ValidationError.
-
-    Checks: UTF-8, JSON syntax, object shape, `id`/`text` non-empty strings, `metadata` an
-    object, `created_at` RFC 3339, unique ids. The Django import reuses this function.
-    """
+    """Parse a memories file in any registered format (``interchange.importers``: MemAudit's
+    JSONL/JSON/CSV, mem0, LangGraph, Letta...) or raise ValidationError naming file, line and
+    field. The history a format carries (mem0's updates) is dropped here; the ledger's import
+    keeps it (``ledger.imports``)."""
     col = _Collector()
     records = _parse_memories(data, filename, col)
-    if col.issues:
-        raise ValidationError(col.issues)
+    col.raise_if_any()
     return records
 
 
 def _parse_memories(data: bytes, filename: str, col: _Collector) -> list[MemoryRecord]:
-    text = _decode(data, filename, col)
-    if text is None:
+    try:
+        _, _, parsed = memories_parse(data, filename)
+    except ValidationError as exc:
+        col.extend(exc.issues, exc.total)
         return []
-    lower = filename.lower()
-    if lower.endswith(".csv"):
-        items = _memories_from_csv(text, filename, col)
-    elif lower.endswith((".jsonl", ".ndjson")):
-        items = _iter_jsonl(text, filename, col)
-    elif lower.endswith(".json") or text.lstrip().startswith("["):
-        items = _iter_json_array(text, filename, col)
-    else:
-        items = _iter_jsonl(text, filename, col)
-    out: list[MemoryRecord] = []
-    ids: list[tuple[str, int | None]] = []
-    for line, obj in items:
-        rec = _memory_from_obj(obj, filename, line, col)
-        if rec is not None:
-            out.append(rec)
-            ids.append((rec.id, line))
-    _check_unique(ids, filename, col)
-    if not out and not col.issues:
-        col.add(filename, None, None, "no memories found")
-    return out
+    return parsed.records
 
 
 # ----------------------------------------------------------------------------- other files
@@ -472,7 +178,7 @@ def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Co
         if not isinstance(obj, dict):
             col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
             continue
-        n0 = len(col.issues)
+        n0 = col.total
         iid = _req_id(obj, file, line, col)
         query = _req_str(obj, "query", file, line, col)
         output = _req_str(obj, "output", file, line, col, non_empty=False)
@@ -492,7 +198,7 @@ def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Co
         else:
             harm_spec = _parse_harm(h, file, line, "harm", col)
         cands = _opt_str_list(obj, "candidates", file, line, col)
-        if len(col.issues) != n0:
+        if col.total != n0:
             continue
         assert iid is not None and query is not None and output is not None
         out.append(Incident(iid, query, output, list(retrieved), harm_spec, harm_value, cands))
@@ -511,7 +217,7 @@ def _parse_probes(data: bytes, file: str, col: _Collector) -> list[Probe]:
         if not isinstance(obj, dict):
             col.add(file, line, None, f"expected an object, got {type(obj).__name__}")
             continue
-        n0 = len(col.issues)
+        n0 = col.total
         pid = _req_id(obj, file, line, col)
         query = _req_str(obj, "query", file, line, col)
         harm = None
@@ -523,7 +229,7 @@ def _parse_probes(data: bytes, file: str, col: _Collector) -> list[Probe]:
         if not isinstance(observed, bool):
             col.add(file, line, "observed", f"must be true or false, got {observed!r}")
         cands = _opt_str_list(obj, "candidates", file, line, col)
-        if len(col.issues) != n0:
+        if col.total != n0:
             continue
         assert pid is not None and query is not None and harm is not None
         out.append(Probe(pid, query, harm, bool(observed), cands))
@@ -621,7 +327,7 @@ def parse_scenario_files(files: Mapping[str, bytes], *, source: str | None = Non
         col.add("incidents.jsonl", None, None,
                 "a scenario needs incidents.jsonl or probes.jsonl with observed probes")
     if col.issues:
-        raise ValidationError(col.issues)
+        col.raise_if_any()
     return Scenario(memories, incidents, probes, agent, truth, source)
 
 
@@ -647,29 +353,22 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 
 
 def parse_incidents(data: bytes, filename: str) -> list[Incident]:
-    """Parse an incidents upload (JSONL, or a JSON array) or raise ValidationError.
+    """Parse an incidents upload or raise ValidationError: MemAudit's JSONL or JSON array, or a
+    trace format of the registry (OpenAI chat logs, OpenTelemetry GenAI spans).
 
-    Each element is numbered by the line where it starts in the upload (JSON array or JSONL),
-    so the issues name lines the analyst sees. No incident at all is an issue.
+    Each element is numbered by the line where it starts in the upload, so the issues name
+    lines the analyst sees. No incident at all is an issue.
     """
     col = _Collector()
-    text = _decode(data, filename, col)
-    if text is None:
-        raise ValidationError(col.issues)
-    lower = filename.lower()
-    is_array = lower.endswith(".json") or (
-        not lower.endswith((".jsonl", ".ndjson")) and text.lstrip().startswith("["))
-    if is_array:
-        elements = list(_iter_json_array(text, filename, col))
-        if col.issues:
-            raise ValidationError(col.issues)
-        incidents = _incidents_from(elements, filename, col)
-    else:
-        incidents = _incidents_from(_iter_jsonl(text, filename, col), filename, col)
-    if not incidents and not col.issues:
-        col.add(filename, None, None, "no incidents found")
-    if col.issues:
-        raise ValidationError(col.issues)
+    try:
+        _, message, items = incidents_parse(data, filename)
+    except ValidationError as exc:
+        col.extend(exc.issues, exc.total)
+        col.raise_if_any()
+    incidents = _incidents_from(items, filename, col)
+    if not incidents and not col.total:
+        col.add(filename, None, None, f"no incidents found ({message})")
+    col.raise_if_any()
     return incidents
 
 
