@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.core.bundle import consistency_records
+from ledger.core.bundle import KEY_ENDORSEMENT, KEYS_REF, consistency_records
 from ledger.core.merkle import leaf_hash, root
 from ledger.core.tree_heads import sign_tree_head
 from tests.ledger.core.factories import Housekeeper, small_ledger
@@ -108,7 +108,7 @@ def test_history_dropped_with_every_tree_head_is_a_finding(org, pinned, tmp_path
                for line in lines), lines
     status, lines = verify(tmp_path, tampered, "--anchor", anchor, "--checkpoint", str(pinned))
     assert status == 1
-    assert any(line.startswith("FAIL pinned checkpoint: checkpoint of size 15 is newer than the bundle")
+    assert any(line.startswith("FAIL pinned checkpoint: checkpoint of size 16 is newer than the bundle")
                and "dropped" in line for line in lines), lines
 
 
@@ -119,6 +119,7 @@ def test_history_dropped_and_re_signed_with_the_key_fails_only_against_the_pinne
     tampered = _drop(org.bundle(), memory=victim, kinds=kinds)
     # whoever holds the housekeeper key signs fresh tree heads over the shortened log
     entries = {(mid, e.kind, e.body["seq"]): e for mid, e in org.log}
+    entries.update({(KEYS_REF, KEY_ENDORSEMENT, e.seq): e for e in org.endorsements})
     hashes = [leaf_hash(entries[tuple(ref)].hash()) for ref in tampered["log"]["leaves"]]
     signer = org.keys.signer(org.tenant, org.now)
     sth = sign_tree_head(org.tenant, len(hashes), root(hashes), "2025-01-01T00:01:00Z", signer)
@@ -135,7 +136,7 @@ def test_log_entries_past_the_newest_tree_head_are_a_finding(org, tmp_path):
     org.label("m1", "poison_suspect")  # appended after the last tree head
     status, lines = verify(tmp_path, org.bundle(), "--anchor", org.anchor.hex())
     assert status == 1
-    assert "FAIL log: log leaves 15..15 (1) lie beyond the newest signed tree head (size 15)" in lines
+    assert "FAIL log: log leaves 16..16 (1) lie beyond the newest signed tree head (size 16)" in lines
     org.tree_head()
     assert verify(tmp_path, org.bundle(), "--anchor", org.anchor.hex())[0] == 0
 
@@ -145,4 +146,4 @@ def test_the_untampered_bundle_is_consistent_with_the_pinned_checkpoint(org, pin
     org.tree_head()
     status, lines = verify(tmp_path, org.bundle(), "--anchor", org.anchor.hex(), "--checkpoint", str(pinned))
     assert status == 0, lines
-    assert lines[-1].startswith("OK:") and "consistent with the pinned checkpoint of size 15" in lines[-1]
+    assert lines[-1].startswith("OK:") and "consistent with the pinned checkpoint of size 16" in lines[-1]

@@ -19,13 +19,13 @@ def cosigned(note_text: str, *signers: NoteSigner) -> str:
 
 def test_the_bundle_carries_one_valid_checkpoint_per_tree_head(hk, bundle):
     assert len(bundle["log"]["checkpoints"]) == 3
-    assert bundle["log"]["checkpoints"][-1].startswith("memaudit.test/acme\n15\n")
+    assert bundle["log"]["checkpoints"][-1].startswith("memaudit.test/acme\n16\n")
     assert verify_bundle(bundle, trust_anchor=hk.anchor) == []
 
 
 def test_a_checkpoint_that_twins_no_tree_head_or_is_forged_is_a_finding(hk, bundle):
     b = copy.deepcopy(bundle)
-    b["log"]["checkpoints"][0] = b["log"]["checkpoints"][0].replace("\n3\n", "\n4\n")
+    b["log"]["checkpoints"][0] = b["log"]["checkpoints"][0].replace("\n4\n", "\n5\n")
     findings = verify_bundle(b)
     assert [(f.subject, f.error) for f in findings] == [("checkpoint #0", "SignatureInvalidError")]
     other = copy.deepcopy(bundle)
