@@ -141,6 +141,103 @@ def timed_recalls(store, queries: list[str], k: int) -> tuple[list[float], list[
     return wall, cpu
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def synthetic(args, texts: list[str], qs: list[str]) -> dict:
+    """``--memories N``: recall's search step (``ledger.recall._search``: ANN pool, exact re-rank
+    by cosine x weight, quarantine mask, widening) over N synthetic MiniLM-like vectors, against
+    brute force over the same matrix (recall@k vs exact). No database: the first ``--base`` rows
+    are real texts encoded by MiniLM, the rest are those vectors plus Gaussian noise (cosine ~0.85
+    to their source), 2% of live weights drawn from 0.5-2.0 (outcomes moved them), 0.5% quarantined (poison_likely).
+    Chain verification is stubbed to "verified" here (it is per adopted candidate, not per store:
+    the DB-backed runs above measure it); queries are LoCoMo questions encoded by MiniLM."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ledger import recall as recall_module
+    from ledger.ann import AnnIndex
+    from ledger.embedding_store import StoreIndex
+    from ledger.embeddings import Embedder
+
+    rng = np.random.default_rng(5)
+    enc = Embedder()
+    t = time.perf_counter()
+    cache = Path(args.workdir or "/tmp") / f"synthetic-base-{args.base}-{len(qs)}.npz"
+    if cache.exists():  # the encoded seed rows and queries of an earlier run with the same sizes
+        saved = np.load(cache)
+        base, qv = saved["base"], saved["queries"]
+    else:
+        base, qv = enc.encode(texts[: args.base]), enc.encode(qs)
+        np.savez(cache, base=base, queries=qv)
+    encode_s = time.perf_counter() - t
+    n, dim = args.memories, base.shape[1]
+    rss0 = _rss_mb()
+    matrix = np.empty((n, dim), dtype=np.float32)
+    matrix[: len(base)] = base
+    for start in range(len(base), n, 50_000):
+        stop = min(n, start + 50_000)
+        x = base[rng.integers(0, len(base), stop - start)] + rng.normal(0, 0.03, (stop - start, dim)).astype(np.float32)
+        matrix[start:stop] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    weight_q = np.full(n, 1000, dtype=np.int64)
+    moved = rng.random(n) < 0.02
+    weight_q[moved] = rng.integers(500, 2001, int(moved.sum()))
+    states = ["poison_likely" if r < 0.005 else "" for r in rng.random(n)]
+    pks = np.arange(1, n + 1, dtype=np.int64)
+    ann = AnnIndex(dim, capacity=n)
+    t = time.perf_counter()
+    built = 0
+    while built < n and time.perf_counter() - t < args.build_budget:
+        stop = min(n, built + 20_000)
+        ann.add(pks[built:stop], matrix[built:stop], threads=args.build_threads)
+        built = stop
+    build_s = time.perf_counter() - t
+    rss_ann = _rss_mb()
+    m = built  # what fitted in the build budget is what is searched
+
+    def index_of(graph):
+        return StoreIndex(store_id=0, model=enc.model_name, log_position=0, matrix=matrix[:m],
+                          weights=(weight_q[:m] / 1000.0).astype(np.float32), pks=pks[:m],
+                          external_ids=[f"s{i}" for i in range(m)], ledger_ids=[f"syn/s{i}" for i in range(m)],
+                          states=states[:m], weight_q=weight_q[:m], chain_heads=[b""] * m,
+                          content_sha256=[b""] * m, label_seq=np.full(m, -1, dtype=np.int64), ann=graph)
+    recall_module._verify_rows = lambda index, rows: {r: (True, "") for r in rows}
+    vectors = {q: v for q, v in zip(qs, qv, strict=True)}
+    emb = SimpleNamespace(encode_query=lambda text: vectors[text])
+    store = SimpleNamespace(organization=SimpleNamespace(slug="syn"))
+    excluded = frozenset({"poison_likely"})
+    with_ann, exact = index_of(ann), index_of(None)
+    lat, lat_exact, overlap = [], [], []
+    for q in qs:
+        t0 = time.perf_counter()
+        got = recall_module._search(store, with_ann, emb, q, args.k, excluded)[0]
+        lat.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        want = recall_module._search(store, exact, emb, q, args.k, excluded)[0]
+        lat_exact.append((time.perf_counter() - t0) * 1000)
+        overlap.append(len(set(got) & set(want)) / len(want))
+    per_s = built / build_s if build_s else float("nan")
+    return {
+        "memories": n, "indexed": m, "real_text_rows": len(base), "build_seconds": round(build_s, 1),
+        "build_threads": args.build_threads, "build_rows_per_s": round(per_s),
+        "build_seconds_for_all_extrapolated": round(n / per_s, 1) if m < n else None,
+        "matrix_mb": round(matrix.nbytes / 2**20), "rss_mb_before_graph": round(rss0), "rss_mb_after_graph": round(rss_ann),
+        "ann_search_p50_ms": round(ledger_env.percentile(lat, 50), 3),
+        "ann_search_p95_ms": round(ledger_env.percentile(lat, 95), 3),
+        "exact_search_p50_ms": round(ledger_env.percentile(lat_exact, 50), 3),
+        "exact_search_p95_ms": round(ledger_env.percentile(lat_exact, 95), 3),
+        f"recall_at_{args.k}_vs_exact": round(float(np.mean(overlap)), 4),
+        "queries": len(qs), "encode_seconds": round(encode_s, 1),
+        "pool_min": recall_module.ANN_POOL_MIN, "pool_per_k": recall_module.ANN_POOL_PER_K,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="20000,100000")
@@ -155,6 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encode", choices=["direct", "sentence-transformers"], default="direct",
                     help="MiniLM queries through Embedder's direct path (product), or SentenceTransformer.encode "
                          "as before it, for comparison")
+    ap.add_argument("--memories", type=int, default=0,
+                    help="synthetic mode: the search step over this many MiniLM-like vectors, ANN vs exact "
+                         "(no database; see synthetic())")
+    ap.add_argument("--base", type=int, default=1000, help="synthetic mode: real texts encoded as the seed rows")
+    ap.add_argument("--build-budget", type=float, default=180.0,
+                    help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
+    ap.add_argument("--build-threads", type=int, default=1)
+    ap.add_argument("--runtime", choices=["onnx", "torch"], default=None,
+                    help="MiniLM runtime (ledger.embeddings; default: EMBEDDING_RUNTIME, else onnx)")
     ap.add_argument("--data", type=Path, default=ledger_env.DEFAULT_DATA)
     ap.add_argument("--workdir")
     ap.add_argument("--reuse", action="store_true", help="time the stores an earlier run left in --workdir")
@@ -162,7 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     load_before = [round(x, 2) for x in os.getloadavg()]
+    if args.runtime:
+        os.environ["EMBEDDING_RUNTIME"] = args.runtime
     work = ledger_env.setup(args.workdir, embedder="minilm")
+    if args.memories:
+        result = synthetic(args, real_texts(args.data), questions(args.data)[: args.queries])
+        result.update(load_average_before=load_before, load_average=[round(x, 2) for x in os.getloadavg()],
+                      cpus=os.cpu_count(), k=args.k)
+        for key, value in result.items():
+            print(f"  {key:<36} {value}")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     from django.conf import settings
 
     from ledger.embedding_store import embedder_for_store, store_index

@@ -79,7 +79,10 @@ class AnnIndex:
             return np.empty(0, dtype=np.int64)
         with self._lock:
             self._index.set_ef(max(ef, n))
-            labels, _ = self._index.knn_query(np.asarray(q, dtype=np.float32).reshape(1, -1), k=n, num_threads=1)
+            try:
+                labels, _ = self._index.knn_query(np.asarray(q, dtype=np.float32).reshape(1, -1), k=n, num_threads=1)
+            except RuntimeError:  # fewer than n reachable: the caller falls back to brute force
+                return np.empty(0, dtype=np.int64)
         return labels[0].astype(np.int64)
 
     def save(self, path: str) -> None:

@@ -34,6 +34,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from ledger import ann as ann_module
+from ledger.core.weights import WEIGHT_INITIAL_Q
 from ledger.embeddings import Embedder, TextEmbedder
 from ledger.models import EmbeddingCache, LogLeaf, Memory, Store
 
@@ -129,6 +130,14 @@ class StoreIndex:
 
     def __len__(self) -> int:
         return len(self.pks)
+
+    def boosted_rows(self) -> np.ndarray:
+        """Rows whose live weight is above the initial 1.0 (cached): outside an ANN pool, only
+        they can score above the pool's lowest cosine."""
+        rows = self.excluded_cache.get("boosted")
+        if rows is None:
+            rows = self.excluded_cache["boosted"] = np.flatnonzero(self.weight_q > WEIGHT_INITIAL_Q)
+        return rows
 
     def candidate_rows(self, q: np.ndarray, n: int) -> np.ndarray:
         """Rows of the (about) ``n`` nearest memories by cosine, from the ANN graph."""

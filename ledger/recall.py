@@ -40,6 +40,7 @@ from django.db import transaction
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
 from ledger.core.receipts import build_receipt
+from ledger.core.weights import WEIGHT_MIN_Q
 from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
 from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
 
@@ -157,37 +158,49 @@ def _latest_tree_head(organization_id: int) -> tuple[int, str]:
 def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str]
             ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float]]:
     """Steps 1-3 of the module docstring: the adopted rows best first, the excluded candidates,
-    and each adopted row's cosine and score. Brute force over the whole matrix, or, for a store
-    with an ANN graph, over a pool of its nearest rows re-scored exactly, the pool widened (x4)
-    until it yields ``min(k, allowed)`` verified results or covers the store."""
+    and each adopted row's cosine and score.
+
+    Brute force over the whole matrix; or, for a store with an ANN graph, over a pool of its
+    nearest rows by cosine plus every row whose live weight exceeds the initial 1.0 (the graph
+    ranks by cosine, the score is cosine x weight, so only those rows can overtake from outside
+    the pool), all re-scored exactly. The pool is accepted when it yields ``min(k, allowed)``
+    verified results whose last score is at least the best any row outside it can reach (the
+    pool's lowest cosine x 1.0); otherwise it is widened x4 and walked again (verification
+    results are cached, alerts are raised once), up to the whole store."""
     global verification_alerts
-    adopted: list[int] = []
-    excluded: list[dict] = []
-    cosine_of: dict[int, float] = {}
-    score_of: dict[int, float] = {}
     n = len(index)
     if not n:
-        return adopted, excluded, cosine_of, score_of
+        return [], [], {}, {}
     q = embedder.encode_query(query)
     allowed = index.state_mask(excluded_set)
-    n_allowed = int(allowed.sum())
-    want = min(k, n_allowed)
+    want_all = min(k, int(allowed.sum()))
     pool = n if index.ann is None else min(n, max(ANN_POOL_MIN, ANN_POOL_PER_K * k))
-    walked: set[int] = set()
+    alerted: set[int] = set()
     while True:
+        adopted: list[int] = []
+        excluded: list[dict] = []
+        cosine_of: dict[int, float] = {}
+        score_of: dict[int, float] = {}
+        want = want_all
+        bound = -np.inf
         if pool >= n:
             rows = None  # position == row
             cosine = _matvec(index.matrix, q)
             scores = cosine * index.weights
             masked = np.where(allowed, scores, -np.inf)
         else:
-            rows = index.candidate_rows(q, pool)
+            near = index.candidate_rows(q, pool)
+            if len(near) < min(pool, len(index.ann)):  # the graph could not fill the pool: brute force
+                pool = n
+                continue
+            rows = np.union1d(near, index.boosted_rows())
             rows = rows[allowed[rows]]
             cosine = _matvec(index.matrix[rows], q)  # exact re-rank of the candidates
             scores = cosine * index.weights[rows]
             masked = scores.astype(np.float32, copy=True)
-        if walked:  # rows an earlier, smaller pool already walked
-            masked[list(walked) if rows is None else [p for p, r in enumerate(rows.tolist()) if r in walked]] = -np.inf
+            if len(near):
+                floor = float(_matvec(index.matrix[near], q).min())  # the graph's farthest proposal
+                bound = floor if floor >= 0 else floor * WEIGHT_MIN_Q / 1000
         row_of = (lambda p: p) if rows is None else (lambda p, rows=rows: int(rows[p]))
         remaining = int(np.isfinite(masked).sum())
         take = min(remaining, max(2 * k, k + 8))
@@ -205,21 +218,22 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
                              if np.isfinite(masked[x])]
                     checked.update(_verify_rows(index, [r for r in ahead if r not in checked]))
                 ok, why = checked[row]
-                masked[p] = -np.inf  # never look at this row again in this recall
-                walked.add(row)
+                masked[p] = -np.inf  # never look at this row again in this walk
                 if ok:
                     adopted.append(row)
                     cosine_of[row], score_of[row] = float(cosine[p]), float(scores[p])
-                else:
+                    continue
+                excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
+                if row not in alerted:
+                    alerted.add(row)
                     verification_alerts += 1
-                    excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
                     alert_logger.error("recall alert: memory %s of tenant %s excluded, chain verification failed: %s",
                                        index.ledger_ids[row], store.organization.slug, why)
             remaining = int(np.isfinite(masked).sum())
             if rows is None:
                 want = min(want, len(adopted) + remaining)
             take = min(remaining, take * 2) if remaining else 0
-        if len(adopted) >= want or pool >= n:
+        if pool >= n or (len(adopted) >= want and score_of[adopted[-1]] >= bound):
             return adopted, excluded, cosine_of, score_of
         pool = min(n, pool * 4)
 

@@ -135,3 +135,21 @@ def test_a_repeated_query_reuses_the_stores_result_until_the_log_moves(facts, ho
         assert len(calls) == 3 and "m1" not in _ids(third)
     finally:
         del embedder.encode_query
+
+
+def test_memories_weighted_above_one_outrank_from_outside_the_pool_as_in_brute_force(big, settings):
+    from ledger.services import transition_append
+
+    # Raise a few weights to the maximum: cosine x 3.0 can beat nearer memories the graph proposes.
+    for external_id in ("c3", "c7", "c11", "c19", "c23"):
+        memory = Memory.objects.get(store=big, external_id=external_id)
+        for _ in range(3):
+            transition_append(memory_id=memory.pk, valence_q=1000, evidence=["test"], eta_q=10_000)
+    queries = [EIFFEL, "castle built by volunteers", "river festival after the war", "museum of Hestia"]
+    via_ann = [recall(store=big, query=q, k=3) for q in queries]
+    assert store_index(big).ann is not None and len(store_index(big).boosted_rows()) == 5
+    settings.RECALL_ANN_MIN = 10**9
+    index_invalidate()
+    brute = [recall(store=big, query=q, k=3) for q in queries]
+    assert [_ids(r) for r in via_ann] == [_ids(r) for r in brute]
+    assert any({"c3", "c7", "c11", "c19", "c23"} & set(_ids(r)) for r in brute)
