@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 from django.utils.module_loading import import_string
 
 from ledger import ann as ann_module
@@ -160,9 +161,14 @@ _INDEX_LOCK = threading.Lock()
 
 def log_position(organization_id: int) -> int:
     """Index of the tenant log's last leaf (-1 when empty): changes with every ledger entry."""
-    last = LogLeaf.objects.filter(organization_id=organization_id).order_by("-index").values_list(
-        "index", flat=True).first()
-    return -1 if last is None else int(last)
+    # Raw SQL: it runs on every recall, and the ORM's query compilation cost more CPU than the
+    # index lookup itself (cProfile of warm recalls at 20k).
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('index')} FROM {qn(LogLeaf._meta.db_table)} WHERE {qn('organization_id')} = %s "
+                    f"ORDER BY {qn('index')} DESC LIMIT 1", [organization_id])
+        last = cur.fetchone()
+    return -1 if last is None else int(last[0])
 
 
 def _embedding_position() -> int:

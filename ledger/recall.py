@@ -35,7 +35,7 @@ from datetime import datetime
 
 import numpy as np
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
@@ -148,8 +148,13 @@ def verification_cache_clear() -> None:
 
 
 def _latest_tree_head(organization_id: int) -> tuple[int, str]:
-    sth = TreeHead.objects.filter(organization_id=organization_id).order_by("-size").values_list(
-        "size", "root").first()
+    # Raw SQL: compiling the ORM query cost more CPU than the database spends answering it
+    # (cProfile of warm recalls at 20k), and it runs on every recall.
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('size')}, {qn('root')} FROM {qn(TreeHead._meta.db_table)} "
+                    f"WHERE {qn('organization_id')} = %s ORDER BY {qn('size')} DESC LIMIT 1", [organization_id])
+        sth = cur.fetchone()
     if sth is None:
         return 0, EMPTY_ROOT.hex()
     return int(sth[0]), bytes(sth[1]).hex()
