@@ -326,6 +326,10 @@ class Embedder(_EncodeCachedMixin):
         return self._onnx or None
 
     def _onnx_load(self) -> tuple[Any, Any] | None:
+        # Nothing here reads a hub (the graph and tokenizer are local files), but the export loads
+        # the model through transformers: the same guarantee as the torch path.
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
