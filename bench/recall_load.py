@@ -147,6 +147,67 @@ def _drive(port: int, path: str, token: str, clients: int, duration: float, k: i
     return {"elapsed": elapsed, "latencies": latencies, "errors": errors, "receipts": receipts}
 
 
+def _workers(master: int) -> list[int]:
+    try:
+        with open(f"/proc/{master}/task/{master}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of these processes (all their threads), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# Inclusive shares reported from the profile: (label, substring of a frame "function (file:line)").
+MARKERS = [
+    ("query encoding (ledger.embeddings encode)", "encode (ledger/embeddings.py"),
+    ("  of which ONNX Runtime run", "run (onnxruntime/"),
+    ("  of which torch forward", "forward (torch/"),
+    ("scoring and walk (ledger.recall _search)", "_search (ledger/recall.py"),
+    ("chain verification (_verify_rows)", "_verify_rows (ledger/recall.py"),
+    ("store index (store_index)", "store_index (ledger/embedding_store.py"),
+    ("receipt build and sign (build_receipt)", "build_receipt (ledger/core/receipts.py"),
+    ("database calls (psycopg execute)", "execute (psycopg/cursor.py"),
+    ("DRF/Django request handling (get_response)", "get_response (django/core/handlers/base.py"),
+]
+
+
+def _profile_summary(raw_files: list[Path]) -> dict:
+    """Top self frames and the MARKERS' inclusive shares from py-spy raw (collapsed) stacks."""
+    self_count: dict[str, int] = {}
+    inclusive = dict.fromkeys((label for label, _ in MARKERS), 0)
+    total = 0
+    for raw in raw_files:
+        if not raw.exists():
+            continue
+        for line in raw.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            if not n.isdigit():
+                continue
+            count = int(n)
+            frames = stack.split(";")
+            total += count
+            leaf = frames[-1]
+            self_count[leaf] = self_count.get(leaf, 0) + count
+            for label, marker in MARKERS:
+                if any(marker in f for f in frames):
+                    inclusive[label] += count
+    top = sorted(self_count.items(), key=lambda kv: -kv[1])[:20]
+    return {"samples": total,
+            "inclusive_share": {k: round(v / total, 3) if total else None for k, v in inclusive.items()},
+            "top_self": [(f, round(c / total, 3)) for f, c in top] if total else []}
+
+
 def _verify(receipts: list[tuple[str, int, dict]], public_key: bytes) -> dict:
     from ledger.core.receipts import verify_receipt
 
@@ -176,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db", default="memaudit_recall_load")  # its own: bench/ledger_bench.py uses memaudit_bench
     ap.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--profile", action="store_true",
+                    help="sample every gunicorn worker with py-spy during the run (CPU only, not idle) and "
+                         "report where the time goes")
+    ap.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker (gthread when > 1)")
     args = ap.parse_args(argv)
 
     import psycopg
@@ -207,9 +272,13 @@ def main(argv: list[str] | None = None) -> int:
 
     port = _free_port()
     log = open(work / "gunicorn.log", "wb")  # noqa: SIM115 - closed below
+    threads = ["--threads", str(args.threads), "-k", "gthread"] if args.threads > 1 else []
     web = subprocess.Popen([str(ROOT / ".venv/bin/gunicorn"), "memaudit_site.wsgi", "-w", str(args.workers),
-                            "-b", f"127.0.0.1:{port}", "--timeout", "120", "--preload"], cwd=ROOT, env=env,
+                            "-b", f"127.0.0.1:{port}", "--timeout", "120", "--preload", *threads], cwd=ROOT, env=env,
                            stdout=log, stderr=subprocess.STDOUT)
+    profile: dict = {}
+    cpu_s = None
+    load_before = [round(x, 2) for x in os.getloadavg()]
     path = f"/api/v1/stores/{setup['store']}/recall"
     try:
         ready = False
@@ -228,7 +297,21 @@ def main(argv: list[str] | None = None) -> int:
         # Warm every worker (each loads the embedder and the store index once).
         _drive(port, path, setup["token"], args.workers * 2, 5.0, args.k)
         print(f"driving {args.clients} clients for {args.duration:.0f} s ...", flush=True)
+        workers = _workers(web.pid)
+        spies = []
+        if args.profile:
+            spies = [subprocess.Popen([str(ROOT / ".venv/bin/py-spy"), "record", "--nonblocking", "-p", str(pid),
+                                       "-d", str(int(args.duration)), "-r", "50", "-f", "raw",
+                                       "-o", str(work / f"spy-{pid}.txt")], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL) for pid in workers]
+        load_before = [round(x, 2) for x in os.getloadavg()]
+        cpu0 = _cpu_seconds(workers)
         run = _drive(port, path, setup["token"], args.clients, args.duration, args.k)
+        cpu_s = _cpu_seconds(workers) - cpu0
+        for spy in spies:
+            spy.wait(timeout=60)
+        if args.profile:
+            profile = _profile_summary([work / f"spy-{pid}.txt" for pid in workers])
         first = run["receipts"][0][2]["receipt_id"] if run["receipts"] else None
         public_key = b""
         if first is not None:
@@ -251,8 +334,13 @@ def main(argv: list[str] | None = None) -> int:
         "p99_ms": round(_percentile(lat, 0.99) * 1000, 1),
         "mean_ms": round(statistics.fmean(lat) * 1000, 1) if lat else None,
         "receipts_verified": check["verified"], "receipts_failed": check["failed"],
-        "receipt_failures": check["failures"], "cpus": os.cpu_count(),
+        "receipt_failures": check["failures"], "cpus": os.cpu_count(), "gunicorn_threads": args.threads,
+        "worker_cpu_ms_per_request": round(cpu_s * 1000 / len(lat), 1) if cpu_s is not None and lat else None,
+        "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "embedding_runtime": os.environ.get("EMBEDDING_RUNTIME", "onnx"),
     }
+    if profile:
+        report["profile"] = profile
     width = max(len(k) for k in report)
     print("\nrecall load")
     for key, value in report.items():

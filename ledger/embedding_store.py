@@ -12,23 +12,37 @@
   grows (every genesis, transition and label appends a leaf in the same transaction as the
   live-state change, so the last leaf index is a cheap, exact change counter) or when
   memories that lacked an embedding may have received one.
+- A store with at least ``settings.RECALL_ANN_MIN`` recallable memories (default 100,000) also
+  gets an HNSW graph (``ledger.ann``) that proposes candidates; recall re-scores them exactly.
+  The graph is kept per process, grows with each rebuild by the memories it lacks, and is
+  saved to ``VAR_DIR/ann/store-<id>-<model>.hnsw`` so a new process reopens instead of rebuilding.
+  Smaller stores are scored by brute force over the whole matrix.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
+from django.db import connection
 from django.utils.module_loading import import_string
 
+from ledger import ann as ann_module
+from ledger.core.weights import WEIGHT_INITIAL_Q
 from ledger.embeddings import Embedder, TextEmbedder
 from ledger.models import EmbeddingCache, LogLeaf, Memory, Store
 
+logger = logging.getLogger(__name__)
 BATCH = 256
 INLINE_LIMIT = 256  # recall embeds at most this many stragglers itself
+ANN_MIN_DEFAULT = 100_000  # brute force below (measured in bench/recall_bench.py: ~10 ms at 100k)
 _EMBEDDERS: dict[str, TextEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
@@ -109,9 +123,28 @@ class StoreIndex:
     missing: int = 0  # signed memories still without a vector (not recallable yet)
     embedding_position: int = 0
     excluded_cache: dict = field(default_factory=dict)
+    ann: ann_module.AnnIndex | None = None  # candidates for large stores (see the module docstring)
+    # Recall results by (query, k, projection, verification generation) at this log position;
+    # dropped with the index when the log moves (``ledger.recall``).
+    query_cache: dict = field(default_factory=dict)
+    query_cache_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __len__(self) -> int:
         return len(self.pks)
+
+    def boosted_rows(self) -> np.ndarray:
+        """Rows whose live weight is above the initial 1.0 (cached): outside an ANN pool, only
+        they can score above the pool's lowest cosine."""
+        rows = self.excluded_cache.get("boosted")
+        if rows is None:
+            rows = self.excluded_cache["boosted"] = np.flatnonzero(self.weight_q > WEIGHT_INITIAL_Q)
+        return rows
+
+    def candidate_rows(self, q: np.ndarray, n: int) -> np.ndarray:
+        """Rows of the (about) ``n`` nearest memories by cosine, from the ANN graph."""
+        keys = self.ann.search(q, n)
+        rows = np.minimum(np.searchsorted(self.pks, keys), len(self.pks) - 1)
+        return rows[self.pks[rows] == keys]  # a key this index lacks (not signed yet) is dropped
 
     def state_mask(self, excluded: frozenset[str]) -> np.ndarray:
         """True where the memory may be recalled under this projection (cached per projection)."""
@@ -128,9 +161,14 @@ _INDEX_LOCK = threading.Lock()
 
 def log_position(organization_id: int) -> int:
     """Index of the tenant log's last leaf (-1 when empty): changes with every ledger entry."""
-    last = LogLeaf.objects.filter(organization_id=organization_id).order_by("-index").values_list(
-        "index", flat=True).first()
-    return -1 if last is None else int(last)
+    # Raw SQL: it runs on every recall, and the ORM's query compilation cost more CPU than the
+    # index lookup itself (cProfile of warm recalls at 20k).
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('index')} FROM {qn(LogLeaf._meta.db_table)} WHERE {qn('organization_id')} = %s "
+                    f"ORDER BY {qn('index')} DESC LIMIT 1", [organization_id])
+        last = cur.fetchone()
+    return -1 if last is None else int(last[0])
 
 
 def _embedding_position() -> int:
@@ -165,14 +203,58 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int) -> StoreIn
     for i, r in enumerate(kept):
         matrix[i] = vectors[bytes(r[2])]
     weight_q = np.array([r[3] for r in kept], dtype=np.int64)
-    return StoreIndex(
+    pks = np.array([r[0] for r in kept], dtype=np.int64)
+    index = StoreIndex(
         store_id=store.pk, model=embedder.model_name, log_position=position, matrix=matrix,
-        weights=(weight_q / 1000.0).astype(np.float32), pks=np.array([r[0] for r in kept], dtype=np.int64),
+        weights=(weight_q / 1000.0).astype(np.float32), pks=pks,
         external_ids=[r[1] for r in kept], ledger_ids=[f"{store.slug}/{r[1]}" for r in kept], states=[r[4] or "" for r in kept], weight_q=weight_q,
         chain_heads=[bytes(r[5]) for r in kept], content_sha256=[bytes(r[2]) for r in kept],
         label_seq=np.array([r[6] for r in kept], dtype=np.int64), missing=len(rows) - len(kept),
         embedding_position=emb_position,
     )
+    if len(kept) >= ann_min() and ann_module.available():
+        index.ann = ann_update(store, index)
+    return index
+
+
+def ann_min() -> int:
+    return int(getattr(settings, "RECALL_ANN_MIN", ANN_MIN_DEFAULT))
+
+
+_ANNS: dict[str, ann_module.AnnIndex] = {}
+_ANN_LOCK = threading.Lock()
+
+
+def ann_path(store: Store, model: str) -> str:
+    return os.path.join(str(settings.VAR_DIR), "ann", f"store-{store.pk}-{re.sub(r'[^A-Za-z0-9_.-]', '_', model)}.hnsw")
+
+
+def ann_update(store: Store, index: StoreIndex) -> ann_module.AnnIndex:
+    """The store's graph with every row of ``index`` in it: this process's, else the saved
+    file's (if it matches the rows), else a new one; rows it lacks are added and the file saved."""
+    path = ann_path(store, index.model)
+    with _ANN_LOCK:
+        ann = _ANNS.get(path)
+        if ann is not None and not ann.matches(index.pks, index.matrix):
+            ann = None  # primary keys reused by another database (a test rollback): start over
+        if ann is None:
+            ann = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
+        if ann is None:
+            ann = ann_module.AnnIndex(index.matrix.shape[1], capacity=len(index))
+        t = time.perf_counter()
+        added = ann.add(index.pks, index.matrix)
+        if added:
+            ann.save(path)
+            logger.info("ANN graph of store %s: %d rows added in %.1f s (%d in all)",
+                                             store.pk, added, time.perf_counter() - t, len(ann))
+        _ANNS[path] = ann
+    return ann
+
+
+def ann_forget() -> None:
+    """Drop this process's graphs (tests; the saved files stay)."""
+    with _ANN_LOCK:
+        _ANNS.clear()
 
 
 def store_index(store: Store, *, embedder: TextEmbedder | None = None) -> StoreIndex:

@@ -18,8 +18,12 @@
 4. Sign a receipt (``ledger.core.receipts.build_receipt``) over the ordered results, bound to
    the query hash, k, the latest signed tree head and the projection version; store it.
 
-Brute force over a float32 matrix is measured in ``bench/recall_bench.py``; it keeps the p50
-inside budget at 100k memories, so no ANN index is used.
+Brute force over a float32 matrix up to ``settings.RECALL_ANN_MIN`` memories (100,000); above
+it an HNSW graph (``ledger.ann``) proposes a pool of nearest rows that is re-scored exactly and
+widened until k allowed, verified results are found (``_search``). A recall's results are kept
+per store index (``QUERY_CACHE_SIZE``, keyed by query, k and projection): the index is replaced
+whenever the log moves, so a repeated query at the same log position skips encoding and scoring
+and still gets a freshly signed receipt. Measured in ``bench/recall_bench.py``.
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ from datetime import datetime
 
 import numpy as np
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
 from ledger.core.receipts import build_receipt
+from ledger.core.weights import WEIGHT_MIN_Q
 from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
 from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
 
@@ -50,6 +55,11 @@ PROJECTION = "memaudit-projection/1"
 _VERIFIED_MAX = 200_000
 # Candidates verified beyond the ones a recall needs, in the same batch (measured: bench/recall_bench.py).
 VERIFY_AHEAD = 0
+# Large stores (an ANN graph, ``ledger.embedding_store``): the first candidate pool, re-scored
+# exactly; widened x4 while it yields fewer than k verified, allowed results.
+ANN_POOL_MIN = 64
+ANN_POOL_PER_K = 8
+QUERY_CACHE_SIZE = 256  # recall results per store index (same query, k and projection)
 try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
     from threadpoolctl import ThreadpoolController
 
@@ -58,6 +68,7 @@ except ImportError:  # pragma: no cover
     _blas = None
 _verified: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
 _verified_lock = threading.Lock()
+_verified_generation = 0
 # Process-wide count of candidates excluded because their chains did not verify (an alert each).
 verification_alerts = 0
 
@@ -159,21 +170,110 @@ def _matvec(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def verification_cache_clear() -> None:
+    global _verified_generation
     with _verified_lock:
         _verified.clear()
+        _verified_generation += 1  # recall results cached per store index are dropped too
 
 
 def _latest_tree_head(organization_id: int) -> tuple[int, str]:
-    sth = TreeHead.objects.filter(organization_id=organization_id).order_by("-size").values_list(
-        "size", "root").first()
+    # Raw SQL: compiling the ORM query cost more CPU than the database spends answering it
+    # (cProfile of warm recalls at 20k), and it runs on every recall.
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('size')}, {qn('root')} FROM {qn(TreeHead._meta.db_table)} "
+                    f"WHERE {qn('organization_id')} = %s ORDER BY {qn('size')} DESC LIMIT 1", [organization_id])
+        sth = cur.fetchone()
     if sth is None:
         return 0, EMPTY_ROOT.hex()
     return int(sth[0]), bytes(sth[1]).hex()
 
 
+def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str]
+            ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float]]:
+    """Steps 1-3 of the module docstring: the adopted rows best first, the excluded candidates,
+    and each adopted row's cosine and score.
+
+    Brute force over the whole matrix; or, for a store with an ANN graph, over a pool of its
+    nearest rows by cosine plus every row whose live weight exceeds the initial 1.0 (the graph
+    ranks by cosine, the score is cosine x weight, so only those rows can overtake from outside
+    the pool), all re-scored exactly. The pool is accepted when it yields ``min(k, allowed)``
+    verified results whose last score is at least the best any row outside it can reach (the
+    pool's lowest cosine x 1.0); otherwise it is widened x4 and walked again (verification
+    results are cached, alerts are raised once), up to the whole store."""
+    global verification_alerts
+    n = len(index)
+    if not n:
+        return [], [], {}, {}
+    q = embedder.encode_query(query)
+    allowed = index.state_mask(excluded_set)
+    want_all = min(k, int(allowed.sum()))
+    pool = n if index.ann is None else min(n, max(ANN_POOL_MIN, ANN_POOL_PER_K * k))
+    alerted: set[int] = set()
+    while True:
+        adopted: list[int] = []
+        excluded: list[dict] = []
+        cosine_of: dict[int, float] = {}
+        score_of: dict[int, float] = {}
+        want = want_all
+        bound = -np.inf
+        if pool >= n:
+            rows = None  # position == row
+            cosine = _matvec(index.matrix, q)
+            scores = cosine * index.weights
+            masked = np.where(allowed, scores, -np.inf)
+        else:
+            near = index.candidate_rows(q, pool)
+            if len(near) < min(pool, len(index.ann)):  # the graph could not fill the pool: brute force
+                pool = n
+                continue
+            rows = np.union1d(near, index.boosted_rows())
+            rows = rows[allowed[rows]]
+            cosine = _matvec(index.matrix[rows], q)  # exact re-rank of the candidates
+            scores = cosine * index.weights[rows]
+            masked = scores.astype(np.float32, copy=True)
+            if len(near):
+                floor = float(_matvec(index.matrix[near], q).min())  # the graph's farthest proposal
+                bound = floor if floor >= 0 else floor * WEIGHT_MIN_Q / 1000
+        row_of = (lambda p: p) if rows is None else (lambda p, rows=rows: int(rows[p]))
+        remaining = int(np.isfinite(masked).sum())
+        take = min(remaining, max(2 * k, k + 8))
+        while len(adopted) < want and take:
+            top = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
+            order = top[np.argsort(-masked[top], kind="stable")]
+            checked: dict[int, tuple[bool, str]] = {}
+            for pos, p in enumerate(order.tolist()):
+                if len(adopted) >= want or not np.isfinite(masked[p]):
+                    break
+                row = row_of(p)
+                if row not in checked:
+                    # The rows this walk adopts if all verify, checked together (those not cached).
+                    ahead = [row_of(x) for x in order[pos:pos + want - len(adopted) + VERIFY_AHEAD].tolist()
+                             if np.isfinite(masked[x])]
+                    checked.update(_verify_rows(index, [r for r in ahead if r not in checked]))
+                ok, why = checked[row]
+                masked[p] = -np.inf  # never look at this row again in this walk
+                if ok:
+                    adopted.append(row)
+                    cosine_of[row], score_of[row] = float(cosine[p]), float(scores[p])
+                    continue
+                excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
+                if row not in alerted:
+                    alerted.add(row)
+                    verification_alerts += 1
+                    alert_logger.error("recall alert: memory %s of tenant %s excluded, chain verification failed: %s",
+                                       index.ledger_ids[row], store.organization.slug, why)
+            remaining = int(np.isfinite(masked).sum())
+            if rows is None:
+                want = min(want, len(adopted) + remaining)
+            take = min(remaining, take * 2) if remaining else 0
+        if pool >= n or (len(adopted) >= want and score_of[adopted[-1]] >= bound):
+            return adopted, excluded, cosine_of, score_of
+        pool = min(n, pool * 4)
+
+
 def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> dict:
     """Top-k memories for ``query`` with a signed receipt; see the module docstring."""
-    global verification_alerts
     from ledger.signing import receipt_signer
 
     if not isinstance(query, str) or not query.strip():
@@ -185,46 +285,18 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     embedder = embedder_for_store(store)
     index = store_index(store, embedder=embedder)
     excluded_set = excluded_states(store)
-    adopted: list[int] = []
-    excluded: list[dict] = []
-    scores = np.empty(0, dtype=np.float32)
-    if len(index):
-        q = embedder.encode_query(query)
-        cosine = _matvec(index.matrix, q)
-        scores = cosine * index.weights
-        allowed = index.state_mask(excluded_set)
-        masked = np.where(allowed, scores, -np.inf)
-        n_allowed = int(allowed.sum())
-        want = min(k, n_allowed)
-        take = min(n_allowed, max(2 * k, k + 8))
-        while len(adopted) < want:
-            top = np.argpartition(-masked, take - 1)[:take] if take < len(masked) else np.arange(len(masked))
-            order = top[np.argsort(-masked[top], kind="stable")]
-            checked: dict[int, tuple[bool, str]] = {}
-            for pos, row in enumerate(order.tolist()):
-                if len(adopted) >= want or not np.isfinite(masked[row]):
-                    break
-                if row not in checked:
-                    # The rows this walk adopts if all verify, checked together (those not cached).
-                    ahead = order[pos:pos + want - len(adopted) + VERIFY_AHEAD].tolist()
-                    checked.update(_verify_rows(index, [r for r in ahead if r not in checked and np.isfinite(masked[r])]))
-                ok, why = checked[row]
-                masked[row] = -np.inf  # never look at this row again in this recall
-                if ok:
-                    adopted.append(int(row))
-                else:
-                    verification_alerts += 1
-                    excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
-                    alert_logger.error("recall alert: memory %s of tenant %s excluded, chain verification failed: %s",
-                                       index.ledger_ids[row], store.organization.slug, why)
-            remaining = int(np.isfinite(masked).sum())
-            want = min(want, len(adopted) + remaining)
-            take = min(remaining, take * 2) if remaining else 0
-            if not take:
-                break
-        cosine_of = {row: float(cosine[row]) for row in adopted}
+    key = (query, k, excluded_set, _verified_generation)
+    with index.query_cache_lock:
+        hit = index.query_cache.get(key)
+    if hit is not None:
+        adopted, excluded, cosine_of, score_of = hit
     else:
-        cosine_of = {}
+        adopted, excluded, cosine_of, score_of = _search(store, index, embedder, query, k, excluded_set)
+        if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
+            with index.query_cache_lock:
+                index.query_cache[key] = (adopted, excluded, cosine_of, score_of)
+                while len(index.query_cache) > QUERY_CACHE_SIZE:
+                    index.query_cache.pop(next(iter(index.query_cache)))
     results = [{
         "memory": index.ledger_ids[row],
         "content_sha256": index.content_sha256[row].hex(),
@@ -251,7 +323,7 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             "memory": index.ledger_ids[row],
             "external_id": index.external_ids[row],
             "text": texts.get(int(index.pks[row]), ""),
-            "score": float(scores[row]),
+            "score": score_of[row],
             "cosine": cosine_of[row],
             "weight": int(index.weight_q[row]) / 1000,
             "state": index.states[row] or None,

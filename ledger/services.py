@@ -18,6 +18,8 @@ below), which, inside one transaction holding the memory's row lock:
 Cost (PostgreSQL): an append is four round trips — BEGIN; one statement that locks the memory
 rows and reads their organization's key-epoch marks (the EpochSet is cached while they match);
 one multi-statement write (organization lock, bulk inserts, log leaves, memory update); COMMIT.
+Transitions to memories this process wrote before, outside a transaction, take one round trip
+(see "one round trip" below): the same statements behind a check of the remembered tips.
 The organization lock is held until COMMIT (the log must stay gap-free), so one organization's
 appends commit one after another: each pays its own WAL flush.
 
@@ -30,13 +32,14 @@ mode serializes writers instead of row locks.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, models, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, models, transaction
 from django.db.models import Max
 from django.utils.dateparse import parse_datetime
 from django.utils.text import slugify
@@ -576,10 +579,51 @@ _Statement = list[tuple[str, Sequence[Any]]]
 
 
 def _pg_mogrifier() -> Callable[[str, Sequence[Any]], str]:
+    """Binds a part's parameters into its SQL on the client. The write path's values are ints,
+    strings, bytes, None and JSON; those are written as literals here (strings quote-doubled,
+    which is exact while ``standard_conforming_strings`` is on, PostgreSQL's default; bytes as
+    ``'\\x…'::bytea``; JSON as its text ``::jsonb``), any other value by psycopg's mogrify. The
+    profile of an append showed psycopg's per-value adaptation costing more than its crypto."""
     from psycopg import ClientCursor
+    from psycopg.types.json import Jsonb
 
     connection.ensure_connection()
-    return ClientCursor(connection.connection).mogrify
+    raw = connection.connection
+    mogrify = ClientCursor(raw).mogrify
+    if raw.pgconn.parameter_status(b"standard_conforming_strings") != b"on":
+        return mogrify
+
+    def text(v: str) -> str:
+        if "\x00" in v:
+            raise ValueError("PostgreSQL text cannot contain NUL characters")
+        return "'" + v.replace("'", "''") + "'"
+
+    def literal(v: Any) -> str | None:
+        t = type(v)
+        if t is int:
+            return str(v)
+        if t is str:
+            return text(v)
+        if v is None:
+            return "NULL"
+        if t is bytes or t is memoryview:
+            return "'\\x" + bytes(v).hex() + "'::bytea"
+        if t is bool:
+            return "true" if v else "false"
+        if t is Jsonb:
+            return text(v.dumps(v.obj) if getattr(v, "dumps", None) else json.dumps(v.obj)) + "::jsonb"
+        return None
+
+    def bind(sql: str, params: Sequence[Any]) -> str:
+        out = []
+        for v in params:
+            lit = literal(v)
+            if lit is None:
+                return mogrify(sql, params)
+            out.append(lit)
+        return sql % tuple(out)
+
+    return bind
 
 
 def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
@@ -615,25 +659,33 @@ def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
 _WRITE_CHUNK = 500
 
 
+_insert_templates: dict[tuple[str, type], tuple[str, str, str, list[tuple[str, Any]]]] = {}
+
+
 def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> _Statement:
     """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (all concrete fields but the pk)."""
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    qn = connection.ops.quote_name
-    # Integers and strings go to the driver as they are (the bodies were schema-checked);
-    # only JSON and bytes need the field's adaptation.
-    plain = (models.IntegerField, models.CharField, models.ForeignKey)
-    attrs = [(f.attname, None if isinstance(f, plain) and not isinstance(f, models.JSONField) else f)
-             for f in fields]
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    stmt: _Statement = [(f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-                         "VALUES ", ())]
+    template = _insert_templates.get((connection.vendor, model))
+    if template is None:
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        qn = connection.ops.quote_name
+        # Integers and strings go to the driver as they are (the bodies were schema-checked);
+        # only JSON and bytes need the field's adaptation.
+        plain = (models.IntegerField, models.CharField, models.ForeignKey)
+        attrs = [(f.attname, None if isinstance(f, plain) and not isinstance(f, models.JSONField) else f)
+                 for f in fields]
+        template = _insert_templates[(connection.vendor, model)] = (
+            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES ",
+            "(" + ", ".join(["%s"] * len(fields)) + ")", f" RETURNING {qn(model._meta.pk.column)}", attrs)
+    head, one, tail, attrs = template
+    db = connections[connection.alias]  # the wrapper itself: one proxy lookup, not one per value
+    stmt: _Statement = [(head, ())]
     for i, row in enumerate(rows):
         values = []
         for attname, f in attrs:
             v = getattr(row, attname)
-            values.append(v if f is None or v is None else f.get_db_prep_save(v, connection))
+            values.append(v if f is None or v is None else f.get_db_prep_save(v, db))
         stmt.append((one if i == 0 else ", " + one, values))
-    stmt.append((f" RETURNING {qn(model._meta.pk.column)}", ()))
+    stmt.append((tail, ()))
     return stmt
 
 
@@ -655,19 +707,21 @@ def _leaves_sql(organization_id: int, leaves: list[tuple[int, str, int, bytes]])
     return stmt
 
 
-def _write(chains: list[_Chain]) -> None:
+def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> None:
     """Insert the verified rows, their log leaves, and move the live state (triggers re-check it).
 
     All in one batch of statements (:func:`_run_statements`): lock each organization row
     (serializes its log; memory rows are already locked, so the lock order holds), insert the
-    entry rows, append the log leaves after the last index, update each memory.
+    entry rows, append the log leaves after the last index, update each memory. ``guard``
+    statements go first (the one-round-trip path: they lock the memory rows and check the tips).
+    Once committed, the memories are remembered as this process last wrote them (:data:`_tips`).
     """
     chains = [c for c in chains if c.changed]
     if not chains:
         return
     qn = connection.ops.quote_name
     org_ids = sorted({c.memory.organization_id for c in chains})
-    statements: list[_Statement] = []
+    statements: list[_Statement] = list(guard or [])
     if connection.features.has_select_for_update:
         statements += [[(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])]
                        for o in org_ids]
@@ -714,6 +768,110 @@ def _write(chains: list[_Chain]) -> None:
     for m, updates in moved:
         for k, v in updates.items():
             setattr(m, k, v)
+    written = [c.memory for c in chains]
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: _tips_remember(written))
+    else:
+        _tips_remember(written)
+
+
+# --------------------------------------------------------------------------- one round trip (PostgreSQL)
+#
+# A process that appended to a memory knows its chain tips as committed. The next transitions
+# to it are signed against those tips and sent as ONE multi-statement query, without BEGIN or
+# COMMIT round trips: outside a transaction PostgreSQL runs such a query as one implicit
+# transaction. Its first statements lock the memory rows and check, through ``ledger_expect``
+# (migration 0004), that the tips and the organization's key epochs are still the ones the
+# entries were built and verified against; if another process moved them, the query raises and
+# rolls back whole, the tips are forgotten, and the locked read-then-write path runs instead.
+
+_tips: dict[tuple, Memory] = {}
+_TIPS_MAX = 50_000
+
+
+def _tips_key(memory_id: int) -> tuple:
+    return (connection.alias, connection.settings_dict["NAME"], memory_id)
+
+
+def _tips_remember(memories: list[Memory]) -> None:
+    if connection.vendor != "postgresql":
+        return
+    for m in memories:
+        if getattr(m, "epoch_mark", None) is not None:
+            _tips[_tips_key(m.pk)] = m
+    while len(_tips) > _TIPS_MAX:
+        _tips.pop(next(iter(_tips)))
+
+
+def _one_round_trip() -> bool:
+    return (connection.vendor == "postgresql" and connection.Database.__name__ == "psycopg"
+            and not connection.in_atomic_block and connection.get_autocommit())
+
+
+def _guard_sql(chains: list[_Chain]) -> list[_Statement]:
+    """Lock the memory rows (by id) and require their tips, and their organizations' key-epoch
+    marks, to equal what the entries were verified against."""
+    qn = connection.ops.quote_name
+    col = {n: qn(Memory._meta.get_field(n).column) for n in ("live_seq", "chain_head", "live_weight_q", "label_seq")}
+    chains = sorted(chains, key=lambda c: c.memory.pk)
+    stmt: _Statement = [(
+        f"SELECT ledger_expect(COUNT(*) = %s AND COALESCE(BOOL_AND(m.{col['live_seq']} = v.column2 "
+        f"AND m.{col['chain_head']} = v.column3 AND m.{col['live_weight_q']} = v.column4 "
+        f"AND m.{col['label_seq']} = v.column5), false), 'a chain tip') FROM (SELECT {qn('id')}, "
+        f"{', '.join(col.values())} FROM {qn(Memory._meta.db_table)} WHERE {qn('id')} IN "
+        f"({', '.join(['%s'] * len(chains))}) ORDER BY {qn('id')} FOR UPDATE) m JOIN (VALUES ",
+        [len(chains), *(c.memory.pk for c in chains)])]
+    for i, c in enumerate(chains):
+        m = c.memory
+        stmt.append(("(%s, %s, %s::bytea, %s, %s)" if i == 0 else ", (%s, %s, %s::bytea, %s, %s)",
+                     (m.pk, m.live_seq, bytes(m.chain_head), m.live_weight_q, m.label_seq)))
+    stmt.append((f") AS v ON v.column1 = m.{qn('id')}", ()))
+    out = [stmt]
+    ke = qn(KeyEpoch._meta.db_table)
+    for org_id, m in sorted({c.memory.organization_id: c.memory for c in chains}.items()):
+        *counts, newest = m.epoch_mark
+        checks = " AND ".join(f"{agg} IS NOT DISTINCT FROM %s" for agg in _EPOCH_MARKS.values())
+        out.append([(f"SELECT ledger_expect({checks} AND (SELECT n.public_key FROM {ke} n WHERE "
+                     f"n.organization_id = %s ORDER BY n.id DESC LIMIT 1) IS NOT DISTINCT FROM %s::bytea, "
+                     f"'the key epochs') FROM {ke} e WHERE e.organization_id = %s",
+                     [*counts, org_id, newest, org_id])])
+    return out
+
+
+def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[ProvenanceNode] | None:
+    """The appends in one round trip, or None when that path does not apply or its check failed
+    (nothing was written then; the caller takes the locked path)."""
+    if not _one_round_trip():
+        return None
+    memories: dict[int, Memory] = {}
+    for it in items:
+        m = _tips.get(_tips_key(it["memory_id"])) if isinstance(it.get("memory_id"), int) else None
+        if m is None:
+            return None
+        memories[m.pk] = m
+    t = format_time(now)
+    chains: dict[int, _Chain] = {}
+    keys: dict[int, tuple[Any, EpochSet]] = {}
+    nodes: list[ProvenanceNode] = []
+    for it in items:
+        m = memories[it["memory_id"]]
+        if m.organization_id not in keys:
+            keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
+        signer, epochs = keys[m.organization_id]
+        chain = chains.setdefault(m.pk, _Chain.of(m))
+        entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
+                                      eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
+        _verify_into(chain, entries, epochs)
+        nodes.append(chain.rows[-2])
+    try:
+        _write(list(chains.values()), guard=_guard_sql(list(chains.values())))
+    except DatabaseError:
+        # Moved by another process (the check), or refused (a constraint, a trigger): nothing
+        # was written. The locked path re-reads the tips and raises a refusal properly.
+        for pk in memories:
+            _tips.pop(_tips_key(pk), None)
+        return None
+    return nodes
 
 
 def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list[models.Model]:
@@ -788,6 +946,9 @@ def transitions_append(*, items: list[dict], now: datetime | None = None) -> lis
     require_housekeeper("appending transitions")
     now = now or now_utc()
     t = format_time(now)
+    fast = _transitions_one_round_trip(items, now)
+    if fast is not None:
+        return fast
     with transaction.atomic():
         memories = _lock_memories([it["memory_id"] for it in items])
         chains: dict[int, _Chain] = {}

