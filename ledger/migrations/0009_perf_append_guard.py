@@ -33,6 +33,6 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ledger", "0003_logleaf_memory_index")]  # noqa: RUF012 (Django reads class attributes)
+    dependencies = [("ledger", "0008_importers_importjob_format")]  # noqa: RUF012 (Django reads class attributes)
 
     operations = [migrations.RunPython(forwards, backwards)]  # noqa: RUF012
