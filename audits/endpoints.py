@@ -27,8 +27,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
-from audits.engine.egress import EgressPolicy
 from audits.models import AgentEndpoint
+from egress.client import EgressPolicy
 from orgs.models import Membership, Organization
 from orgs.services import activity_record
 

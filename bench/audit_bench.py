@@ -40,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 
 from audits.engine.agents import make_agent as _make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
-from audits.engine.egress import policy_for_url  # noqa: E402
 from audits.engine.evaluate import (  # noqa: E402
     KEYS,
     METHODS,
@@ -54,6 +53,7 @@ from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
 from audits.engine.scenario import Scenario as EngineScenario  # noqa: E402
 from bench.scenarios import ScenarioError, build  # noqa: E402
+from egress.client import policy_for_url  # noqa: E402
 from ledger.embeddings import Embedder, content_hash  # noqa: E402
 
 CACHE = ROOT / "var" / "bench" / "embeddings.npz"

@@ -136,7 +136,7 @@ def llm_agent(url: str, model: str):
     if served_models(url) is None:
         return None
     from audits.engine.agents import OpenAIChatAgent
-    from audits.engine.egress import policy_for_url
+    from egress.client import policy_for_url
 
     # max_memory_chars keeps five long Wikipedia passages inside a small model's context window.
     return OpenAIChatAgent({"base_url": url, "model": model, "max_tokens": 32, "timeout": 120, "retries": 2,

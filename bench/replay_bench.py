@@ -36,10 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 from audits.engine.agents import make_agent  # noqa: E402
 from audits.engine.cmis import replay_chunk  # noqa: E402
-from audits.engine.egress import EgressPolicy  # noqa: E402
 from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import MemoryRecord  # noqa: E402
+from egress.client import EgressPolicy  # noqa: E402
 
 # ----------------------------------------------------------------------------- the stub model
 

@@ -30,7 +30,7 @@ from ledger.core.note import (
 )
 from ledger.models import LogLeaf, TreeHead, WitnessCosignature, WitnessKey
 from ledger.services import checkpoint_origin_of
-from ledger.signing import epochs_for
+from ledger.signing import epochs_for, receipt_key_endorsement_for
 from orgs.models import Organization
 
 MAX_NOTE_BYTES = 16 * 1024  # a checkpoint with 100 cosignatures is ~11 kB
@@ -245,9 +245,13 @@ def receipt_check(organization: Organization, pasted: str) -> dict:
         except ValidationError:
             proof = None  # the check reports the missing proof
     try:
-        findings = check_receipt({"receipt": receipt, "epochs": [e.to_json() for e in epochs]},
-                                 anchor=epochs[0].public_key, checkpoint=note.encode(), receipt_key=bytes(key),
-                                 proof=proof)
+        # The server knows its own keys, but checks them as an outsider would: through the
+        # endorsement that the epoch chain gives the receipt key for the receipt's time.
+        endorsement = receipt_key_endorsement_for(organization, body)
+        findings = check_receipt({"receipt": receipt, "epochs": [e.to_json() for e in epochs],
+                                  "receipt_public_key": bytes(key).hex(),
+                                  "receipt_key_endorsement": endorsement.to_json() if endorsement else None},
+                                 anchor=epochs[0].public_key, checkpoint=note.encode(), proof=proof)
     except BundleError as exc:
         return {"error": str(exc)}
     return {"findings": findings, "sth_size": size, "checkpoint_size": cp.size, "tenant": body.get("tenant"),

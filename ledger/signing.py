@@ -178,6 +178,10 @@ class OnlineSigner:
         self.epoch = epoch
         self.endorsement_pk = endorsement_pk
         self.not_before, self.not_after = not_before, not_after
+        self.confirmed = False  # set once the transaction that recorded its endorsement commits
+
+    def confirm(self) -> None:
+        self.confirmed = True
 
     def sign(self, message: bytes) -> bytes:
         return self._key.sign(message)
@@ -198,7 +202,7 @@ def endorsement_generation() -> int:
 
 
 def _online_signer(organization, epoch_key: Signer, now: datetime, hours: int) -> Signer:
-    from django.db import connection
+    from django.db import connection, transaction
 
     from ledger.core.canonical import parse_time
     from ledger.core.keys import ONLINE
@@ -208,10 +212,11 @@ def _online_signer(organization, epoch_key: Signer, now: datetime, hours: int) -
     keys = _online.setdefault(cache_key, [])
     t = parse_time(format_time(now))  # the time the entry will carry
     for k in reversed(keys):
-        # The row is checked each time: an endorsement rolled back with a failed write must not
-        # leave this process signing with a key nobody can verify.
-        if k.epoch == epoch_key.epoch and k.valid_at(t) and KeyEndorsement.objects.filter(
-                organization=organization, purpose=ONLINE, key_id=k.key_id, epoch=k.epoch, revoked_at="").exists():
+        # An endorsement rolled back with a failed write must not leave this process signing with
+        # a key nobody can verify: until its transaction has committed (``confirmed``), the row is
+        # looked up each time; after that, never again (one round trip per append stays one).
+        if k.epoch == epoch_key.epoch and k.valid_at(t) and (k.confirmed or KeyEndorsement.objects.filter(
+                organization=organization, purpose=ONLINE, key_id=k.key_id, epoch=k.epoch, revoked_at="").exists()):
             return k
     epoch_row = KeyEpoch.objects.get(organization=organization, number=epoch_key.epoch)
     not_after = min(t + timedelta(hours=hours), parse_time(epoch_row.not_after))
@@ -219,6 +224,7 @@ def _online_signer(organization, epoch_key: Signer, now: datetime, hours: int) -
     row = key_endorsement_record(organization=organization, purpose=ONLINE, public_key=key.public_key,
                                  not_before=t, not_after=not_after, now=now, signer=epoch_key)
     signer = OnlineSigner(key, epoch_key.epoch, row.pk, t, not_after)
+    transaction.on_commit(signer.confirm)
     keys.append(signer)
     del keys[:-8]  # a long-running worker keeps its few latest keys only
     return signer

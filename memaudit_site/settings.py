@@ -329,7 +329,7 @@ LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 def envallow(name: str, default: str) -> str:
     """An egress allow-list (``127.0.0.1:8088,10.0.0.0/8,[::1]:8088,llm.internal:443``), checked here
     so a typo stops the process at start instead of silently refusing every agent."""
-    from audits.engine.egress import parse_allow
+    from egress.client import parse_allow
 
     value = os.getenv(name, default)
     try:
@@ -339,8 +339,9 @@ def envallow(name: str, default: str) -> str:
     return value
 
 
-# Agent egress (audits.engine.egress): the internal addresses/networks/host:ports an agent
-# connector may reach. Empty = public addresses only; `make run` allows the local LLM only.
+# Egress (egress.client: agent connectors, LLM judges, notification webhooks): the internal
+# addresses/networks/host:ports they may reach. Empty = public addresses only; `make run` allows
+# the local LLM only.
 AGENT_EGRESS_ALLOW = envallow("AGENT_EGRESS_ALLOW", "")
 AGENT_MAX_RESPONSE_BYTES = envint("AGENT_MAX_RESPONSE_BYTES", "2097152")
 # Replays a worker process keeps in flight per agent endpoint (openai-chat, webhook).

@@ -4,10 +4,10 @@ organization, for three events: an audit finished, a proposal waits for review, 
 Signature: ``X-MemAudit-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``;
 a receiver recomputes it over the raw body and refuses a timestamp older than a few minutes.
 
-Egress: only http(s) URLs with a host are accepted (``webhook_url_check``), no redirects are
-followed, the response body is never read into anything a user sees. This is a local minimal
-check; the SSRF-safe egress client (``audits/engine/egress.py``, NAME=egress) replaces
-``_post`` at merge so private and metadata addresses are refused too.
+Egress: only http(s) URLs with a host are accepted (``webhook_url_check``), and every delivery
+goes through the SSRF-safe client (``egress.client``): internal and metadata addresses are
+refused unless ``AGENT_EGRESS_ALLOW`` names them, no redirect is followed, and the receiver's
+answer never reaches anything a user sees (a category, status and request id only).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import json
 import logging
 import secrets
 import time
-import urllib.error
-import urllib.request
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -28,6 +26,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from egress.client import EgressError, EgressPolicy, post
 from orgs.models import NotificationEvent, NotificationSettings, Organization, WebhookDelivery, WebhookEndpoint
 from orgs.services import activity_record
 
@@ -137,21 +136,16 @@ def signature_header(*, secret: str, body: bytes, timestamp: int) -> str:
     return f"t={timestamp},v1={mac}"
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # a redirect is an answer (3xx), never followed
-
-
 def _post(url: str, body: bytes, headers: dict[str, str]) -> int:
-    """POST and return the status code; the body is never read. Replaced by the egress client at merge."""
+    """POST through the egress client and return the status code (a non-2xx answer included)."""
     webhook_url_check(url)
-    opener = urllib.request.build_opener(_NoRedirect)
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    policy = EgressPolicy.from_setting(settings.AGENT_EGRESS_ALLOW, max_bytes=64 * 1024)
     try:
-        with opener.open(req, timeout=TIMEOUT_SECONDS) as resp:
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+        return post(url, body, headers=headers, timeout=TIMEOUT_SECONDS, policy=policy).status
+    except EgressError as exc:
+        if exc.status is not None:
+            return exc.status
+        raise
 
 
 def webhook_deliver(*, delivery_id: int, final: bool = False) -> WebhookDelivery:
@@ -173,6 +167,9 @@ def webhook_deliver(*, delivery_id: int, final: bool = False) -> WebhookDelivery
     except ValidationError:
         error = "URL refused (http or https only)"
         final = True
+    except EgressError as exc:  # our own words: a category and a request id (the detail is in the log)
+        error = f"not delivered: {exc.category}, request id {exc.request_id}"
+        final = final or not exc.transient
     except Exception as exc:  # network: log the detail, keep our own words
         logger.warning("webhook delivery %s to %s failed: %r", delivery.pk, endpoint.url, exc)
         error = f"no answer ({exc.__class__.__name__})"

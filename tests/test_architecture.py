@@ -13,25 +13,26 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("memaudit_site", "orgs", "ledger", "audits", "interchange")
+PRODUCT = ("memaudit_site", "orgs", "ledger", "audits", "interchange", "egress")
 
 # Each layer and the first-party layers it may import (besides itself). Order matters: the most
 # specific prefix wins ("ledger.core" before "ledger").
 ALLOWED: dict[str, set[str]] = {
     "interchange": set(),
+    "egress": set(),
     "ledger.core": set(),
-    "audits.engine": {"interchange"},
-    "orgs": {"memaudit_site"},
-    "ledger": {"ledger.core", "orgs", "interchange", "memaudit_site"},
-    "audits": {"audits.engine", "ledger", "ledger.core", "orgs", "interchange", "memaudit_site"},
-    "memaudit_site": {"orgs", "ledger", "ledger.core", "audits", "audits.engine", "interchange"},
+    "audits.engine": {"interchange", "egress"},
+    "orgs": {"memaudit_site", "egress"},
+    "ledger": {"ledger.core", "orgs", "interchange", "egress", "memaudit_site"},
+    "audits": {"audits.engine", "ledger", "ledger.core", "orgs", "interchange", "egress", "memaudit_site"},
+    "memaudit_site": {"orgs", "ledger", "ledger.core", "audits", "audits.engine", "interchange", "egress"},
 }
 LAYERS = sorted(ALLOWED, key=len, reverse=True)
 FIRST_PARTY = set(PRODUCT) | {"bench", "tests"}
 
 # Third-party packages the portable cores may use: the verifier ships as its own wheel with PyNaCl
 # only, and file formats are read with the standard library.
-PURE_THIRD_PARTY = {"ledger.core": {"nacl"}, "interchange": set()}
+PURE_THIRD_PARTY = {"ledger.core": {"nacl"}, "interchange": set(), "egress": set()}
 # The audit engine may use numerical and model libraries, but no web framework, queue or database.
 FRAMEWORKS = {"django", "rest_framework", "drf_spectacular", "celery", "kombu", "psycopg", "redis"}
 

@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import egress
-from .egress import EgressError, EgressPolicy
+from egress import client as egress
+from egress.client import EgressError, EgressPolicy
+
 from .retriever import RetrievedMemory
 from .scenario import AgentConfig
 

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from egress.client import EgressPolicy
+
 from .agents import OpenAIChatAgent, canonical_hash
-from .egress import EgressPolicy
 from .scenario import HarmSpec
 
 

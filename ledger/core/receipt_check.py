@@ -2,8 +2,11 @@
 
 For an agent's owner who holds a receipt but no bundle. The receipt file is what
 ``GET /api/v1/receipts/<id>/`` returns (``receipt``, ``receipt_public_key``,
-optionally ``epochs`` and ``consistency``) or a bare receipt (then ``--receipt-key``).
-Checks: the receipt's signature and result inclusion proofs; the checkpoint is
+``receipt_key_endorsement``, ``epochs``, optionally ``consistency``) or a bare receipt (then
+``--receipt-key``, a key the owner pinned out of band).
+Checks: the receipt's signature and result inclusion proofs; the receipt key is endorsed for
+the receipt's time by an epoch of the anchored chain (a key merely named in the file is
+anyone's: issue 13); the checkpoint is
 signed by the anchor (or an epoch endorsed from it); the tree head the receipt
 cites is the checkpoint or consistent with it (RFC 6962 proof from the file or
 ``--proof``, as served at ``/api/v1/orgs/<slug>/proof/consistency``).
@@ -19,7 +22,15 @@ from typing import Sequence
 
 from ledger.core.checkpoint import open_checkpoint
 from ledger.core.errors import BundleError, LedgerError, ProofError
-from ledger.core.keys import Epoch, verify_epoch_chain
+from ledger.core.keys import (
+    RECEIPT,
+    Epoch,
+    EpochSet,
+    KeyEndorsement,
+    check_key_endorsement,
+    endorsed_key_valid_at,
+    verify_epoch_chain,
+)
 from ledger.core.merkle import verify_consistency
 from ledger.core.note import cosigned_by
 from ledger.core.receipts import verify_receipt
@@ -71,6 +82,7 @@ def check_receipt(doc: dict, *, anchor: bytes | None, checkpoint: str | None, re
     if not isinstance(receipt, dict) or not isinstance(receipt.get("body"), dict):
         raise BundleError("not a receipt (want the receipt API response or a bare receipt)")
     key = receipt_key
+    pinned = key is not None
     if key is None:
         try:
             key = bytes.fromhex(doc.get("receipt_public_key", ""))
@@ -85,6 +97,7 @@ def check_receipt(doc: dict, *, anchor: bytes | None, checkpoint: str | None, re
         return findings
     body = receipt["body"]
     keys: list[bytes] = []
+    epochs: list[Epoch] = []
     if doc.get("epochs"):
         try:
             epochs = [Epoch.from_json(e) for e in doc["epochs"]]
@@ -92,8 +105,11 @@ def check_receipt(doc: dict, *, anchor: bytes | None, checkpoint: str | None, re
             keys = [e.public_key for e in epochs]
         except LedgerError as exc:
             findings.append(_finding("epochs", exc))
+            epochs = []
     elif anchor is not None:
         keys = [anchor]
+    if not pinned:
+        _check_receipt_key(doc, key, body, epochs, findings)
     if checkpoint is None:
         return findings
     try:
@@ -129,6 +145,35 @@ def check_receipt(doc: dict, *, anchor: bytes | None, checkpoint: str | None, re
     except LedgerError as exc:
         findings.append(_finding("receipt", exc, f"sth_size={size}"))
     return findings
+
+
+def _check_receipt_key(doc: dict, key: bytes, body: dict, epochs: list[Epoch], findings: list[Finding]) -> None:
+    """The key that signed the receipt must be endorsed for receipts, at the receipt's time, by an
+    epoch of the (anchored) chain: anchor -> epoch -> receipt key."""
+    raw = doc.get("receipt_key_endorsement")
+    if raw is None:
+        findings.append(Finding("receipt key", None, "the receipt key carries no endorsement: anyone can sign a "
+                                "receipt with a key of their own (use the receipt API's response, or pin the key "
+                                "with --receipt-key)", "SignatureInvalidError"))
+        return
+    if not epochs:
+        findings.append(Finding("receipt key", None, "its endorsement cannot be checked without the organization's "
+                                "epochs (the receipt API's 'epochs')", "SignatureInvalidError"))
+        return
+    ring = EpochSet(epochs)
+    try:
+        endorsement = KeyEndorsement.from_json(raw)
+        check_key_endorsement(endorsement, ring, tenant=body.get("tenant"))
+    except (LedgerError, BundleError) as exc:
+        findings.append(_finding("receipt key", exc) if isinstance(exc, LedgerError) else
+                        Finding("receipt key", None, str(exc), type(exc).__name__))
+        return
+    if endorsement.purpose != RECEIPT or endorsement.public_key != key:
+        findings.append(Finding("receipt key", None, "the endorsement is for another key or purpose, not the key "
+                                "that signed this receipt", "SignatureInvalidError"))
+    elif not endorsed_key_valid_at(endorsement, body.get("time"), ring):
+        findings.append(Finding("receipt key", None, f"not endorsed for the receipt's time {body.get('time')!r} "
+                                "(outside its window, or revoked)", "EpochExpiredError"))
 
 
 def receipt_main(argv: Sequence[str], prog: str) -> int:

@@ -39,7 +39,7 @@ def admin_world(transactional_db):
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
     hits: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -55,6 +55,8 @@ def receiver():
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # Loopback is reachable only because the egress allow-list names this receiver.
+    settings.AGENT_EGRESS_ALLOW = f"127.0.0.1:{server.server_address[1]}"
     yield f"http://127.0.0.1:{server.server_address[1]}/hook", hits
     server.shutdown()
     server.server_close()

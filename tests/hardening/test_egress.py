@@ -7,7 +7,7 @@ and closed ports gave different errors; ``api_key_env`` sent a worker variable a
 header; a plaintext ``api_key`` came back from ``GET /api/v1/audits/{id}/``; an analyst of
 another organization could do the same. Now analysts pick an endpoint an org admin registered
 (URL and encrypted, write-only secret), and every request goes through
-``audits.engine.egress`` (http(s) only, internal addresses refused unless
+``egress.client`` (http(s) only, internal addresses refused unless
 ``AGENT_EGRESS_ALLOW`` names them, no redirects, capped size and time, errors without bodies).
 
 The local stub agents here listen on 127.0.0.1, so each test that reaches one sets
@@ -27,9 +27,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from audits import services
-from audits.engine import egress
 from audits.engine.agents import make_agent
 from audits.models import AgentEndpoint, AuditRun
+from egress import client as egress
 from orgs.models import ActivityEvent, Role
 from tests.conftest import _member
 

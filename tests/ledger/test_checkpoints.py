@@ -18,7 +18,7 @@ from ledger.core.checkpoint import open_checkpoint, parse_checkpoint_text
 from ledger.core.merkle import verify_consistency
 from ledger.core.note import COSIGNATURE_V1, NoteSigner, VerifierKey, cosign, parse_note
 from ledger.models import TreeHead, WitnessCosignature
-from ledger.signing import epochs_for
+from ledger.signing import epochs_for, receipt_key_endorsement_for
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,8 +174,9 @@ def test_the_receipt_command_checks_a_receipt_against_anchor_and_checkpoint(ledg
     key = bytes(ReceiptKey.objects.get(organization=organization, key_id=receipt["body"]["key_id"]).public_key)
     # the key history since the anchor (the fixture rotated once): the checkpoint is signed by epoch 2
     epochs = [e.to_json() for e in epochs_for(organization)]
+    endorsement = receipt_key_endorsement_for(organization, receipt["body"]).to_json()
     (tmp_path / "r.json").write_text(json.dumps({"receipt": receipt, "receipt_public_key": key.hex(),
-                                                 "epochs": epochs}))
+                                                 "receipt_key_endorsement": endorsement, "epochs": epochs}))
     (tmp_path / "cp.txt").write_bytes(client.get("/api/v1/orgs/acme/checkpoint").content)
     anchor = epochs_for(organization)[0].public_key.hex()
     out = _cli("receipt", str(tmp_path / "r.json"), "--anchor", anchor, "--checkpoint", str(tmp_path / "cp.txt"))
@@ -185,6 +186,23 @@ def test_the_receipt_command_checks_a_receipt_against_anchor_and_checkpoint(ledg
     assert out.returncode == 1 and "FAIL checkpoint" in out.stdout
     out = _cli("receipt", str(tmp_path / "r.json"))
     assert out.returncode == 3 and out.stdout.startswith("UNANCHORED")
+
+    # Issue 13: a receipt signed by a key of the forger's own, named in the file, is refused; so
+    # is the real receipt when the file carries no endorsement of its key.
+    from ledger.core.keys import Ed25519Key
+    from ledger.core.receipts import TAG_RECEIPT, entry_hash, key_id
+
+    stranger = Ed25519Key.generate()
+    body = {**receipt["body"], "key_id": key_id(stranger.public_key)}
+    forged = {**receipt, "body": body, "signature": stranger.sign(entry_hash(TAG_RECEIPT, body)).hex()}
+    (tmp_path / "f.json").write_text(json.dumps({"receipt": forged, "receipt_public_key": stranger.public_key.hex(),
+                                                 "receipt_key_endorsement": endorsement, "epochs": epochs}))
+    out = _cli("receipt", str(tmp_path / "f.json"), "--anchor", anchor, "--checkpoint", str(tmp_path / "cp.txt"))
+    assert out.returncode == 1 and "FAIL receipt key" in out.stdout, out.stdout
+    (tmp_path / "n.json").write_text(json.dumps({"receipt": receipt, "receipt_public_key": key.hex(),
+                                                 "epochs": epochs}))
+    out = _cli("receipt", str(tmp_path / "n.json"), "--anchor", anchor, "--checkpoint", str(tmp_path / "cp.txt"))
+    assert out.returncode == 1 and "FAIL receipt key" in out.stdout, out.stdout
 
 
 def test_operator_commands_take_the_pins(ledger, organization, memories, tmp_path, capsys, client):

@@ -64,8 +64,10 @@ def celery_retries():
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
     r = Receiver()
+    # The receiver is on loopback: deliveries reach it only because the egress allow-list names it.
+    settings.AGENT_EGRESS_ALLOW = f"127.0.0.1:{r.server.server_address[1]}"
     yield r
     r.close()
 
@@ -109,6 +111,17 @@ def test_a_receiver_that_never_answers_2xx_ends_failed_without_echoing_its_body(
         notification_emit(organization_id=org_a.pk, event="label.signed", payload={"memory": 1})
     d = WebhookDelivery.objects.get()
     assert d.status == "failed" and d.attempts == 5 and d.error == "answered HTTP 500"
+
+
+def test_a_webhook_to_an_internal_address_is_refused_by_the_egress_policy(receiver, org_a, settings,
+                                                                         django_capture_on_commit_callbacks):
+    settings.AGENT_EGRESS_ALLOW = ""  # loopback, private and metadata addresses refused (SSRF)
+    webhook_create(organization=org_a, url=receiver.url, events=["audit.finished"])
+    with django_capture_on_commit_callbacks(execute=True):
+        notification_emit(organization_id=org_a.pk, event="audit.finished", payload={"audit_run": 7})
+    d = WebhookDelivery.objects.get()
+    assert receiver.requests == [] and d.status == "failed" and d.attempts == 1
+    assert d.error.startswith("not delivered: blocked, request id ")
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "gopher://127.0.0.1:6379/",

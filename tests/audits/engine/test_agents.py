@@ -8,8 +8,8 @@ import pytest
 from audits.engine import agents
 from audits.engine.agents import AgentError, TransientHTTPError
 from audits.engine.agents import make_agent as _make_agent
-from audits.engine.egress import EgressPolicy
 from audits.engine.retriever import RetrievedMemory
+from egress.client import EgressPolicy
 
 # The stub servers below listen on 127.0.0.1: the policy must allow loopback explicitly.
 LOOPBACK = EgressPolicy.from_setting("127.0.0.0/8")

@@ -1,7 +1,8 @@
-"""The one HTTP client through which audits reach an agent (issue 11, "agent egress policy").
+"""The one HTTP client for every outgoing request (issue 11, "agent egress policy").
 
-An audit connector sends the store's memories to a URL and reads an answer back, on a worker
-that also holds database credentials and sits next to internal services. So every request:
+An audit connector sends the store's memories to a URL and reads an answer back, and a
+notification webhook posts to a URL an admin typed, on workers that also hold database
+credentials and sit next to internal services. So every request:
 
 - speaks ``http`` or ``https`` only (``file:``, ``ftp:``, ``gopher:``... are refused);
 - resolves the host once, refuses any address that is not globally routable — loopback,
@@ -274,6 +275,13 @@ def _redact(url: str) -> str:
 def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str], timeout: float,
               policy: EgressPolicy) -> Response:
     """POST ``payload`` as JSON under ``policy``; a 2xx ``Response`` or an ``EgressError``."""
+    return post(url, json.dumps(payload).encode("utf-8"), headers={"Accept": "application/json", **headers},
+                timeout=timeout, policy=policy)
+
+
+def post(url: str, body: bytes, *, headers: Mapping[str, str], timeout: float, policy: EgressPolicy) -> Response:
+    """POST ``body`` (JSON unless ``headers`` say otherwise) under ``policy``; a 2xx ``Response``
+    or an ``EgressError``."""
     rid = new_request_id()
     deadline = time.monotonic() + timeout
 
@@ -309,7 +317,6 @@ def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str
         raise fail(BLOCKED, f"{host!r} resolves to {', '.join(map(str, refused))}, not in AGENT_EGRESS_ALLOW")
     address = addresses[0]
 
-    body = json.dumps(payload).encode("utf-8")
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
@@ -322,8 +329,7 @@ def post_json(url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str
     try:
         try:
             conn.request("POST", path, body=body, headers={
-                "Content-Type": "application/json", "Accept": "application/json",
-                "User-Agent": "MemAudit-agent/1", **headers})
+                "Content-Type": "application/json", "User-Agent": "MemAudit-agent/1", **headers})
             resp = conn.getresponse()
             chunks: list[bytes] = []
             size = 0
