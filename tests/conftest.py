@@ -28,8 +28,13 @@ PASSWORD = "correct-horse-battery-staple"
 
 @pytest.fixture(autouse=True)
 def _ledger_key_dirs(settings, tmp_path):
+    from ledger import signing
+
     settings.HOUSEKEEPER_KEY_DIR = tmp_path / "housekeeper-keys"
     settings.RECEIPT_KEY_DIR = tmp_path / "receipt-keys"
+    # Online keys live in the process; their endorsements are append-only rows in production, but
+    # a test's database is rolled back or flushed, so each test starts as a new process would.
+    signing._online.clear()
 
 
 def _clear_erase_permit(**kwargs) -> None:
