@@ -22,10 +22,10 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 migrate: install
-	$(PY) manage.py migrate --noinput
+	umask 077 && $(PY) manage.py migrate --noinput
 
 demo: migrate
-	$(PY) manage.py seed_demo
+	umask 077 && $(PY) manage.py seed_demo
 
 # Web server + worker on http://127.0.0.1:8000; Ctrl-C stops both. bin/run sets DEBUG (off unless
 # DEBUG=1), the SECRET_KEY file and collects the static files.
