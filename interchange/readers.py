@@ -27,7 +27,7 @@ def decode(data: bytes, filename: str, col: Collector) -> str | None:
     return text.removeprefix("\ufeff")
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
@@ -36,7 +36,7 @@ def loads(raw: str | bytes) -> Any:
     refuses them); nesting beyond the recursion limit and integers beyond Python's digit
     limit raise ValueError instead of escaping as other exceptions."""
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        return json.loads(raw, parse_constant=reject_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -82,6 +82,25 @@ def checked(obj: Any, filename: str, line: int | None, col: Collector, raw: str 
     return True
 
 
+SKIP = object()  # what parse_line answers for a line that yields no record
+
+
+def parse_line(raw: str, filename: str, n: int, col: Collector) -> Any:
+    """One JSON Lines line: its object, or ``SKIP`` for a blank line or one whose problem
+    (bad JSON, a value the database cannot store) is now recorded in ``col``."""
+    if not raw.strip():
+        return SKIP
+    try:
+        obj = loads(raw)
+    except json.JSONDecodeError as exc:
+        col.add(filename, n, None, f"bad JSON: {exc.msg} (column {exc.colno})")
+        return SKIP
+    except ValueError as exc:
+        col.add(filename, n, None, f"bad JSON: {exc}")
+        return SKIP
+    return obj if checked(obj, filename, n, col, raw) else SKIP
+
+
 def iter_jsonl(text: str, filename: str, col: Collector) -> Iterator[tuple[int, Any]]:
     # Lines end at "\n" only: str.splitlines() also splits at U+2028/U+2029, U+0085 and
     # others, which JSON strings may hold unescaped, and would cut a valid record in two.
@@ -93,17 +112,8 @@ def iter_jsonl(text: str, filename: str, col: Collector) -> Iterator[tuple[int, 
         n += 1
         raw = text[start:end].removesuffix("\r")
         start = end + 1
-        if not raw.strip():
-            continue
-        try:
-            obj = loads(raw)
-        except json.JSONDecodeError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc.msg} (column {exc.colno})")
-            continue
-        except ValueError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc}")
-            continue
-        if checked(obj, filename, n, col, raw):
+        obj = parse_line(raw, filename, n, col)
+        if obj is not SKIP:
             yield n, obj
 
 
@@ -114,7 +124,7 @@ def iter_json_array(text: str, filename: str, col: Collector, *, start: int = 0,
     default), with each element's starting line; elements are decoded one at a time, so a
     large array never exists twice in memory. ``end_at`` (a one-item list) receives the index
     just after a nested array's closing bracket."""
-    dec = json.JSONDecoder(parse_constant=_reject_constant)
+    dec = json.JSONDecoder(parse_constant=reject_constant)
     ws = " \t\r\n"
     i = start
     top = start == 0

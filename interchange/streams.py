@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from interchange.issues import Collector
-from interchange.readers import checked, loads
+from interchange.readers import SKIP, checked, parse_line, reject_constant
 
 PIECE = 1 << 20
 MAX_VALUE_CHARS = 64 << 20  # one record larger than this is refused rather than buffered
@@ -31,7 +31,7 @@ class JsonStream:
         self.buf, self.pos, self.eof = "", 0, False
         self.line, self.line_pos = 1, 0  # the line number at buffer index line_pos
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
-        self._json = json.JSONDecoder(parse_constant=_reject_constant)
+        self._json = json.JSONDecoder(parse_constant=reject_constant)
         self._read_bytes = 0
         self._started = False
 
@@ -148,10 +148,6 @@ class JsonStream:
                 return
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def iter_jsonl_file(f: BinaryIO, filename: str, col: Collector) -> Iterator[tuple[int, Any]]:
     """JSON Lines from a binary file, line by line (lines end at b"\\n" only, as in
     ``readers.iter_jsonl``)."""
@@ -164,15 +160,6 @@ def iter_jsonl_file(f: BinaryIO, filename: str, col: Collector) -> Iterator[tupl
         if n == 1:
             raw = raw.removeprefix("\ufeff")
         raw = raw.removesuffix("\n").removesuffix("\r")
-        if not raw.strip():
-            continue
-        try:
-            obj = loads(raw)
-        except json.JSONDecodeError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc.msg} (column {exc.colno})")
-            continue
-        except ValueError as exc:
-            col.add(filename, n, None, f"bad JSON: {exc}")
-            continue
-        if checked(obj, filename, n, col, raw):
+        obj = parse_line(raw, filename, n, col)
+        if obj is not SKIP:
             yield n, obj

@@ -838,6 +838,29 @@ def _guard_sql(chains: list[_Chain]) -> list[_Statement]:
     return out
 
 
+def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime
+                        ) -> tuple[dict[int, _Chain], list[ProvenanceNode]]:
+    """Build, sign and verify each item's transition on its memory's chain (several items may
+    name one memory); the chains to write and the provenance rows, in item order."""
+    t = format_time(now)
+    chains: dict[int, _Chain] = {}
+    keys: dict[int, tuple[Any, EpochSet]] = {}
+    nodes: list[ProvenanceNode] = []
+    for it in items:
+        m = memories.get(it["memory_id"])
+        if m is None:
+            raise ValidationError(f"memory {it['memory_id']} does not exist")
+        if m.organization_id not in keys:
+            keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
+        signer, epochs = keys[m.organization_id]
+        chain = chains.setdefault(m.pk, _Chain.of(m))
+        entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
+                                      eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
+        _verify_into(chain, entries, epochs)
+        nodes.append(chain.rows[-2])
+    return chains, nodes
+
+
 def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[ProvenanceNode] | None:
     """The appends in one round trip, or None when that path does not apply or its check failed
     (nothing was written then; the caller takes the locked path)."""
@@ -849,20 +872,7 @@ def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[Proven
         if m is None:
             return None
         memories[m.pk] = m
-    t = format_time(now)
-    chains: dict[int, _Chain] = {}
-    keys: dict[int, tuple[Any, EpochSet]] = {}
-    nodes: list[ProvenanceNode] = []
-    for it in items:
-        m = memories[it["memory_id"]]
-        if m.organization_id not in keys:
-            keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
-        signer, epochs = keys[m.organization_id]
-        chain = chains.setdefault(m.pk, _Chain.of(m))
-        entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
-                                      eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
-        _verify_into(chain, entries, epochs)
-        nodes.append(chain.rows[-2])
+    chains, nodes = _transitions_signed(items, memories, now)
     try:
         _write(list(chains.values()), guard=_guard_sql(list(chains.values())))
     except DatabaseError:
@@ -945,27 +955,12 @@ def transitions_append(*, items: list[dict], now: datetime | None = None) -> lis
     optional eta_q); several items may name the same memory. Returns the provenance rows."""
     require_housekeeper("appending transitions")
     now = now or now_utc()
-    t = format_time(now)
     fast = _transitions_one_round_trip(items, now)
     if fast is not None:
         return fast
     with transaction.atomic():
         memories = _lock_memories([it["memory_id"] for it in items])
-        chains: dict[int, _Chain] = {}
-        keys: dict[int, tuple[Any, EpochSet]] = {}
-        nodes: list[ProvenanceNode] = []
-        for it in items:
-            m = memories.get(it["memory_id"])
-            if m is None:
-                raise ValidationError(f"memory {it['memory_id']} does not exist")
-            if m.organization_id not in keys:
-                keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
-            signer, epochs = keys[m.organization_id]
-            chain = chains.setdefault(m.pk, _Chain.of(m))
-            entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
-                                          eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
-            _verify_into(chain, entries, epochs)
-            nodes.append(chain.rows[-2])
+        chains, nodes = _transitions_signed(items, memories, now)
         _write(list(chains.values()))
         return nodes
 
