@@ -238,7 +238,7 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("schema", "POST"): "403 405 405 405 405 | 403 405 405 405 405",
     ("api-docs", "GET"): "302 200 200 200 200 | 302 200 200 200 200",
     ("api-docs", "POST"): "302 405 405 405 405 | 302 405 405 405 405",
-    # Accounts (NAME=accounts). Passwords: one's own account, any logged-in user; resets are public.
+    # Accounts (issue 11). Passwords: one's own account, any logged-in user; resets are public.
     ("password_change", "GET"): "302 200 200 200 200 | 302 200 200 200 200",
     ("password_change", "POST"): "302 200 200 200 200 | 302 200 200 200 200",
     ("password_change_done", "GET"): "302 200 200 200 200 | 302 200 200 200 200",
@@ -281,7 +281,7 @@ EXPECTED: dict[tuple[str, str], str] = {
 
 
 def _account_ids(t) -> None:
-    """Ids of the accounts pages (NAME=accounts): an invitation (and its link token), an agent
+    """Ids of the accounts pages (issue 11): an invitation (and its link token), an agent
     token, a password-reset link (an invalid one: the page answers for any), a webhook."""
     from ledger.models import AgentToken
     from orgs.notifications import webhook_create
