@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from interchange.importers.common import id_ok, iter_object_members, rfc3339
-from interchange.importers.registry import MEMORIES, Head, Importer, Sniff, register, sqlite_file
+from interchange.importers.registry import MEMORIES, Head, Importer, Sniff, register, sniff_sqlite_table, sqlite_parse
 from interchange.issues import Collector
 from interchange.readers import checked, decode, iter_json_array, iter_jsonl, loads
 from interchange.records import MemoryRecord, Parsed
@@ -161,17 +161,10 @@ class LangGraphSqlite(Importer):
     notes = "Each row of the store table becomes a memory (id = prefix:key); times without a zone are UTC."
 
     def sniff(self, head: Head) -> Sniff:
-        if head.sqlite_tables is not None and "store" in head.sqlite_tables:
-            return Sniff(0.95, "an SQLite database with LangGraph's store table")
-        return Sniff.no()
+        return sniff_sqlite_table(head, "store", "an SQLite database with LangGraph's store table")
 
     def parse(self, data: bytes, filename: str, col: Collector) -> Parsed:
-        try:
-            with sqlite_file(data) as path:
-                return store_parse(store_rows(path), filename, col)
-        except sqlite3.DatabaseError as exc:
-            col.add(filename, None, None, f"cannot read the SQLite database: {exc}")
-            return Parsed([])
+        return sqlite_parse(data, filename, col, lambda path: store_parse(store_rows(path), filename, col))
 
 
 register(LangGraphJson())

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from interchange.importers.common import id_ok, iter_object_members, rfc3339
-from interchange.importers.registry import MEMORIES, Head, Importer, Sniff, register, sqlite_file
+from interchange.importers.registry import MEMORIES, Head, Importer, Sniff, register, sniff_sqlite_table, sqlite_parse
 from interchange.issues import Collector
 from interchange.readers import decode, iter_json_array
 from interchange.records import HistoryEvent, MemoryRecord, Parsed
@@ -220,17 +220,10 @@ class Mem0History(Importer):
              "superseding the old one; each DELETE a signed retirement that keeps the text; in mem0's order.")
 
     def sniff(self, head: Head) -> Sniff:
-        if head.sqlite_tables is not None and "history" in head.sqlite_tables:
-            return Sniff(0.95, "an SQLite database with mem0's history table")
-        return Sniff.no()
+        return sniff_sqlite_table(head, "history", "an SQLite database with mem0's history table")
 
     def parse(self, data: bytes, filename: str, col: Collector) -> Parsed:
-        try:
-            with sqlite_file(data) as path:
-                return history_parse(history_rows(path), filename, col)
-        except sqlite3.DatabaseError as exc:
-            col.add(filename, None, None, f"cannot read the SQLite database: {exc}")
-            return Parsed([])
+        return sqlite_parse(data, filename, col, lambda path: history_parse(history_rows(path), filename, col))
 
 
 register(Mem0Export())

@@ -85,6 +85,22 @@ def memories_from_csv(text: str, file: str, col: Collector) -> Iterator[tuple[in
         yield line, obj
 
 
+def _supersedes(obj: dict, rec: MemoryRecord, filename: str, line: int | None,
+                col: Collector) -> HistoryEvent | None | bool:
+    """The update a record's ``supersedes`` asks for: None when it names nothing, False when it is
+    refused (the issue is in ``col``). Only an earlier version of the same memory (<id>,
+    <id>#v<k>) can be superseded, so a writer cannot push an unrelated memory's weight down by
+    "replacing" it."""
+    old = obj.get("supersedes")
+    if old is None:
+        return None
+    base = rec.id.split("#v", 1)[0]
+    if not isinstance(old, str) or old == rec.id or old.split("#v", 1)[0] != base:
+        col.add(filename, line, "supersedes", f"must name an earlier version of {base!r} ({base!r} or {base + '#v<n>'!r})")
+        return False
+    return HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client")
+
+
 def _records(items, filename: str, col: Collector) -> Parsed:
     """Records, plus a history event for each record that names the memory it ``supersedes``
     (a new version written through the client: the old one gets a signed provenance entry)."""
@@ -95,16 +111,11 @@ def _records(items, filename: str, col: Collector) -> Parsed:
         rec = memory_from_obj(obj, filename, line, col)
         if rec is None:
             continue
-        old = obj.get("supersedes")
-        if old is not None:
-            # Only an earlier version of the same memory (<id>, <id>#v<k>) can be superseded, so a
-            # writer cannot push an unrelated memory's weight down by "replacing" it.
-            base = rec.id.split("#v", 1)[0]
-            if not isinstance(old, str) or old == rec.id or old.split("#v", 1)[0] != base:
-                col.add(filename, line, "supersedes",
-                        f"must name an earlier version of {base!r} ({base!r} or {base + '#v<n>'!r})")
-                continue
-            events.append(HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client"))
+        update = _supersedes(obj, rec, filename, line, col)
+        if update is False:
+            continue
+        if update is not None:
+            events.append(update)
         out.append(rec)
         ids.append((rec.id, line))
     check_unique(ids, filename, col)
@@ -268,14 +279,11 @@ def stream_records(pairs, filename: str, col: Collector, events: list) -> Iterat
         if rec.id in seen:
             col.add(filename, line, "id", f"duplicate id {rec.id!r} (first on line {seen[rec.id]})")
             continue
-        old = obj.get("supersedes")
-        if old is not None:
-            base = rec.id.split("#v", 1)[0]
-            if not isinstance(old, str) or old == rec.id or old.split("#v", 1)[0] != base:
-                col.add(filename, line, "supersedes",
-                        f"must name an earlier version of {base!r} ({base!r} or {base + '#v<n>'!r})")
-                continue
-            events.append(HistoryEvent("update", old, f"{old}->{rec.id}", rec.created_at, rec.id, "client"))
+        update = _supersedes(obj, rec, filename, line, col)
+        if update is False:
+            continue
+        if update is not None:
+            events.append(update)
         seen[rec.id] = line
         yield rec
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from interchange.issues import Collector, Issue, ValidationError
+from interchange.records import Parsed
 
 HEAD_BYTES = 64 * 1024
 MIN_CONFIDENCE = 0.3
@@ -142,6 +143,23 @@ def sqlite_file(data: bytes) -> Iterator[Path]:
         path = Path(tmp) / "upload.sqlite3"
         path.write_bytes(data)
         yield path
+
+
+def sqlite_parse(data: bytes, filename: str, col: Collector, read: Callable[[Path], Parsed]) -> Parsed:
+    """``read`` an uploaded SQLite database; a file SQLite cannot read is one issue, not a crash."""
+    try:
+        with sqlite_file(data) as path:
+            return read(path)
+    except sqlite3.DatabaseError as exc:
+        col.add(filename, None, None, f"cannot read the SQLite database: {exc}")
+        return Parsed([])
+
+
+def sniff_sqlite_table(head: Head, table: str, reason: str) -> Sniff:
+    """A database importer's sniff: confident when the upload is SQLite with ``table``."""
+    if head.sqlite_tables is not None and table in head.sqlite_tables:
+        return Sniff(0.95, reason)
+    return Sniff.no()
 
 
 def head_of(data: bytes, filename: str) -> Head:
