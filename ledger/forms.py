@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from interchange.importers import MEMORIES, formats
 from ledger.models import EpistemicLabel, Store
 from ledger.store_selectors import MEMORY_STATES
 
@@ -25,8 +26,6 @@ class StoreCreateForm(forms.ModelForm):
 
 
 def _format_choices() -> list[tuple[str, str]]:
-    from interchange.importers import MEMORIES, formats
-
     return [("", "Detect from the file")] + [(f.name, f.title) for f in formats(MEMORIES)]
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from egress.client import parse_allow
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 PLACEHOLDER_SECRET_KEY = "---insecure-dev-key-change-me---"
 
@@ -329,8 +331,6 @@ LLM_BASE_URL = envstr("LLM_BASE_URL", "http://127.0.0.1:8088/v1")
 def envallow(name: str, default: str) -> str:
     """An egress allow-list (``127.0.0.1:8088,10.0.0.0/8,[::1]:8088,llm.internal:443``), checked here
     so a typo stops the process at start instead of silently refusing every agent."""
-    from egress.client import parse_allow
-
     value = os.getenv(name, default)
     try:
         parse_allow(value)

@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from django.contrib.staticfiles.finders import BaseFinder
+from django.core.checks import Error
 from django.core.files.storage import FileSystemStorage
 
 # static path -> (package, file inside the package)
@@ -23,8 +24,6 @@ def _source(package: str, relative: str) -> Path | None:
 
 class VendorFinder(BaseFinder):
     def check(self, **kwargs):
-        from django.core.checks import Error
-
         return [
             Error(f"{package} is not installed; {name} cannot be served", id="memaudit.E003")
             for name, (package, relative) in VENDOR_FILES.items()

@@ -118,3 +118,157 @@ def test_the_rule_catches_a_wrong_arrow(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _violations() == {("ledger/core/bad.py", "django.conf"), ("ledger/core/bad.py", "audits"),
                              ("audits/engine/bad.py", "celery"), ("audits/engine/bad.py", "ledger")}
+
+
+# ---- function-local imports and import cycles (issue 12) -------------------------------------
+
+LOCAL_REASON = "# local:"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _module_level_imports(tree: ast.Module):
+    """Imports that run when the module is imported: top level, and inside top-level try/if blocks
+    (an optional dependency), but not under ``if TYPE_CHECKING:``."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and not _is_type_checking(node):
+            todo += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            todo += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+
+
+def _local_imports(tree: ast.Module):
+    top = set(map(id, _module_level_imports(tree)))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            yield node
+
+
+def _has_reason(lines: list[str], node: ast.stmt) -> bool:
+    # The reason stands on the import's own line(s) or on the line just above it.
+    first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+    around = lines[max(first - 2, 0):last]
+    return any(LOCAL_REASON in line for line in around)
+
+
+def _unexplained_local_imports() -> list[str]:
+    found = []
+    for rel, _module, path in _product_files():
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=str(path))
+        lines = text.splitlines()
+        for node in _local_imports(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                continue
+            if not _has_reason(lines, node):
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_no_function_local_import_without_a_reason():
+    found = _unexplained_local_imports()
+    assert not found, (
+        f"function-local imports need a '{LOCAL_REASON} <why>' comment (or belong at the top):\n  "
+        + "\n  ".join(found))
+
+
+def _resolve(module: str, known: set[str]) -> str | None:
+    while module and module not in known:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def _module_graph() -> dict[str, set[str]]:
+    files = {module: path for _rel, module, path in _product_files()}
+    known = set(files)
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in _module_level_imports(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                # `from pkg import mod` imports the submodule when there is one, else the package.
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                           for alias in node.names]
+            for target in targets:
+                dst = _resolve(target, known)
+                if dst and dst != module:
+                    graph[module].add(dst)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_no_import_cycles():
+    cycles = _cycles(_module_graph())
+    assert not cycles, "modules that import each other (at import time):\n  " + "\n  ".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_local_import_and_cycle_rules_can_fail(tmp_path, monkeypatch):
+    pkg = tmp_path / "ledger"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from ledger import b\n\ndef f():\n    import json\n")
+    (pkg / "b.py").write_text("from ledger.a import f\n\ndef g():\n    import numpy  # local: heavy\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _unexplained_local_imports() == ["ledger/a.py:4"]
+    assert _cycles(_module_graph()) == [["ledger.a", "ledger.b"]]

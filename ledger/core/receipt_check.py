@@ -15,6 +15,7 @@ cites is the checkpoint or consistent with it (RFC 6962 proof from the file or
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from dataclasses import asdict
@@ -49,8 +50,6 @@ from ledger.core.verify import (
 
 
 def _hex_or_b64(items: object) -> list[bytes]:
-    import base64
-
     if type(items) is not list:
         raise BundleError("proof must be a list of hashes")
     out = []

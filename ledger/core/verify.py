@@ -680,7 +680,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m ledger.core.v
               "1 findings, 2 unusable input, 3 no findings but UNANCHORED (no --anchor).")
         return EXIT_OK if argv else EXIT_UNUSABLE
     if argv[0] == "receipt":
-        from ledger.core.receipt_check import receipt_main
+        from ledger.core.receipt_check import receipt_main  # local: receipt_check imports this module
 
         return receipt_main(argv[1:], f"{prog} receipt")
     if argv[0] == "bundle":
