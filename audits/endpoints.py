@@ -27,6 +27,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
+from audits.engine.agents import CONNECTORS
 from audits.models import AgentEndpoint
 from egress.client import EgressPolicy
 from orgs.models import Membership, Organization
@@ -259,9 +260,11 @@ def agent_settings_clean(agent: dict[str, Any], *, organization: Organization | 
         return None
     name = agent.get("endpoint")
     if name is None:
-        if agent.get("connector") == "webhook":
+        cls = CONNECTORS.get(agent.get("connector"))
+        if cls is not None and cls.url_setting and cls.analyst_title is None:
             errors.setdefault("agent", []).append(
-                'endpoint: required for the webhook connector; pick a registered agent endpoint: {"endpoint": "<name>"}')
+                f"endpoint: required for the {cls.connector} connector; pick a registered agent endpoint: "
+                '{"endpoint": "<name>"}')
             return None
         return agent
     if not isinstance(name, str) or organization is None:

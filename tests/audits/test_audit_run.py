@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from audits import services
+from audits.services import replay as replay_services
 from audits.models import AuditRun, ReplayJobRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,7 +43,7 @@ def counting(monkeypatch):
         agents.append(a)
         return a
 
-    monkeypatch.setattr(services, "agent_for", factory)
+    monkeypatch.setattr(replay_services, "agent_for", factory)
     return agents
 
 
@@ -95,7 +96,7 @@ def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poiso
 
     other = poisoned_store_import(organization=poisoned.store.organization, slug="copy")
     half = total // 2
-    monkeypatch.setattr(services, "agent_for", lambda config: CountingAgent(
+    monkeypatch.setattr(replay_services, "agent_for", lambda config: CountingAgent(
         services.make_agent(config), crash_after=half))
     with pytest.raises(WorkerKilled):
         _start(other, alice)
@@ -109,7 +110,7 @@ def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poiso
     # A worker that starts resumes every unfinished run by itself (worker_ready).
     services._CONTEXTS.items.clear()
     agents: list[CountingAgent] = []
-    monkeypatch.setattr(services, "agent_for", lambda config: agents.append(
+    monkeypatch.setattr(replay_services, "agent_for", lambda config: agents.append(
         CountingAgent(services.make_agent(config))) or agents[-1])
     from audits.tasks import _resume_after_a_worker_restart
 
