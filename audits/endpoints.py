@@ -27,25 +27,19 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
-from audits.engine.agents import CONNECTORS
+from audits.engine.agents import CONNECTORS, endpoint_connectors
 from audits.models import AgentEndpoint
 from egress.client import EgressPolicy
 from orgs.models import Membership, Organization
 from orgs.services import activity_record
 
-# Settings an endpoint may carry besides its URL, model and secret (none of them secret).
-OPTION_KEYS = {
-    "openai-chat": {"temperature", "seed", "n_samples", "max_tokens", "timeout", "retries", "backoff", "system",
-                    "prompt_template", "max_memory_chars"},
-    "webhook": {"timeout", "retries", "backoff"},
-}
-TEXT_OPTIONS = {"system", "prompt_template"}
-# Agent settings an analyst may add to a registered endpoint's, per run.
-RUN_OPTION_KEYS = {
-    "openai-chat": {"temperature", "seed", "n_samples", "max_tokens", "prompt_template", "system",
-                    "max_memory_chars"},
-    "webhook": set(),
-}
+# Settings an endpoint may carry besides its URL, model and secret (none of them secret), and
+# those an analyst may add to a registered endpoint's per run: from the connectors' schemas.
+OPTION_KEYS = {name: {st.name for st in CONNECTORS[name].settings if st.endpoint_option}
+               for name in endpoint_connectors()}
+TEXT_OPTIONS = {st.name for name in endpoint_connectors() for st in CONNECTORS[name].settings if st.type == "text"}
+RUN_OPTION_KEYS = {name: {st.name for st in CONNECTORS[name].settings if st.endpoint_option and st.analyst}
+                   for name in endpoint_connectors()}
 # Never accepted from an analyst: where requests go and what credentials they carry.
 FORBIDDEN_AGENT_KEYS = ("url", "base_url", "api_key", "api_key_env", "headers")
 MAX_SECRET_CHARS = 4096
@@ -156,8 +150,8 @@ def _clean(*, connector: str, name: str, base_url: str, model: str, options: Any
         if "@" in base_url.split("//", 1)[1].split("/", 1)[0]:
             errors["base_url"] = ["no user or password in the URL: put the credential in the secret"]
     model = (model or "").strip()
-    if connector == "openai-chat" and not model:
-        errors["model"] = ["required for the openai-chat connector"]
+    if connector in OPTION_KEYS and any(st.name == "model" for st in CONNECTORS[connector].settings) and not model:
+        errors["model"] = [f"required for the {connector} connector"]
     if options in (None, ""):
         options = {}
     if not isinstance(options, dict):
@@ -296,15 +290,7 @@ def agent_config_resolve(agent: dict[str, Any], *, organization: Organization) -
         raise ValueError(f"the agent endpoint {agent.get('endpoint')!r} was deleted; start a new audit")
     cfg: dict[str, Any] = {**ep.options, **agent, "connector": ep.connector}
     secret = secret_decrypt(ep.secret_encrypted) if ep.secret_encrypted else None
-    if ep.connector == "openai-chat":
-        cfg["base_url"] = ep.base_url
-        cfg["model"] = ep.model
-        if secret:
-            cfg["api_key"] = secret
-    else:
-        cfg["url"] = ep.base_url
-        if secret:
-            cfg["headers"] = {"Authorization": f"Bearer {secret}"}
+    cfg.update(CONNECTORS[ep.connector].endpoint_config(url=ep.base_url, model=ep.model, secret=secret))
     return cfg
 
 

@@ -93,6 +93,7 @@ class Setting:
     max: float | None = None
     analyst: bool = True
     form: bool = False  # shown on the audit form (the rest stay API / file settings)
+    endpoint_option: bool = True  # an option an org admin may store on a registered endpoint
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not acceptable (None: it is)."""
@@ -160,6 +161,11 @@ def register_connector(cls: type[Agent]) -> type[Agent]:
     return cls
 
 
+def endpoint_connectors() -> list[str]:
+    """Connectors an org admin registers endpoints for: those that reach an agent over HTTP."""
+    return [name for name, cls in CONNECTORS.items() if cls.url_setting]
+
+
 def connector_class(name: Any) -> type[Agent]:
     if name not in CONNECTORS:
         raise ValueError(f"unknown connector {name!r}; one of {', '.join(CONNECTORS)}")
@@ -181,6 +187,11 @@ class Agent:
     simulation = False
     settings: tuple[Setting, ...] = ()
     url_setting: str | None = None
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        """An HTTP connector's config from a registered endpoint: where to go, with what secret."""
+        raise NotImplementedError(f"connector {cls.connector!r} does not reach an agent over HTTP")
 
     @classmethod
     def check(cls, config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -304,6 +315,14 @@ class BuiltinReaderAgent(Agent):
 # ----------------------------------------------------------------------------- HTTP
 
 
+# How an HTTP connector retries: the operator's concern, set on a registered endpoint only.
+_HTTP_SETTINGS = (
+    Setting("timeout", "float", min=0, max=1e6, analyst=False, help="seconds (60)"),
+    Setting("retries", "int", min=0, max=1e6, analyst=False, help="on timeouts, 429 and 5xx (3)"),
+    Setting("backoff", "float", min=0, max=1e6, analyst=False, help="seconds, doubled per retry (0.5)"),
+)
+
+
 class TransientHTTPError(AgentError):
     """A failure worth retrying: timeout, connection refused, HTTP 429 or 5xx."""
 
@@ -371,7 +390,7 @@ class OpenAIChatAgent(Agent):
     analyst_noun = "this server's LLM"
     url_setting = "base_url"
     settings = (
-        Setting("model", "str", help="This server's LLM: model name.", form=True),
+        Setting("model", "str", help="This server's LLM: model name.", form=True, endpoint_option=False),
         Setting("prompt_template", "text", help="with {query} and {memories}"),
         Setting("system", "text"),
         Setting("temperature", "float", min=0, max=1e6),
@@ -379,7 +398,12 @@ class OpenAIChatAgent(Agent):
         Setting("n_samples", "int", min=1, max=1e6),
         Setting("max_tokens", "int", min=1, max=1e6),
         Setting("max_memory_chars", "int", min=1, max=1e6),
+        *_HTTP_SETTINGS,
     )
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        return {"base_url": url, "model": model, **({"api_key": secret} if secret else {})}
 
     def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
         super().__init__(config, **kw)
@@ -445,6 +469,11 @@ class WebhookAgent(Agent):
     connector = "webhook"
     title = "Webhook (your agent)"
     url_setting = "url"
+    settings = _HTTP_SETTINGS
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        return {"url": url, **({"headers": {"Authorization": f"Bearer {secret}"}} if secret else {})}
 
     def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
         super().__init__(config, **kw)

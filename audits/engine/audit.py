@@ -39,8 +39,8 @@ from .cmis import (
     run_replay,
     run_replays,
 )
-from .consistency import ConsistencyBackend, RulesBackend
-from .expansion import content_meets_harm, expand_batch
+from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
+from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, make_harm
@@ -371,8 +371,6 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     items = {m.id: m for m in memories}
     be = backend if backend is not None else RulesBackend()
     if nli_cache is not None:
-        from .consistency import CachedBackend
-
         be = CachedBackend(be, nli_cache)
     cas_all, signals = compute_cas(mg, be, items, weights=p.signal_weights)
     # Fusion candidates: the scope plus its graph neighbourhood, so that normalisation has
@@ -449,8 +447,6 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
             retriever: Retriever) -> dict[str, str]:
     """What each batch member asserts: its answer slot, else the target of the (contains) harm
     of the event that credited it — so a memory without an answer layout still has a claim."""
-    from .expansion import answer_slot
-
     by_id = {s.id: s for s in ranked}
     out: dict[str, str] = {}
     for mid in batch:
@@ -487,8 +483,6 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     the question retrieved before are named as `breaking`. Replays whose retrieval the batch
     does not touch are cache hits, so the check costs agent calls only where it matters.
     """
-    from .expansion import answer_slot
-
     in_batch = set(batch)
     idx = [retriever.index[m] for m in batch if m in retriever.index]
     mems = retriever.memories

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from audits import services
-from audits.services import replay as replay_services
 from audits.models import AuditRun, ReplayJobRecord
+from audits.services import replay as replay_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from audits import services
+from audits.models import AuditRun, ReplayCacheEntry
 from audits.services import analysis as analysis_services
 from audits.services import replay as replay_services
-from audits.models import AuditRun, ReplayCacheEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
