@@ -505,6 +505,21 @@ class WebhookAgent(Agent):
         return AgentOutput(str(data["output"]))
 
 
+@register_connector
+class EchoAgent(Agent):
+    """Simulation for tests of the connector seam: answers with ``reply`` when set, else the
+    query itself. Adding it took this class and its test, nothing else."""
+
+    connector = "echo"
+    title = analyst_title = "Echo (answers with the query or a fixed reply)"
+    simulation = True
+    settings = (Setting("reply", "str", help="Echo: a fixed answer (empty: the query).", form=True),)
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        return AgentOutput(str(self.config.get("reply") or query))
+
+
 def make_agent(config: Mapping[str, Any] | AgentConfig, *, egress: EgressPolicy | None = None,
                max_in_flight: int | None = None) -> Agent:
     """Build a connector from an agent.json-style dict (`connector`, `top_k`, settings).
