@@ -152,13 +152,18 @@ class AgentConfig:
 CONNECTORS: dict[str, type[Agent]] = {}
 
 
+def register(registry: dict[str, type], name: str, cls: type, what: str) -> type:
+    """Add ``cls`` to ``registry`` under ``name``; a second class under one name is an error."""
+    if registry.get(name, cls) is not cls:
+        raise ValueError(f"{what} {name!r} is registered twice")
+    registry[name] = cls
+    return cls
+
+
 def register_connector(cls: type[Agent]) -> type[Agent]:
     """Class decorator: the connector becomes known to agent.json, the audit settings, the
     audit form and the API (they all read ``CONNECTORS``)."""
-    if cls.connector in CONNECTORS and CONNECTORS[cls.connector] is not cls:
-        raise ValueError(f"connector {cls.connector!r} is registered twice")
-    CONNECTORS[cls.connector] = cls
-    return cls
+    return register(CONNECTORS, cls.connector, cls, "connector")
 
 
 def endpoint_connectors() -> list[str]:

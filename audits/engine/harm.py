@@ -20,7 +20,7 @@ import numpy as np
 
 from egress.client import EgressPolicy
 
-from .agents import OpenAIChatAgent, Setting, canonical_hash, schema_problems
+from .agents import OpenAIChatAgent, Setting, canonical_hash, register, schema_problems
 
 
 class _Encoder(Protocol):
@@ -46,10 +46,7 @@ HARMS: dict[str, type[Harm]] = {}
 def register_harm(cls: type[Harm]) -> type[Harm]:
     """Class decorator: the harm type becomes known to incident files, the audit settings, the
     audit form and the API (they all read ``HARMS``)."""
-    if cls.type in HARMS and HARMS[cls.type] is not cls:
-        raise ValueError(f"harm type {cls.type!r} is registered twice")
-    HARMS[cls.type] = cls
-    return cls
+    return register(HARMS, cls.type, cls, "harm type")
 
 
 class Harm:
