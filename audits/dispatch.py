@@ -2,13 +2,17 @@
 
 Services enqueue through these functions; ``audits.tasks`` imports the services, never the
 reverse, so there is no import loop between them. Tasks are looked up by name in the Celery app
-(``celery.current_app``); the first look-up runs the app's task autodiscovery, so the tasks are
-registered (and honour ``CELERY_TASK_ALWAYS_EAGER``) without this module importing them.
+(``celery.current_app``); a task not registered yet (a web process imports no task module) is
+registered by importing the module its name gives, at the first call — after every module has
+loaded, so no import cycle can form — and then honours ``CELERY_TASK_ALWAYS_EAGER`` like any task.
+(The app's own autodiscovery would do the same for every installed app, in seconds, not
+milliseconds.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import import_module
 
 from celery import current_app
 from celery.app.task import Task
@@ -26,7 +30,7 @@ def task(name: str) -> Task:
     """The registered task called ``name`` (KeyError names it when no app module defines it)."""
     app = current_app
     if name not in app.tasks:
-        app.loader.import_default_modules()  # the app's autodiscovery (memaudit_site.celery)
+        import_module(name.rpartition(".")[0])  # registers the module's tasks with the app
     return app.tasks[name]
 
 
