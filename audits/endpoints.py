@@ -22,7 +22,7 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings as conf
-from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
@@ -30,7 +30,8 @@ from django.db import IntegrityError, transaction
 from audits.engine.agents import CONNECTORS, endpoint_connectors
 from audits.models import AgentEndpoint
 from egress.client import EgressPolicy
-from orgs.models import Membership, Organization
+from orgs.models import Organization
+from orgs.permissions import require_member
 from orgs.services import activity_record
 
 # Settings an endpoint may carry besides its URL, model and secret (none of them secret), and
@@ -127,11 +128,7 @@ def agent_endpoint_get(*, organization: Organization, endpoint_id: int) -> Agent
 def _require_admin(*, user, organization: Organization) -> None:
     if user is None:  # management commands act as the operator
         return
-    m = Membership.objects.filter(user=user, organization=organization).first()
-    if m is None:
-        raise PermissionDenied("You are not a member of this organization.")
-    if not m.is_admin:
-        raise PermissionDenied(f"Your role ({m.get_role_display()}) cannot do this.")
+    require_member(user=user, organization=organization, capability="admin")
 
 
 def _clean(*, connector: str, name: str, base_url: str, model: str, options: Any) -> dict[str, Any]:

@@ -33,11 +33,18 @@ def require(*, user, organization, capability: str) -> None:
         return
     if getattr(user, "is_superuser", False) and not Membership.objects.filter(user=user).exists():
         return
+    require_member(user=user, organization=organization, capability=capability)
+
+
+def require_member(*, user, organization, capability: str) -> Membership:
+    """``user``'s membership of ``organization`` if it has ``capability``; else ``PermissionDenied``
+    (no shortcut for the operator or a superuser: see ``require``)."""
     membership = Membership.objects.filter(user=user, organization=organization).first()
     if membership is None:
         raise PermissionDenied("You are not a member of this organization.")
     if not membership_allows(membership, capability):
         raise PermissionDenied(f"Your role ({membership.get_role_display()}) cannot do this.")
+    return membership
 
 
 def org_required(capability: str = "member"):

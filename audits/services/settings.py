@@ -11,8 +11,9 @@ from django.conf import settings as conf
 from django.core.exceptions import ValidationError as DjangoValidationError
 
 from audits.endpoints import agent_settings_clean
-from audits.engine.agents import CONNECTORS
-from audits.engine.scenario import AgentConfig, ValidationError, parse_agent_config, parse_harm_spec
+from audits.engine.agents import CONNECTORS, AgentConfig
+from audits.engine.scenario import parse_agent_config, parse_harm_spec
+from interchange.issues import ValidationError
 from orgs.models import Organization
 
 CONSISTENCY_BACKENDS = ("rules", "cross-encoder", "onnx-conflict")

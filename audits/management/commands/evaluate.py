@@ -22,12 +22,14 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from audits.engine.agents import AgentConfig
 from audits.engine.evaluate import KEYS, METHODS, attack_success_rate, evaluate_all, score_removed
-from audits.engine.scenario import AgentConfig, ValidationError, load_scenario
+from audits.engine.scenario import load_scenario
 from audits.scenario_import import ScenarioImportError, scenario_import
 from audits.services.analysis import audit_run_now
 from audits.services.replay import agent_for
 from audits.services.runs import audit_run_create
+from interchange.issues import ValidationError
 from ledger.embedding_store import embedder_for_store
 from ledger.services import housekeeper_init
 from ledger.signing import housekeeper_role
