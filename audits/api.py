@@ -14,8 +14,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audits import endpoints, selectors, services
+from audits.engine.agents import endpoint_connectors
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from audits.tasks import incidents_import_staged_task
+from interchange.issues import issues_as_dicts
 from ledger.api import ImportJobSerializer
 from ledger.imports import import_job_stage, inline_limit
 from ledger.models import Store
@@ -35,8 +37,7 @@ def _issues_response(exc: ScenarioValidationError) -> Response:
     more = f" (the first {len(exc.issues)} are listed)" if exc.total > len(exc.issues) else ""
     return Response({"detail": f"{exc.total:,} problem(s) found{more}; nothing was imported.",
                      "issue_count": exc.total,
-                     "issues": [{"file": i.file, "line": i.line, "field": i.field, "message": i.message}
-                                for i in exc.issues]}, status=status.HTTP_400_BAD_REQUEST)
+                     "issues": issues_as_dicts(exc.issues)}, status=status.HTTP_400_BAD_REQUEST)
 
 
 class _Scoped(APIView):
@@ -428,7 +429,7 @@ class _EndpointScoped(_Scoped):
 class AgentEndpointListApi(_EndpointScoped):
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=64)
-        connector = serializers.ChoiceField(choices=["openai-chat", "webhook"])
+        connector = serializers.ChoiceField(choices=endpoint_connectors())
         base_url = serializers.CharField(max_length=500, help_text="openai-chat: …/v1; webhook: the POST URL")
         model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
         options = serializers.JSONField(required=False, default=dict)
@@ -454,7 +455,7 @@ class AgentEndpointListApi(_EndpointScoped):
 class AgentEndpointDetailApi(_EndpointScoped):
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=64, required=False)
-        connector = serializers.ChoiceField(choices=["openai-chat", "webhook"], required=False)
+        connector = serializers.ChoiceField(choices=endpoint_connectors(), required=False)
         base_url = serializers.CharField(max_length=500, required=False)
         model = serializers.CharField(max_length=200, required=False, allow_blank=True)
         options = serializers.JSONField(required=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from audits.models import ReviewProposal
-from audits.services import review_ineligibility
+from audits.services.review import review_ineligibility
 from ledger.decisions import OPERATOR_ACTOR, LabelSpec, Refused, active_membership
 from ledger.models import EpistemicLabel
 

@@ -22,29 +22,25 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings as conf
-from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
+from audits.engine.agents import CONNECTORS, endpoint_connectors
 from audits.models import AgentEndpoint
 from egress.client import EgressPolicy
-from orgs.models import Membership, Organization
+from orgs.models import Organization
+from orgs.permissions import require_member
 from orgs.services import activity_record
 
-# Settings an endpoint may carry besides its URL, model and secret (none of them secret).
-OPTION_KEYS = {
-    "openai-chat": {"temperature", "seed", "n_samples", "max_tokens", "timeout", "retries", "backoff", "system",
-                    "prompt_template", "max_memory_chars"},
-    "webhook": {"timeout", "retries", "backoff"},
-}
-TEXT_OPTIONS = {"system", "prompt_template"}
-# Agent settings an analyst may add to a registered endpoint's, per run.
-RUN_OPTION_KEYS = {
-    "openai-chat": {"temperature", "seed", "n_samples", "max_tokens", "prompt_template", "system",
-                    "max_memory_chars"},
-    "webhook": set(),
-}
+# Settings an endpoint may carry besides its URL, model and secret (none of them secret), and
+# those an analyst may add to a registered endpoint's per run: from the connectors' schemas.
+OPTION_KEYS = {name: {st.name for st in CONNECTORS[name].settings if st.endpoint_option}
+               for name in endpoint_connectors()}
+TEXT_OPTIONS = {st.name for name in endpoint_connectors() for st in CONNECTORS[name].settings if st.type == "text"}
+RUN_OPTION_KEYS = {name: {st.name for st in CONNECTORS[name].settings if st.endpoint_option and st.analyst}
+                   for name in endpoint_connectors()}
 # Never accepted from an analyst: where requests go and what credentials they carry.
 FORBIDDEN_AGENT_KEYS = ("url", "base_url", "api_key", "api_key_env", "headers")
 MAX_SECRET_CHARS = 4096
@@ -132,11 +128,7 @@ def agent_endpoint_get(*, organization: Organization, endpoint_id: int) -> Agent
 def _require_admin(*, user, organization: Organization) -> None:
     if user is None:  # management commands act as the operator
         return
-    m = Membership.objects.filter(user=user, organization=organization).first()
-    if m is None:
-        raise PermissionDenied("You are not a member of this organization.")
-    if not m.is_admin:
-        raise PermissionDenied(f"Your role ({m.get_role_display()}) cannot do this.")
+    require_member(user=user, organization=organization, capability="admin")
 
 
 def _clean(*, connector: str, name: str, base_url: str, model: str, options: Any) -> dict[str, Any]:
@@ -155,8 +147,8 @@ def _clean(*, connector: str, name: str, base_url: str, model: str, options: Any
         if "@" in base_url.split("//", 1)[1].split("/", 1)[0]:
             errors["base_url"] = ["no user or password in the URL: put the credential in the secret"]
     model = (model or "").strip()
-    if connector == "openai-chat" and not model:
-        errors["model"] = ["required for the openai-chat connector"]
+    if connector in OPTION_KEYS and any(st.name == "model" for st in CONNECTORS[connector].settings) and not model:
+        errors["model"] = [f"required for the {connector} connector"]
     if options in (None, ""):
         options = {}
     if not isinstance(options, dict):
@@ -259,9 +251,11 @@ def agent_settings_clean(agent: dict[str, Any], *, organization: Organization | 
         return None
     name = agent.get("endpoint")
     if name is None:
-        if agent.get("connector") == "webhook":
+        cls = CONNECTORS.get(agent.get("connector"))
+        if cls is not None and cls.url_setting and cls.analyst_title is None:
             errors.setdefault("agent", []).append(
-                'endpoint: required for the webhook connector; pick a registered agent endpoint: {"endpoint": "<name>"}')
+                f"endpoint: required for the {cls.connector} connector; pick a registered agent endpoint: "
+                '{"endpoint": "<name>"}')
             return None
         return agent
     if not isinstance(name, str) or organization is None:
@@ -293,15 +287,7 @@ def agent_config_resolve(agent: dict[str, Any], *, organization: Organization) -
         raise ValueError(f"the agent endpoint {agent.get('endpoint')!r} was deleted; start a new audit")
     cfg: dict[str, Any] = {**ep.options, **agent, "connector": ep.connector}
     secret = secret_decrypt(ep.secret_encrypted) if ep.secret_encrypted else None
-    if ep.connector == "openai-chat":
-        cfg["base_url"] = ep.base_url
-        cfg["model"] = ep.model
-        if secret:
-            cfg["api_key"] = secret
-    else:
-        cfg["url"] = ep.base_url
-        if secret:
-            cfg["headers"] = {"Authorization": f"Bearer {secret}"}
+    cfg.update(CONNECTORS[ep.connector].endpoint_config(url=ep.base_url, model=ep.model, secret=secret))
     return cfg
 
 

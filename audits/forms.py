@@ -1,4 +1,5 @@
-"""Forms of the audit pages: shapes only. ``audits.services`` validates meaning (incident files,
+"""Forms of the audit pages: shapes only, the agent's and harm's settings from the engine's
+registries. ``audits.services`` validates meaning (incident files,
 audit settings, review rules) and its errors are shown next to the fields they name."""
 
 from __future__ import annotations
@@ -8,24 +9,40 @@ from typing import Any
 
 from django import forms
 
-from audits.engine.scenario import CONNECTORS
+from audits.engine.agents import CONNECTORS, Setting
+from audits.engine.harm import HARMS
 from audits.models import Incident
 from ledger.models import Store
 
-CONNECTOR_CHOICES = [
-    ("builtin-vote", "Built-in vote (majority of the retrieved)"),
-    ("builtin-reader", "Built-in reader (incident's candidates)"),
-    ("openai-chat", "OpenAI-compatible chat"),
-    ("webhook", "Webhook (your agent)"),
-]
-assert [c for c, _ in CONNECTOR_CHOICES] == list(CONNECTORS)
-# What an analyst picks when starting an audit: a simulation, the deployment's own LLM, or an
-# endpoint an org admin registered ("endpoint:<name>"). Never a URL or a secret.
-AGENT_CHOICES = [
-    ("builtin-vote", CONNECTOR_CHOICES[0][1]),
-    ("builtin-reader", CONNECTOR_CHOICES[1][1]),
-    ("openai-chat", "This server's LLM (OpenAI-compatible chat)"),
-]
+
+def agent_choices() -> list[tuple[str, str]]:
+    """What an analyst picks when starting an audit without an endpoint: the registered
+    connectors that offer themselves (simulations, the deployment's own LLM). Never a URL or a
+    secret; an endpoint an org admin registered is added as "endpoint:<name>"."""
+    return [(name, cls.analyst_title) for name, cls in CONNECTORS.items() if cls.analyst_title]
+
+
+def endpoint_connector_choices() -> list[tuple[str, str]]:
+    """Connectors an org admin registers endpoints for: those that reach an agent over HTTP."""
+    return [(name, cls.title) for name, cls in CONNECTORS.items() if cls.url_setting]
+
+
+def _form_field(st: Setting) -> forms.Field:
+    """A form field for a registered setting (never required here: the form's ``clean`` asks
+    for what the chosen connector or harm needs)."""
+    kw: dict[str, Any] = {"required": False, "label": st.name.replace("_", " ").capitalize(), "help_text": st.help}
+    if st.choices is not None:
+        return forms.ChoiceField(choices=[("", "—")] + [(c, c) for c in st.choices], **kw)
+    if st.type == "int":
+        return forms.IntegerField(min_value=st.min, max_value=st.max, **kw)
+    if st.type == "float":
+        return forms.FloatField(min_value=st.min, max_value=st.max, **kw)
+    if st.type == "bool":
+        return forms.BooleanField(**kw)
+    widget = forms.Textarea(attrs={"rows": 2}) if st.type == "text" else None
+    return forms.CharField(widget=widget, **kw)
+
+
 ENDPOINT_PREFIX = "endpoint:"
 
 
@@ -68,12 +85,15 @@ class IncidentForm(_OrgForm):
 
 
 class AuditStartForm(forms.Form):
+    """Start an audit. The agent's and the default harm's settings are rendered from the
+    registries (``engine.agents.CONNECTORS``, ``engine.harm.HARMS``): a connector's on-form
+    settings are fields named after the setting, a harm's ``harm_<setting>``."""
+
     incidents = forms.ModelMultipleChoiceField(queryset=Incident.objects.none(), widget=forms.CheckboxSelectMultiple,
                                                label="Incidents")
-    connector = forms.ChoiceField(choices=AGENT_CHOICES, initial="builtin-vote", label="Agent",
+    connector = forms.ChoiceField(choices=(), initial="builtin-vote", label="Agent",
                                   help_text="A simulation, this server's LLM, or an agent endpoint your "
                                             "organization's admin registered.")
-    model = forms.CharField(required=False, label="Model", help_text="This server's LLM: model name.")
     top_k = forms.IntegerField(min_value=1, max_value=100, initial=5, label="Retrieval k")
     alpha = forms.FloatField(min_value=0, max_value=1, initial=0.6, label="α (CMIS weight in DS)",
                              widget=forms.NumberInput(attrs={"step": "0.05"}))
@@ -81,22 +101,53 @@ class AuditStartForm(forms.Form):
                                 help_text="Most agent calls the counterfactual replays may use; empty = no limit.")
     top_n = forms.IntegerField(required=False, min_value=1, label="Batch size (top N)",
                                help_text="Empty = every suspect with DS ≥ the threshold.")
-    harm_target = forms.CharField(required=False, label="Default harm: answer contains",
+    harm_type = forms.ChoiceField(choices=(), required=False, initial="contains", label="Default harm",
                                   help_text="For incidents without their own harm spec.")
 
     def __init__(self, *args, incidents, endpoints=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["incidents"].queryset = incidents
         self.fields["incidents"].label_from_instance = lambda i: f"{i.external_id} — {i.query[:90]}"
-        self.fields["connector"].choices = AGENT_CHOICES + [
+        self.fields["connector"].choices = agent_choices() + [
             (ENDPOINT_PREFIX + ep.name, f"{ep.name} — registered {ep.get_connector_display()} endpoint")
             for ep in endpoints]
+        self.agent_settings = {name: [st for st in cls.settings if st.form and st.analyst]
+                               for name, _ in agent_choices() for cls in [CONNECTORS[name]]}
+        for name, settings in self.agent_settings.items():
+            for st in settings:
+                if st.name in self.fields:
+                    raise ValueError(f"connector {name!r}: setting {st.name!r} clashes with a form field")
+                self.fields[st.name] = _form_field(st)
+        self.harm_settings = {t: [st for st in cls.settings if st.form] for t, cls in HARMS.items()}
+        self.fields["harm_type"].choices = [(t, cls.title) for t, cls in HARMS.items()]
+        for settings in self.harm_settings.values():
+            for st in settings:
+                self.fields.setdefault(f"harm_{st.name}", _form_field(st))
+
+    def connector_fields(self) -> list[tuple[str, list]]:
+        """(connector, its bound fields) for the page: shown when that connector is picked."""
+        return [(name, [self[st.name] for st in settings]) for name, settings in self.agent_settings.items()
+                if settings]
+
+    def harm_fields(self) -> list[tuple[str, list]]:
+        return [(HARMS[t].title, [self[f"harm_{st.name}"] for st in settings])
+                for t, settings in self.harm_settings.items() if settings]
 
     def clean(self):
         data = super().clean()
-        if data.get("connector") == "openai-chat" and not data.get("model"):
-            self.add_error("model", "required for this server's LLM")
+        cls = CONNECTORS.get(data.get("connector"))
+        for st in self.agent_settings.get(data.get("connector"), []):
+            # A connector picked without an endpoint needs its URL from the deployment, and what
+            # the deployment cannot know (the model) from the analyst.
+            if (st.required or cls.url_setting) and data.get(st.name) in (None, ""):
+                self.add_error(st.name, f"required for {cls.analyst_noun or cls.title}")
         return data
+
+    def _harm(self, d: dict[str, Any]) -> dict[str, Any] | None:
+        t = d.get("harm_type") or "contains"
+        given = {st.name: d[f"harm_{st.name}"] for st in self.harm_settings.get(t, [])
+                 if d.get(f"harm_{st.name}") not in (None, "")}
+        return {"type": t, **given} if given else None
 
     def audit_settings(self) -> dict[str, Any]:
         """The raw settings for ``services.audit_settings_clean`` (which fills in the rest)."""
@@ -105,12 +156,13 @@ class AuditStartForm(forms.Form):
             agent: dict[str, Any] = {"endpoint": d["connector"][len(ENDPOINT_PREFIX):], "top_k": d["top_k"]}
         else:
             agent = {"connector": d["connector"], "top_k": d["top_k"]}
-        if d["connector"] == "openai-chat":
-            agent["model"] = d["model"]
+            agent.update({st.name: d[st.name] for st in self.agent_settings.get(d["connector"], [])
+                          if d.get(st.name) not in (None, "")})
         raw: dict[str, Any] = {"agent": agent, "alpha": d["alpha"], "budget": d.get("budget"),
                                "top_n": d.get("top_n")}
-        if d.get("harm_target"):
-            raw["harm"] = {"type": "contains", "target": d["harm_target"]}
+        harm = self._harm(d)
+        if harm is not None:
+            raw["harm"] = harm
         return raw
 
 
@@ -138,7 +190,7 @@ class AgentEndpointForm(forms.Form):
     never filled in again, and leaving it empty on an edit keeps the stored one."""
 
     name = forms.SlugField(max_length=64, help_text="What analysts pick when they start an audit.")
-    connector = forms.ChoiceField(choices=[c for c in CONNECTOR_CHOICES if c[0] in ("openai-chat", "webhook")])
+    connector = forms.ChoiceField(choices=endpoint_connector_choices)
     base_url = forms.CharField(max_length=500, label="URL",
                                help_text="openai-chat: the API root (…/v1). webhook: the URL replays are POSTed to.")
     model = forms.CharField(max_length=200, required=False, help_text="openai-chat: the model name.")

@@ -31,6 +31,7 @@ from audits.forms import (
 from audits.tasks import incidents_import_staged_task
 from interchange.importers import INCIDENTS
 from interchange.importers import formats as import_formats
+from interchange.issues import issues_as_dicts
 from ledger import store_selectors
 from ledger.imports import import_job_stage, inline_limit
 from orgs.permissions import org_required
@@ -51,7 +52,7 @@ def _not_found_outside_org(view):
 
 def _issues(exc: FileValidationError) -> list[dict]:
     """The issues kept (at most MAX_KEPT_ISSUES); the page shows ``exc.total`` beside them."""
-    return [{"file": i.file, "line": i.line, "field": i.field, "message": i.message} for i in exc.issues]
+    return issues_as_dicts(exc.issues)
 
 
 def _errors_into(form, exc: DjangoValidationError) -> None:

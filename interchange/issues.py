@@ -8,6 +8,7 @@ send and render at most that many plus the total.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 MAX_KEPT_ISSUES = 100
@@ -30,6 +31,11 @@ class Issue:
 
     def as_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+
+def issues_as_dicts(issues: Iterable[Issue]) -> list[dict]:
+    """Issues as JSON objects ``{file, line, field, message}`` (API answers, pages, stored jobs)."""
+    return [i.as_dict() for i in issues]
 
 
 class ValidationError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -197,3 +197,21 @@ def first_line_containing(data: bytes, needle: bytes) -> int | None:
         if needle in raw:
             return n
     return None
+
+
+def line_of(data: bytes, value: str) -> int | None:
+    """Best-effort line of the record whose id is ``value``, found after parsing: the first
+    line holding ``value`` as a JSON string (so an id that is a substring of another's text is
+    not matched), written as is or with its non-ASCII characters escaped."""
+    for needle in dict.fromkeys((json.dumps(value, ensure_ascii=False), json.dumps(value))):
+        n = first_line_containing(data, needle.encode("utf-8"))
+        if n is not None:
+            return n
+    return None
+
+
+def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    """``items`` in consecutive slices of at most ``size`` (queries with bounded ``IN`` lists,
+    task fan-out)."""
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

@@ -8,6 +8,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
+from orgs.models import Membership
 from orgs.selectors import membership_for_request
 
 ROLE_CAPABILITIES = {
@@ -20,6 +21,30 @@ ROLE_CAPABILITIES = {
 
 def membership_allows(membership, capability: str) -> bool:
     return membership is not None and ROLE_CAPABILITIES[capability](membership)
+
+
+def require(*, user, organization, capability: str) -> None:
+    """Services enforce roles themselves, so the UI, the API and commands cannot differ: raise
+    ``PermissionDenied`` unless ``user`` has ``capability`` in ``organization``.
+
+    ``user=None`` is the operator (management commands, workers); a superuser who belongs to no
+    organization acts as the operator too."""
+    if user is None:
+        return
+    if getattr(user, "is_superuser", False) and not Membership.objects.filter(user=user).exists():
+        return
+    require_member(user=user, organization=organization, capability=capability)
+
+
+def require_member(*, user, organization, capability: str) -> Membership:
+    """``user``'s membership of ``organization`` if it has ``capability``; else ``PermissionDenied``
+    (no shortcut for the operator or a superuser: see ``require``)."""
+    membership = Membership.objects.filter(user=user, organization=organization).first()
+    if membership is None:
+        raise PermissionDenied("You are not a member of this organization.")
+    if not membership_allows(membership, capability):
+        raise PermissionDenied(f"Your role ({membership.get_role_display()}) cannot do this.")
+    return membership
 
 
 def org_required(capability: str = "member"):

@@ -37,9 +37,7 @@ PURE_THIRD_PARTY = {"ledger.core": {"nacl"}, "interchange": set(), "egress": set
 FRAMEWORKS = {"django", "rest_framework", "drf_spectacular", "celery", "kombu", "psycopg", "redis"}
 
 # (importing file, imported module): known violations, each to be removed by issue 12.
-KNOWN: set[tuple[str, str]] = {
-    ("audits/management/commands/seed_demo.py", "bench.scenarios"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _layer(module: str) -> str | None:

@@ -28,7 +28,6 @@ from egress import client as egress
 from egress.client import EgressError, EgressPolicy
 
 from .retriever import RetrievedMemory
-from .scenario import AgentConfig
 
 logger = logging.getLogger("memaudit.egress")
 
@@ -71,9 +70,141 @@ def canonical_hash(obj: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+# ----------------------------------------------------------------------------- settings schema
+
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "text": (str,), "int": (int,), "float": (int, float),
+                                       "bool": (bool,)}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a connector or a harm type: what the form, the API and the settings
+    cleaner render and check. ``type``: str, text (a long str), int, float or bool.
+    ``analyst``: an analyst may give it in audit settings; False for what only an org admin's
+    registered endpoint carries (where requests go, credentials)."""
+
+    name: str
+    type: str = "str"
+    required: bool = False
+    default: Any = None
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    analyst: bool = True
+    form: bool = False  # shown on the audit form (the rest stay API / file settings)
+    endpoint_option: bool = True  # an option an org admin may store on a registered endpoint
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not acceptable (None: it is)."""
+        kinds = _TYPES[self.type]
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            return f"must be {_TYPE_WORDS[self.type]}, got {value!r}"
+        if self.type in ("str", "text") and self.required and not value:
+            return "must not be empty"
+        if self.choices is not None and value not in self.choices:
+            return f"one of {', '.join(map(str, self.choices))}"
+        if self.min is not None and value < self.min or self.max is not None and value > self.max:
+            lo = "" if self.min is None else f"at least {self.min:g}"
+            hi = "" if self.max is None else f"at most {self.max:g}"
+            return f"must be {' and '.join(x for x in (lo, hi) if x)}, got {value!r}"
+        return None
+
+
+_TYPE_WORDS = {"str": "a string", "text": "a string", "int": "an integer", "float": "a number",
+               "bool": "true or false"}
+
+
+def schema_problems(schema: Sequence[Setting], obj: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for each setting of ``schema`` that ``obj`` lacks or gets wrong."""
+    out = []
+    for st in schema:
+        if st.name not in obj or obj[st.name] is None:
+            if st.required:
+                out.append((st.name, "required"))
+            continue
+        why = st.problem(obj[st.name])
+        if why:
+            out.append((st.name, why))
+    return out
+
+
+TOP_K = Setting("top_k", "int", default=5, min=1, max=100, help="memories the agent retrieves per query")
+
+
+@dataclass
+class AgentConfig:
+    connector: str
+    top_k: int = 5
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgentConfig:
+        rest = {k: v for k, v in d.items() if k not in ("connector", "top_k")}
+        return cls(connector=str(d["connector"]), top_k=int(d.get("top_k", 5)), settings=rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"connector": self.connector, "top_k": self.top_k, **self.settings}
+
+
+# ----------------------------------------------------------------------------- registry
+
+CONNECTORS: dict[str, type[Agent]] = {}
+
+
+def register(registry: dict[str, type], name: str, cls: type, what: str) -> type:
+    """Add ``cls`` to ``registry`` under ``name``; a second class under one name is an error."""
+    if registry.get(name, cls) is not cls:
+        raise ValueError(f"{what} {name!r} is registered twice")
+    registry[name] = cls
+    return cls
+
+
+def register_connector(cls: type[Agent]) -> type[Agent]:
+    """Class decorator: the connector becomes known to agent.json, the audit settings, the
+    audit form and the API (they all read ``CONNECTORS``)."""
+    return register(CONNECTORS, cls.connector, cls, "connector")
+
+
+def endpoint_connectors() -> list[str]:
+    """Connectors an org admin registers endpoints for: those that reach an agent over HTTP."""
+    return [name for name, cls in CONNECTORS.items() if cls.url_setting]
+
+
+def connector_class(name: Any) -> type[Agent]:
+    if name not in CONNECTORS:
+        raise ValueError(f"unknown connector {name!r}; one of {', '.join(CONNECTORS)}")
+    return CONNECTORS[name]
+
+
 class Agent:
+    """A connector. A subclass declares its ``connector`` name, a ``title`` for pages, its
+    ``settings`` schema and, for an HTTP agent, ``url_setting`` (the setting that says where
+    requests go: agent.json needs it, an analyst never gives it; an org admin registers it as an
+    agent endpoint). ``analyst_title``: offered by that title on the audit form without an
+    endpoint (None: only through a registered endpoint). ``check`` adds checks the schema cannot
+    say. Register it with ``@register_connector``."""
+
     connector = "abstract"
+    title = "abstract"
+    analyst_title: str | None = None
+    analyst_noun = ""  # how form errors name it ("required for this server's LLM"); default: the title
     simulation = False
+    settings: tuple[Setting, ...] = ()
+    url_setting: str | None = None
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        """An HTTP connector's config from a registered endpoint: where to go, with what secret."""
+        raise NotImplementedError(f"connector {cls.connector!r} does not reach an agent over HTTP")
+
+    @classmethod
+    def check(cls, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(field, message) for every problem of ``config`` (an agent.json object)."""
+        problems = schema_problems((TOP_K, *cls.settings), config)
+        if cls.url_setting and not (isinstance(config.get(cls.url_setting), str) and config[cls.url_setting]):
+            problems.append((cls.url_setting, f"required for connector {cls.connector!r}"))
+        return problems
 
     def __init__(self, config: Mapping[str, Any], *, egress: EgressPolicy | None = None,
                  max_in_flight: int | None = None) -> None:
@@ -119,6 +250,7 @@ def memory_answer(mem: RetrievedMemory) -> str | None:
     return found or None
 
 
+@register_connector
 class BuiltinVoteAgent(Agent):
     """Simulation: the answer with the largest sum of retrieval scores wins.
 
@@ -127,6 +259,7 @@ class BuiltinVoteAgent(Agent):
     """
 
     connector = "builtin-vote"
+    title = analyst_title = "Built-in vote (majority of the retrieved)"
     simulation = True
 
     def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
@@ -149,6 +282,7 @@ class BuiltinVoteAgent(Agent):
         return AgentOutput(shown[win])
 
 
+@register_connector
 class BuiltinReaderAgent(Agent):
     """Simulation: the candidate with the largest score-weighted count of mentions wins.
 
@@ -159,6 +293,7 @@ class BuiltinReaderAgent(Agent):
     """
 
     connector = "builtin-reader"
+    title = analyst_title = "Built-in reader (incident's candidates)"
     simulation = True
 
     def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
@@ -183,6 +318,14 @@ class BuiltinReaderAgent(Agent):
 
 
 # ----------------------------------------------------------------------------- HTTP
+
+
+# How an HTTP connector retries: the operator's concern, set on a registered endpoint only.
+_HTTP_SETTINGS = (
+    Setting("timeout", "float", min=0, max=1e6, analyst=False, help="seconds (60)"),
+    Setting("retries", "int", min=0, max=1e6, analyst=False, help="on timeouts, 429 and 5xx (3)"),
+    Setting("backoff", "float", min=0, max=1e6, analyst=False, help="seconds, doubled per retry (0.5)"),
+)
 
 
 class TransientHTTPError(AgentError):
@@ -235,6 +378,7 @@ def format_memories(retrieved: Sequence[RetrievedMemory], max_chars: int | None 
     return "\n".join(lines)
 
 
+@register_connector
 class OpenAIChatAgent(Agent):
     """Any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, llama.cpp, hosted APIs).
 
@@ -246,6 +390,25 @@ class OpenAIChatAgent(Agent):
     """
 
     connector = "openai-chat"
+    title = "OpenAI-compatible chat"
+    analyst_title = "This server's LLM (OpenAI-compatible chat)"
+    analyst_noun = "this server's LLM"
+    url_setting = "base_url"
+    settings = (
+        Setting("model", "str", help="This server's LLM: model name.", form=True, endpoint_option=False),
+        Setting("prompt_template", "text", help="with {query} and {memories}"),
+        Setting("system", "text"),
+        Setting("temperature", "float", min=0, max=1e6),
+        Setting("seed", "int", min=0, max=1e6),
+        Setting("n_samples", "int", min=1, max=1e6),
+        Setting("max_tokens", "int", min=1, max=1e6),
+        Setting("max_memory_chars", "int", min=1, max=1e6),
+        *_HTTP_SETTINGS,
+    )
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        return {"base_url": url, "model": model, **({"api_key": secret} if secret else {})}
 
     def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
         super().__init__(config, **kw)
@@ -300,6 +463,7 @@ class OpenAIChatAgent(Agent):
         return AgentOutput(samples[0], samples)
 
 
+@register_connector
 class WebhookAgent(Agent):
     """POST the query and the allowed memories to the customer's own agent.
 
@@ -308,6 +472,13 @@ class WebhookAgent(Agent):
     """
 
     connector = "webhook"
+    title = "Webhook (your agent)"
+    url_setting = "url"
+    settings = _HTTP_SETTINGS
+
+    @classmethod
+    def endpoint_config(cls, *, url: str, model: str, secret: str | None) -> dict[str, Any]:
+        return {"url": url, **({"headers": {"Authorization": f"Bearer {secret}"}} if secret else {})}
 
     def __init__(self, config: Mapping[str, Any], **kw: Any) -> None:
         super().__init__(config, **kw)
@@ -339,12 +510,19 @@ class WebhookAgent(Agent):
         return AgentOutput(str(data["output"]))
 
 
-_CONNECTORS: dict[str, type[Agent]] = {
-    "builtin-vote": BuiltinVoteAgent,
-    "builtin-reader": BuiltinReaderAgent,
-    "openai-chat": OpenAIChatAgent,
-    "webhook": WebhookAgent,
-}
+@register_connector
+class EchoAgent(Agent):
+    """Simulation for tests of the connector seam: answers with ``reply`` when set, else the
+    query itself. Adding it took this class and its test, nothing else."""
+
+    connector = "echo"
+    title = analyst_title = "Echo (answers with the query or a fixed reply)"
+    simulation = True
+    settings = (Setting("reply", "str", help="Echo: a fixed answer (empty: the query).", form=True),)
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        return AgentOutput(str(self.config.get("reply") or query))
 
 
 def make_agent(config: Mapping[str, Any] | AgentConfig, *, egress: EgressPolicy | None = None,
@@ -353,7 +531,4 @@ def make_agent(config: Mapping[str, Any] | AgentConfig, *, egress: EgressPolicy 
 
     `egress` is the operator's policy for HTTP connectors (default: nothing internal)."""
     cfg = config.to_dict() if isinstance(config, AgentConfig) else dict(config)
-    name = cfg.get("connector")
-    if name not in _CONNECTORS:
-        raise ValueError(f"unknown connector {name!r}; one of {', '.join(_CONNECTORS)}")
-    return _CONNECTORS[name](cfg, egress=egress, max_in_flight=max_in_flight)
+    return connector_class(cfg.get("connector"))(cfg, egress=egress, max_in_flight=max_in_flight)

@@ -22,12 +22,16 @@ from typing import Any
 
 import numpy as np
 
+from interchange.records import MemoryRecord
+
 from .agents import Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
     CmisScore,
     Group,
+    ReplayJob,
+    ReplayResult,
     combine_cmis,
     events_from_incidents,
     find_groups,
@@ -35,14 +39,14 @@ from .cmis import (
     run_replay,
     run_replays,
 )
-from .consistency import ConsistencyBackend, RulesBackend
-from .expansion import content_meets_harm, expand_batch
+from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
+from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, make_harm
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
-from .scenario import Incident, MemoryRecord
+from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, judge
 
 ProgressCb = Callable[[str, int, int], None]
@@ -130,11 +134,11 @@ class AuditResult:
         }
 
 
-def _harm_resolver(harm: Harm | Callable[[Incident], Harm] | None,
-                   embedder: QueryEncoder | None) -> Callable[[Incident], Harm]:
+def _harm_resolver(harm: Harm | Callable[[IncidentCase], Harm] | None,
+                   embedder: QueryEncoder | None) -> Callable[[IncidentCase], Harm]:
     cache: dict[str, Harm] = {}
 
-    def resolve(inc: Incident) -> Harm:
+    def resolve(inc: IncidentCase) -> Harm:
         if harm is not None and not isinstance(harm, Harm):
             # The caller's resolver decides for every incident, its own spec included (the
             # Django side builds an llm-judge under the deployment's egress policy and judge).
@@ -275,51 +279,91 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
     return exp.batch, residual, rounds
 
 
+@dataclass
+class CmisPlan:
+    """Every replay CMIS needs, planned once: the candidates (the incidents' retrieved memories
+    present in the store), their near-duplicate groups and the replay jobs. The Django layer
+    records it in step 1 and hands it, with the recorded results, to ``analyse`` in step 3."""
+
+    candidates: list[str]
+    groups: list[Group]
+    jobs: list[ReplayJob]
+
+
+def plan_candidates(events: Sequence[AuditEvent], retriever: Retriever) -> list[str]:
+    """The incidents' retrieved memories present in the store, in first-seen order."""
+    return list(dict.fromkeys(m for ev in events for m in ev.retrieved if m in retriever.index))
+
+
+def plan_cmis(events: Sequence[AuditEvent], retriever: Retriever, p: AuditParams) -> CmisPlan:
+    candidates = plan_candidates(events, retriever)
+    groups = find_groups(candidates, retriever, thresholds=p.group_thresholds) if p.group_ablation else []
+    return CmisPlan(candidates, groups, plan_replays(events, groups, group_ablation=p.group_ablation))
+
+
 def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
-              weights: Sequence[float] | np.ndarray | None, incidents: Sequence[Incident],
-              agent: Agent, harm: Harm | Callable[[Incident], Harm] | None,
+              weights: Sequence[float] | np.ndarray | None, incidents: Sequence[IncidentCase],
+              agent: Agent, harm: Harm | Callable[[IncidentCase], Harm] | None,
               params: AuditParams | None = None,
               replay_cache: MutableMapping[str, Any] | None = None,
               progress_cb: ProgressCb | None = None, *, embedder: QueryEncoder,
               blocked: Collection[str] = (), backend: ConsistencyBackend | None = None,
               nli_cache: MutableMapping[str, Any] | None = None) -> AuditResult:
-    """Audit one store against its incidents; see the module docstring for the steps."""
+    """Audit one store against its incidents in this process: plan, replay, ``analyse``."""
     p = params or AuditParams()
-    timings: dict[str, float] = {}
     t0 = time.perf_counter()
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if progress_cb is not None:
-            progress_cb(stage, done, total)
-
     retriever = Retriever(memories, embeddings, weights, embedder=embedder, blocked=blocked)
     replayer = Replayer(agent, retriever, p.top_k, replay_cache)
     events: list[AuditEvent] = events_from_incidents(incidents, _harm_resolver(harm, embedder))
 
     # 2. CMIS
     t = time.perf_counter()
-    candidates = list(dict.fromkeys(m for ev in events for m in ev.retrieved
-                                    if m in retriever.index))
-    groups = find_groups(candidates, retriever, thresholds=p.group_thresholds) \
-        if p.group_ablation else []
-    jobs = plan_replays(events, groups, group_ablation=p.group_ablation)
+    plan = plan_cmis(events, retriever, p)
     evmap = {ev.id: ev for ev in events}
     results = []
     # HTTP agents' calls are in flight together (bounded by the agent); results arrive in order.
-    for i, (result, _called, error) in enumerate(run_replays(jobs, evmap, replayer)):
+    for i, (result, _called, error) in enumerate(run_replays(plan.jobs, evmap, replayer)):
         if error is not None:
             raise error
         results.append(result)
-        progress("replay", i + 1, len(jobs))
+        if progress_cb is not None:
+            progress_cb("replay", i + 1, len(plan.jobs))
+    return analyse(plan, results, events=events, retriever=retriever, replayer=replayer, params=p,
+                   cmis_calls=replayer.calls, cmis_seconds=time.perf_counter() - t, started=t0,
+                   progress_cb=progress_cb, backend=backend, nli_cache=nli_cache)
+
+
+def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence[AuditEvent],
+            retriever: Retriever, replayer: Replayer, params: AuditParams, cmis_calls: int = 0,
+            cmis_seconds: float = 0.0, started: float | None = None, progress_cb: ProgressCb | None = None,
+            backend: ConsistencyBackend | None = None,
+            nli_cache: MutableMapping[str, Any] | None = None) -> AuditResult:
+    """Steps 2 (combination) to 5 over the planned replays' ``results``, which are not replayed
+    again. ``replayer`` makes the residual, conditional, expansion and baseline replays; its
+    ``calls`` at the end are the result's ``agent_calls`` (plus ``cmis_calls``, the agent calls
+    the CMIS replays took when they were made here)."""
+    p = params
+    t0 = started if started is not None else time.perf_counter()
+    timings: dict[str, float] = {}
+    calls_before = replayer.calls - cmis_calls
+    memories = retriever.memories
+    blocked = retriever.blocked
+    candidates, groups, jobs = plan.candidates, plan.groups, plan.jobs
+    evmap = {ev.id: ev for ev in events}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if progress_cb is not None:
+            progress_cb(stage, done, total)
+
+    t = time.perf_counter()
     carries = _carries_harm(memories) if p.group_credit_filter else None
     cmis = combine_cmis(results, events, groups, combine=p.combine, carries_harm=carries)
-    cmis_calls = replayer.calls
-    timings["cmis"] = time.perf_counter() - t
+    timings["cmis"] = cmis_seconds + time.perf_counter() - t
 
     # 3. MCG / CAS
     t = time.perf_counter()
     scope = list(dict.fromkeys([*candidates, *(m for g in groups for m in g.members)]))
-    allowed = np.array([mid not in set(blocked) for mid in retriever.ids]) if blocked else None
+    allowed = np.array([mid not in blocked for mid in retriever.ids]) if blocked else None
     mg: MemoryGraph = build_graph(retriever.ids, retriever.embeddings, scope, k=p.knn_k,
                                   tau=p.tau, dup_threshold=p.dup_threshold,
                                   full_store=p.full_store_graph, allowed=allowed)
@@ -327,8 +371,6 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     items = {m.id: m for m in memories}
     be = backend if backend is not None else RulesBackend()
     if nli_cache is not None:
-        from .consistency import CachedBackend
-
         be = CachedBackend(be, nli_cache)
     cas_all, signals = compute_cas(mg, be, items, weights=p.signal_weights)
     # Fusion candidates: the scope plus its graph neighbourhood, so that normalisation has
@@ -396,7 +438,7 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
         suspects=ranked, batch=batch, residual=residual, residual_rounds=rounds,
         baselines=baselines, graph=graph_for_plot(mg, suspects=batch) if len(mg.graph) <= 3000
         else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
-        groups=groups, events=ev_rows, agent_calls=replayer.calls, cmis_agent_calls=cmis_calls,
+        groups=groups, events=ev_rows, agent_calls=replayer.calls - calls_before, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
         collateral=collateral, signal_influence=influence)
 
@@ -405,8 +447,6 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
             retriever: Retriever) -> dict[str, str]:
     """What each batch member asserts: its answer slot, else the target of the (contains) harm
     of the event that credited it — so a memory without an answer layout still has a claim."""
-    from .expansion import answer_slot
-
     by_id = {s.id: s for s in ranked}
     out: dict[str, str] = {}
     for mid in batch:
@@ -443,8 +483,6 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     the question retrieved before are named as `breaking`. Replays whose retrieval the batch
     does not touch are cache hits, so the check costs agent calls only where it matters.
     """
-    from .expansion import answer_slot
-
     in_batch = set(batch)
     idx = [retriever.index[m] for m in batch if m in retriever.index]
     mems = retriever.memories

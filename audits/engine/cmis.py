@@ -30,7 +30,7 @@ import numpy as np
 from .harm import Harm
 from .replay import Replayer
 from .retriever import Retriever
-from .scenario import Incident
+from .scenario import IncidentCase
 
 # Two-sided 95% Student t quantiles, df 1..30 (then the normal 1.96).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -55,7 +55,7 @@ class AuditEvent:
     candidates: list[str] | None = None
 
 
-def events_from_incidents(incidents: Iterable[Incident], harm_for: Callable[[Incident], Harm]
+def events_from_incidents(incidents: Iterable[IncidentCase], harm_for: Callable[[IncidentCase], Harm]
                           ) -> list[AuditEvent]:
     out = []
     for inc in incidents:

@@ -25,7 +25,7 @@ from .baselines import BASELINES
 from .harm import Harm, make_harm
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
-from .scenario import Incident, Probe, Scenario
+from .scenario import IncidentCase, Probe, Scenario
 
 METHODS = ("memaudit", *BASELINES)
 HARMFUL = 0.5
@@ -58,8 +58,8 @@ class ProbeRunner:
         return rows
 
 
-def incidents_from_probes(rows: list[dict[str, Any]]) -> list[Incident]:
-    return [Incident(r["probe"].id, r["probe"].query, r["output"], r["retrieved"],
+def incidents_from_probes(rows: list[dict[str, Any]]) -> list[IncidentCase]:
+    return [IncidentCase(r["probe"].id, r["probe"].query, r["output"], r["retrieved"],
                      r["probe"].harm, None, r["probe"].candidates)
             for r in rows if r["probe"].observed and r["harmful"]]
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .scenario import MemoryRecord
+from interchange.records import MemoryRecord
 
 
 class QueryEncoder(Protocol):
@@ -55,6 +55,7 @@ class Retriever:
             raise ValueError("weights must have one value per memory")
         self.weights = w
         self.embedder = embedder
+        self.blocked = frozenset(blocked)
         self._allowed = np.ones(len(self.ids), dtype=bool)
         for mid in blocked:
             if mid in self.index:

@@ -1,9 +1,12 @@
-"""Scenario files (DESIGN section 5): parsing and validation, no Django.
+"""The engine's datatypes (``IncidentCase``, ``Probe``, ``Scenario``) and the scenario folder
+(DESIGN section 5) that carries them, no Django.
 
 A scenario is a folder (or a set of uploaded files) holding `memories.jsonl` (or `.json` /
-`.csv`), and optionally `incidents.jsonl`, `probes.jsonl`, `agent.json`, `truth.json`.
-Every problem found is collected as an `Issue(file, line, field, message)`; loading raises one
-`ValidationError` carrying all of them, so nothing is half-imported.
+`.csv`), and optionally `incidents.jsonl`, `probes.jsonl`, `agent.json`, `truth.json`. The
+memory formats, issues and readers are ``interchange``'s; connectors and harm types are checked
+by their registries (``agents.CONNECTORS``, ``harm.HARMS``). Every problem found is collected as
+an ``Issue(file, line, field, message)``; loading raises one ``ValidationError`` carrying all of
+them, so nothing is half-imported.
 """
 
 from __future__ import annotations
@@ -15,44 +18,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interchange.fields import MAX_ID_LENGTH
 from interchange.fields import check_unique as _check_unique
 from interchange.fields import req_id as _req_id
 from interchange.fields import req_str as _req_str
 from interchange.importers import incidents_parse, memories_parse
-
-# The file format lives in ``interchange`` (pure, shared with the ledger and the benches); the
-# names are re-exported here for the engine's callers.
 from interchange.issues import Collector as _Collector
 from interchange.issues import Issue, ValidationError
 from interchange.readers import decode as _decode
-from interchange.readers import first_line_containing
 from interchange.readers import iter_jsonl as _iter_jsonl
+from interchange.readers import line_of
 from interchange.readers import loads as _loads
 from interchange.records import MemoryRecord
 
-__all__ = ["MAX_ID_LENGTH", "Issue", "ValidationError", "MemoryRecord", "first_line_containing"]
+from .agents import CONNECTORS, AgentConfig
+from .harm import HARMS, HarmSpec
+
+# Issue, ValidationError, MemoryRecord, AgentConfig and HarmSpec are importable from here too
+# (the same classes, not copies): a scenario's callers need them with the datatypes.
+__all__ = ["AgentConfig", "HarmSpec", "IncidentCase", "Issue", "MemoryRecord", "Probe", "Scenario",
+           "ValidationError", "load_scenario", "parse_agent_config", "parse_harm_spec", "parse_incidents",
+           "parse_memories", "parse_scenario_files"]
 
 MEMORY_FILENAMES = ("memories.jsonl", "memories.json", "memories.csv")
-CONNECTORS = ("builtin-vote", "builtin-reader", "openai-chat", "webhook")
-HARM_TYPES = ("contains", "regex", "similarity", "llm-judge")
 
 
 @dataclass
-class HarmSpec:
-    type: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> HarmSpec:
-        return cls(type=str(d["type"]), params={k: v for k, v in d.items() if k != "type"})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, **self.params}
-
-
-@dataclass
-class Incident:
+class IncidentCase:
     id: str
     query: str
     output: str
@@ -74,24 +65,9 @@ class Probe:
 
 
 @dataclass
-class AgentConfig:
-    connector: str
-    top_k: int = 5
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AgentConfig:
-        rest = {k: v for k, v in d.items() if k not in ("connector", "top_k")}
-        return cls(connector=str(d["connector"]), top_k=int(d.get("top_k", 5)), settings=rest)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"connector": self.connector, "top_k": self.top_k, **self.settings}
-
-
-@dataclass
 class Scenario:
     memories: list[MemoryRecord]
-    incidents: list[Incident] | None = None
+    incidents: list[IncidentCase] | None = None
     probes: list[Probe] = field(default_factory=list)
     agent: AgentConfig = field(default_factory=lambda: AgentConfig("builtin-vote"))
     truth: set[str] | None = None
@@ -106,23 +82,14 @@ def _parse_harm(v: Any, file: str, line: int | None, fld: str, col: _Collector) 
         col.add(file, line, fld, f"must be an object with a 'type', got {type(v).__name__}")
         return None
     t = v.get("type")
-    if t not in HARM_TYPES:
-        col.add(file, line, f"{fld}.type", f"unknown harm type {t!r}; one of {', '.join(HARM_TYPES)}")
+    if t not in HARMS:
+        col.add(file, line, f"{fld}.type", f"unknown harm type {t!r}; one of {', '.join(HARMS)}")
         return None
-    if t == "contains" and not (isinstance(v.get("target"), str) and v["target"]):
-        col.add(file, line, f"{fld}.target", "a non-empty string is required for 'contains'")
+    problems = HARMS[t].check(v)
+    if problems:
+        name, message = problems[0]
+        col.add(file, line, f"{fld}.{name}", message)
         return None
-    if t == "regex":
-        import re
-
-        if not isinstance(v.get("pattern"), str):
-            col.add(file, line, f"{fld}.pattern", "a string is required for 'regex'")
-            return None
-        try:
-            re.compile(v["pattern"])
-        except re.error as exc:
-            col.add(file, line, f"{fld}.pattern", f"invalid regular expression: {exc}")
-            return None
     return HarmSpec.from_dict(v)
 
 
@@ -163,16 +130,16 @@ def _parse_memories(data: bytes, filename: str, col: _Collector) -> list[MemoryR
 # ----------------------------------------------------------------------------- other files
 
 
-def _parse_incidents(data: bytes, file: str, col: _Collector) -> list[Incident]:
+def _parse_incidents(data: bytes, file: str, col: _Collector) -> list[IncidentCase]:
     text = _decode(data, file, col)
     if text is None:
         return []
     return _incidents_from(_iter_jsonl(text, file, col), file, col)
 
 
-def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Collector) -> list[Incident]:
+def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Collector) -> list[IncidentCase]:
     """Incidents from (line, object) pairs, the line being where the object starts in the upload."""
-    out: list[Incident] = []
+    out: list[IncidentCase] = []
     ids: list[tuple[str, int | None]] = []
     for line, obj in pairs:
         if not isinstance(obj, dict):
@@ -201,7 +168,7 @@ def _incidents_from(pairs: Iterable[tuple[int | None, Any]], file: str, col: _Co
         if col.total != n0:
             continue
         assert iid is not None and query is not None and output is not None
-        out.append(Incident(iid, query, output, list(retrieved), harm_spec, harm_value, cands))
+        out.append(IncidentCase(iid, query, output, list(retrieved), harm_spec, harm_value, cands))
         ids.append((iid, line))
     _check_unique(ids, file, col)
     return out
@@ -268,11 +235,11 @@ def _parse_agent(data: bytes, file: str, col: _Collector) -> AgentConfig | None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         col.add(file, 1, "top_k", f"must be a positive integer, got {top_k!r}")
         return None
-    if conn in ("openai-chat", "webhook"):
-        key = "base_url" if conn == "openai-chat" else "url"
-        if not isinstance(obj.get(key), str) or not obj[key]:
-            col.add(file, 1, key, f"required for connector {conn!r}")
-            return None
+    problems = CONNECTORS[conn].check(obj)
+    if problems:
+        name, message = problems[0]
+        col.add(file, 1, name, message)
+        return None
     return AgentConfig.from_dict(obj)
 
 
@@ -304,10 +271,10 @@ def parse_scenario_files(files: Mapping[str, bytes], *, source: str | None = Non
     if "incidents.jsonl" in by_name:
         incidents = _parse_incidents(by_name["incidents.jsonl"], "incidents.jsonl", col)
         if memories:
-            for n, inc in enumerate(incidents):
+            for inc in incidents:
                 unknown = [r for r in inc.retrieved if r not in mem_ids]
                 if unknown:
-                    col.add("incidents.jsonl", _line_of(by_name["incidents.jsonl"], inc.id, n),
+                    col.add("incidents.jsonl", line_of(by_name["incidents.jsonl"], inc.id),
                             "retrieved", f"unknown memory id(s): {', '.join(map(repr, unknown[:5]))}")
     probes: list[Probe] = []
     if "probes.jsonl" in by_name:
@@ -331,14 +298,6 @@ def parse_scenario_files(files: Mapping[str, bytes], *, source: str | None = Non
     return Scenario(memories, incidents, probes, agent, truth, source)
 
 
-def _line_of(data: bytes, incident_id: str, index: int) -> int | None:
-    """Best-effort line of an incident: the first non-blank line whose JSON has this id."""
-    for n, raw in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-        if raw.strip() and f'"{incident_id}"' in raw:
-            return n
-    return None
-
-
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read a scenario folder and validate it (see `parse_scenario_files`)."""
     root = Path(path)
@@ -352,7 +311,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
 # ----------------------------------------------------------------------------- public parsers
 
 
-def parse_incidents(data: bytes, filename: str) -> list[Incident]:
+def parse_incidents(data: bytes, filename: str) -> list[IncidentCase]:
     """Parse an incidents upload or raise ValidationError: MemAudit's JSONL or JSON array, or a
     trace format of the registry (OpenAI chat logs, OpenTelemetry GenAI spans).
 

@@ -6,6 +6,7 @@ import pytest
 
 from audits import services
 from audits.models import AuditRun, ReplayJobRecord
+from audits.services import replay as replay_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,7 +43,7 @@ def counting(monkeypatch):
         agents.append(a)
         return a
 
-    monkeypatch.setattr(services, "agent_for", factory)
+    monkeypatch.setattr(replay_services, "agent_for", factory)
     return agents
 
 
@@ -95,7 +96,7 @@ def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poiso
 
     other = poisoned_store_import(organization=poisoned.store.organization, slug="copy")
     half = total // 2
-    monkeypatch.setattr(services, "agent_for", lambda config: CountingAgent(
+    monkeypatch.setattr(replay_services, "agent_for", lambda config: CountingAgent(
         services.make_agent(config), crash_after=half))
     with pytest.raises(WorkerKilled):
         _start(other, alice)
@@ -109,7 +110,7 @@ def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poiso
     # A worker that starts resumes every unfinished run by itself (worker_ready).
     services._CONTEXTS.items.clear()
     agents: list[CountingAgent] = []
-    monkeypatch.setattr(services, "agent_for", lambda config: agents.append(
+    monkeypatch.setattr(replay_services, "agent_for", lambda config: agents.append(
         CountingAgent(services.make_agent(config))) or agents[-1])
     from audits.tasks import _resume_after_a_worker_restart
 
@@ -132,3 +133,22 @@ def test_replaying_a_chunk_twice_counts_it_once(poisoned, alice):
     assert services.audit_run_replay(audit_run_id=run.pk, job_ids=ids) == 0
     run.refresh_from_db()
     assert run.replays_done == run.replays_total
+
+
+def test_an_audit_plans_its_replays_once_and_the_analysis_replays_none_of_them(poisoned, alice, monkeypatch):
+    from audits.engine import audit as engine_audit
+    from audits.services import analysis, runs
+
+    plans = []
+    real_plan = runs.plan_cmis
+    monkeypatch.setattr(runs, "plan_cmis", lambda *a, **k: plans.append(1) or real_plan(*a, **k))
+    monkeypatch.setattr(analysis, "plan_cmis", lambda *a, **k: pytest.fail("the analysis planned again"))
+    monkeypatch.setattr(engine_audit, "run_replays", lambda *a, **k: pytest.fail("the analysis replayed the plan"))
+    run = _start(poisoned, alice)
+    run.refresh_from_db()
+    assert run.status == AuditRun.Status.DONE, run.error
+    assert plans == [1]
+    assert sorted(run.results["batch"]) == sorted(poisoned.poisoned)
+    # The recorded plan is what the analysis used: its groups and every recorded replay.
+    assert run.results["replays"] == run.replays_total == run.jobs.count()
+    assert run.results["cmis_agent_calls"] == run.jobs.filter(result__agent_call=True).count() > 0

@@ -7,6 +7,8 @@ import pytest
 
 from audits import services
 from audits.models import AuditRun, ReplayCacheEntry
+from audits.services import analysis as analysis_services
+from audits.services import replay as replay_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +34,7 @@ def agents(monkeypatch):
         made.append(Counting(services.make_agent(config)))
         return made[-1]
 
-    monkeypatch.setattr(services, "agent_for", factory)
+    monkeypatch.setattr(replay_services, "agent_for", factory)
     return made
 
 
@@ -65,7 +67,7 @@ def test_a_re_audit_with_nothing_changed_reuses_the_analysis(poisoned, alice, ag
     ids = [i.pk for i in services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
                                                    filename="incidents.jsonl", user=alice)]
     first = _audit(poisoned, alice, ids)
-    monkeypatch.setattr(services, "run_audit", lambda *a, **k: pytest.fail("the analysis was recomputed"))
+    monkeypatch.setattr(analysis_services, "analyse", lambda *a, **k: pytest.fail("the analysis was recomputed"))
     agents.clear()
     second = _audit(poisoned, alice, ids)
     assert second.results["reused_from"] == first.pk and second.fingerprint == first.fingerprint

@@ -156,11 +156,11 @@ def test_classifier_flags_join_the_queue_and_can_be_refuted(poisoned, bob, acme)
 def test_the_signed_label_marks_the_proposal_approved_without_a_page_view(proposals, bob, acme, monkeypatch):
     # The housekeeper task carries a linked sync: nobody has to open the queue for the
     # proposal to leave "applying".
-    from audits import services as audit_services
+    from audits.services import review as review_services
 
     calls = []
-    real_sync = audit_services.proposals_sync
-    monkeypatch.setattr(audit_services, "proposals_sync", lambda **kw: calls.append(kw) or real_sync(**kw))
+    real_sync = review_services.proposals_sync
+    monkeypatch.setattr(review_services, "proposals_sync", lambda **kw: calls.append(kw) or real_sync(**kw))
     p = services.proposal_approve(organization=acme, proposal_id=proposals[0].pk, user=bob, reason="planted")
     p.refresh_from_db()
     assert p.status == ReviewProposal.Status.APPROVED

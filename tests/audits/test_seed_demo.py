@@ -1,14 +1,14 @@
 import pytest
 from django.core.management import call_command
 
+from audits.demo import DEFAULT_DATA
 from audits.models import Incident
 from ledger.models import Memory, Store
 
 pytestmark = pytest.mark.django_db
 
-bench_scenarios = pytest.importorskip("bench.scenarios", reason="bench/scenarios (the MINJA generator) is absent")
-if not (bench_scenarios.DEFAULT_DATA / "ehragent").is_dir():
-    pytest.skip(f"{bench_scenarios.DEFAULT_DATA} has no EHRAgent records", allow_module_level=True)
+if not (DEFAULT_DATA / "ehragent").is_dir():
+    pytest.skip(f"{DEFAULT_DATA} has no EHRAgent records", allow_module_level=True)
 
 
 def test_the_demo_loads_a_signed_poisoned_store_with_incidents_once(settings, tmp_path, capsys):

@@ -16,9 +16,11 @@ from pathlib import Path
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from audits import services
-from audits.engine.scenario import ValidationError
 from audits.models import AuditRun
+from audits.services.analysis import audit_run_now
+from audits.services.incidents import incidents_import
+from audits.services.runs import audit_run_create
+from interchange.issues import ValidationError
 from ledger.models import Store
 
 
@@ -59,15 +61,15 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         try:
-            incidents = services.incidents_import(store=store, data=path.read_bytes(), filename=path.name)
-            run = services.audit_run_create(store=store, incident_ids=[i.pk for i in incidents],
-                                            settings=settings, enqueue=False)
+            incidents = incidents_import(store=store, data=path.read_bytes(), filename=path.name)
+            run = audit_run_create(store=store, incident_ids=[i.pk for i in incidents],
+                                   settings=settings, enqueue=False)
         except ValidationError as exc:
             raise CommandError("\n".join(str(i) for i in exc.issues)) from None
         except DjangoValidationError as exc:
             raise CommandError("; ".join(f"{k}: {', '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"audit #{run.pk}: {store} ({store.organization.slug}), {len(incidents)} incidents")
-        run = services.audit_run_now(audit_run_id=run.pk)
+        run = audit_run_now(audit_run_id=run.pk)
         if run.status != AuditRun.Status.DONE:
             raise CommandError(f"audit #{run.pk} {run.status}: {run.error}")
         res = run.results

@@ -17,19 +17,27 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from audits import services
-from audits.engine.evaluate import KEYS, METHODS, evaluate_all
-from audits.engine.scenario import AgentConfig, ValidationError, load_scenario
+from audits.engine.agents import AgentConfig
+from audits.engine.evaluate import KEYS, METHODS, attack_success_rate, evaluate_all, score_removed
+from audits.engine.scenario import load_scenario
+from audits.scenario_import import ScenarioImportError, scenario_import
+from audits.services.analysis import audit_run_now
+from audits.services.replay import agent_for
+from audits.services.runs import audit_run_create
+from interchange.issues import ValidationError
+from ledger.embedding_store import embedder_for_store
+from ledger.services import housekeeper_init
+from ledger.signing import housekeeper_role
+from orgs.models import Organization
 
 
 def evaluation_embedder():
     """The embedder evaluations use: the one stores use by default (settings-driven)."""
-    from ledger.embedding_store import embedder_for_store
-
     return embedder_for_store(None)
 
 
@@ -66,11 +74,11 @@ class Command(BaseCommand):
             try:
                 cfg = json.loads(opts["agent"])
                 scenario.agent = AgentConfig.from_dict({"top_k": scenario.agent.top_k, **cfg})
-                agent = services.agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
+                agent = agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
             except (json.JSONDecodeError, ValueError, KeyError) as exc:
                 raise CommandError(f"--agent: {exc}") from None
         elif scenario.agent.connector in ("openai-chat", "webhook"):
-            agent = services.agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
+            agent = agent_for(scenario.agent.to_dict())  # under AGENT_EGRESS_ALLOW
         methods = METHODS if opts["method"] == "all" else (opts["method"],)
         t0 = time.perf_counter()
         embedder = evaluation_embedder()
@@ -95,15 +103,6 @@ class Command(BaseCommand):
 
 def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict[str, dict]:
     """The product path: ledger import, incidents from the agent's logs, the audit services."""
-    import uuid
-
-    from audits import services
-    from audits.engine.evaluate import attack_success_rate, score_removed
-    from audits.scenario_import import ScenarioImportError, scenario_import
-    from ledger.services import housekeeper_init
-    from ledger.signing import housekeeper_role
-    from orgs.models import Organization
-
     t0 = time.perf_counter()
     slug = f"evaluate-{uuid.uuid4().hex[:8]}"
     org = Organization.objects.create(name=f"Evaluation {path.name}", slug=slug)
@@ -118,10 +117,10 @@ def evaluate_through_ledger(path: Path, scenario, methods, alpha: float) -> dict
     removed_by: dict[str, list[str]] = {m: [] for m in methods}
     calls = {m: 0 for m in methods}
     if loaded.incidents:
-        run = services.audit_run_create(store=store, incident_ids=[i.pk for i in loaded.incidents],
-                                        settings={"agent": scenario.agent.to_dict(), "alpha": alpha},
-                                        enqueue=False)
-        run = services.audit_run_now(audit_run_id=run.pk)
+        run = audit_run_create(store=store, incident_ids=[i.pk for i in loaded.incidents],
+                               settings={"agent": scenario.agent.to_dict(), "alpha": alpha},
+                               enqueue=False)
+        run = audit_run_now(audit_run_id=run.pk)
         if run.status != "done":
             raise CommandError(f"audit #{run.pk} {run.status}: {run.error}")
         res = run.results

@@ -1,5 +1,5 @@
 """Create the demo organization with one user per role, its housekeeper key epoch and a demo
-store: a poisoned support-agent memory (a simulation of MINJA from bench/scenarios, built from
+store: a poisoned support-agent memory (a simulation of MINJA, ``audits.demo``, built from
 the EHRAgent records in ../shared/data) with the incidents found in the agent's logs.
 
 Idempotent: users that exist keep their passwords; new ones get random passwords, printed once
@@ -16,7 +16,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from ledger.models import KeyEpoch
+from audits.demo import DEFAULT_DATA, ScenarioError, build_demo, write_scenario
+from audits.engine.scenario import load_scenario
+from audits.scenario_import import scenario_import
+from ledger.models import KeyEpoch, Store
 from ledger.services import housekeeper_init
 from ledger.signing import housekeeper_role
 from orgs.models import Membership, Organization, Role
@@ -69,17 +72,8 @@ class Command(BaseCommand):
         return organization
 
     def _demo_store(self, organization: Organization, size: int) -> None:
-        from audits.engine.scenario import load_scenario
-        from audits.scenario_import import scenario_import
-        from ledger.models import Store
-
         if Store.objects.filter(organization=organization, slug=DEMO_STORE_SLUG).exists():
             self.stdout.write("The demo store is already loaded.")
-            return
-        try:
-            from bench.scenarios import DEFAULT_DATA, ScenarioError, build, write_scenario
-        except ImportError:
-            self.stdout.write("bench/scenarios is not available; no demo store loaded.")
             return
         if not (DEFAULT_DATA / "ehragent").is_dir():
             self.stdout.write(f"{DEFAULT_DATA} has no EHRAgent records; no demo store loaded "
@@ -87,7 +81,7 @@ class Command(BaseCommand):
             return
         folder = settings.VAR_DIR / "demo-scenario"
         try:
-            write_scenario(build("qa", rho=0.1, seed=0, size=size, data=DEFAULT_DATA), folder)
+            write_scenario(build_demo(size=size), folder)
         except ScenarioError as exc:
             self.stdout.write(f"The demo scenario could not be built ({exc}); no demo store loaded.")
             return
