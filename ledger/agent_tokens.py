@@ -14,6 +14,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from ledger.models import AgentToken, Store
+from orgs.services import activity_record
 
 PREFIX = "mat_"
 
@@ -32,8 +33,6 @@ def agent_token_create(*, store: Store, name: str, created_by=None, expires_at: 
 
     ``expires_at`` defaults to AGENT_TOKEN_DEFAULT_DAYS from now; it must lie in the future.
     """
-    from orgs.services import activity_record
-
     now = timezone.now()
     if expires_at is None:
         expires_at = now + timedelta(days=settings.AGENT_TOKEN_DEFAULT_DAYS)
@@ -54,7 +53,6 @@ def agent_token_create(*, store: Store, name: str, created_by=None, expires_at: 
 
 def agent_token_revoke(*, token: AgentToken, actor=None, request=None) -> bool:
     """Revoke a token (effective on its next request). False when it was already revoked."""
-    from orgs.services import activity_record
 
     revoked = AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if revoked:
@@ -92,7 +90,6 @@ def agent_token_touch(*, token: AgentToken, now: datetime) -> None:
 
 class AgentPrincipal:
     """The ``request.user`` of an agent-token request: authenticated, but no org member."""
-
     is_authenticated = True
     is_anonymous = False
     is_active = True
@@ -143,7 +140,6 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
     """Describes the agent bearer token in the OpenAPI schema."""
-
     target_class = "ledger.agent_tokens.AgentTokenAuthentication"
     name = "agentToken"
 

@@ -206,7 +206,7 @@ class Pkcs11KeyStore(KeyDirectory):
     def _open(self):
         if self._session is None:
             try:
-                import pkcs11
+                import pkcs11  # local: optional python-pkcs11
             except ImportError:
                 raise Pkcs11Error("HOUSEKEEPER_SIGNER=pkcs11 needs the python-pkcs11 package") from None
             try:
@@ -223,8 +223,8 @@ class Pkcs11KeyStore(KeyDirectory):
         return self._session
 
     def _generate(self, tenant: str, number: int) -> bytes:
-        from pkcs11 import Attribute, KeyType, Mechanism
-        from pkcs11.util.ec import encode_named_curve_parameters
+        from pkcs11 import Attribute, KeyType, Mechanism  # local: optional python-pkcs11
+        from pkcs11.util.ec import encode_named_curve_parameters  # local: optional python-pkcs11
 
         label = self.key_label(tenant, number)
         with self._lock:
@@ -240,7 +240,7 @@ class Pkcs11KeyStore(KeyDirectory):
             return _ed25519_point(bytes(pub[Attribute.EC_POINT]))
 
     def _sign(self, label: str, message: bytes) -> bytes:
-        from pkcs11 import Mechanism, ObjectClass
+        from pkcs11 import Mechanism, ObjectClass  # local: optional python-pkcs11
 
         with self._lock:
             key = self._handles.get(label)
@@ -250,7 +250,7 @@ class Pkcs11KeyStore(KeyDirectory):
 
     def private_key_attributes(self, tenant: str, number: int) -> dict[str, bool]:
         """CKA_EXTRACTABLE / CKA_SENSITIVE of an epoch's private key, as the token reports them."""
-        from pkcs11 import Attribute, ObjectClass
+        from pkcs11 import Attribute, ObjectClass  # local: optional python-pkcs11
 
         with self._lock:
             key = self._open().get_key(label=self.key_label(tenant, number), object_class=ObjectClass.PRIVATE_KEY)
@@ -268,7 +268,7 @@ _libs: dict[str, object] = {}
 
 def _pkcs11_lib(module: str):
     """The loaded PKCS#11 module (a module can be initialised once per process)."""
-    import pkcs11
+    import pkcs11  # local: optional python-pkcs11
 
     if module not in _libs:
         _libs[module] = pkcs11.lib(module)

@@ -25,6 +25,7 @@ from ledger.models import (
     TransitionCommitment,
     TreeHead,
 )
+from orgs.models import Organization
 
 
 def genesis_entry(row: GenesisEntry, *, tenant: str, store: str, memory: str, content_sha256: bytes) -> SignedEntry:
@@ -71,8 +72,6 @@ class MemoryEntries:
 
 
 def organization_slugs() -> dict[int, str]:
-    from orgs.models import Organization
-
     return dict(Organization.objects.values_list("id", "slug"))
 
 

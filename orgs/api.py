@@ -15,6 +15,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from orgs.permissions import OrgMember, request_membership
 from orgs.selectors import activity_list, membership_list
+from orgs.services import organization_review_policy_set
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +128,6 @@ class ReviewPolicyApi(APIView):
     @extend_schema(request=InputSerializer, responses=OutputSerializer,
                    summary="Set the organization's review policy (org admins)")
     def put(self, request):
-        from orgs.services import organization_review_policy_set
-
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         org = organization_review_policy_set(organization=request_membership(request).organization,

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
@@ -90,8 +91,6 @@ def notification_settings_update(*, organization: Organization, email_recipients
     config.email_recipients = email_recipients.strip()
     config.email_events = sorted(set(email_events or []))
     for address in config.recipients():
-        from django.core.validators import validate_email
-
         try:
             validate_email(address)
         except ValidationError:
@@ -118,7 +117,7 @@ def notification_emit(*, organization_id: int, event: str, payload: dict) -> Non
         return
 
     def enqueue() -> None:
-        from orgs.tasks import notification_email_task, webhook_deliver_task
+        from orgs.tasks import notification_email_task, webhook_deliver_task  # local: orgs.tasks imports this module
 
         try:
             for d in deliveries:
