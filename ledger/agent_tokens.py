@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -69,11 +68,7 @@ def agent_token_list(*, organization, store_id: int | None = None):
 
 
 def agent_token_get_for_org(*, organization, token_id: int) -> AgentToken:
-    try:
-        return AgentToken.objects.select_related("store", "organization").get(organization=organization,
-                                                                               pk=token_id)
-    except AgentToken.DoesNotExist:
-        raise Http404("No such agent token.") from None
+    return AgentToken.objects.select_related("store", "organization").get(organization=organization, pk=token_id)
 
 
 def agent_token_get(*, raw: str) -> AgentToken | None:

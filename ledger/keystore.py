@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -26,7 +27,6 @@ from pathlib import Path
 from ledger.core.canonical import TAG_EPOCH, entry_hash, format_time, now_utc, parse_time
 from ledger.core.errors import EpochExpiredError, UnknownEpochError
 from ledger.core.keys import (
-    _TENANT_RE,
     DEFAULT_VALIDITY,
     Ed25519Signer,
     Epoch,
@@ -35,6 +35,9 @@ from ledger.core.keys import (
     epoch_valid_at,
     generate_keypair,
 )
+
+# A tenant's key directory is named after its slug: only names that cannot leave ``path``.
+_TENANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass
@@ -59,7 +62,7 @@ class KeyDirectory:
 
     # -- helpers
     def _tenant_dir(self, tenant: str) -> Path:
-        if not _TENANT_RE.fullmatch(tenant):
+        if not _TENANT_DIR_RE.fullmatch(tenant):
             raise ValueError(f"tenant {tenant!r} is not a safe directory name")
         return self.path / tenant
 

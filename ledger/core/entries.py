@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ledger.core.canonical import (
     TAG_GENESIS,
@@ -225,6 +225,45 @@ class SignedEntry:
         except ValueError:
             raise BundleError(f"entry signature is not hex: {sig!r:.80}") from None
         return cls(kind, body, signature)
+
+
+# --------------------------------------------------------------------------- entries from stored columns
+#
+# The row *is* the body: every body field comes from a column of the entry row or, for the fields
+# the row shares with its memory, from the memory (tenant = the organization's slug, memory = its
+# ledger id, the genesis content hash = the memory's ``content_sha256``). Editing any of those
+# columns changes the rebuilt body, hence its hash, and the stored signature stops verifying.
+# ``row`` is any object with the columns as attributes (a database row, a namespace).
+
+
+def genesis_entry_of(row: Any, *, tenant: str, store: str, memory: str, content_sha256: bytes) -> SignedEntry:
+    return SignedEntry(GENESIS, {
+        "tenant": tenant, "store": store, "memory": memory, "seq": 0, "content_sha256": bytes(content_sha256).hex(),
+        "weight_q": row.weight_q, "epoch": row.epoch, "time": row.time,
+    }, bytes(row.signature))
+
+
+def provenance_entry_of(row: Any, *, tenant: str, memory: str) -> SignedEntry:
+    return SignedEntry(PROVENANCE, {
+        "tenant": tenant, "memory": memory, "seq": row.seq, "prev_weight_q": row.prev_weight_q,
+        "new_weight_q": row.new_weight_q, "valence_q": row.valence_q, "eta_q": row.eta_q,
+        "evidence": row.evidence, "prev": bytes(row.prev).hex(), "epoch": row.epoch, "time": row.time,
+    }, bytes(row.signature))
+
+
+def transition_entry_of(row: Any, *, tenant: str, memory: str) -> SignedEntry:
+    return SignedEntry(TRANSITION, {
+        "tenant": tenant, "memory": memory, "seq": row.seq, "new_weight_q": row.new_weight_q,
+        "provenance": bytes(row.provenance_hash).hex(), "epoch": row.epoch, "time": row.time,
+    }, bytes(row.signature))
+
+
+def label_entry_of(row: Any, *, tenant: str, memory: str) -> SignedEntry:
+    return SignedEntry(LABEL, {
+        "tenant": tenant, "memory": memory, "seq": row.seq, "label": row.label, "reason": row.reason,
+        "evidence": row.evidence, "actor": row.actor, "prev": bytes(row.prev).hex(), "epoch": row.epoch,
+        "time": row.time,
+    }, bytes(row.signature))
 
 
 def sign_entry(kind: str, body: dict, signer: Signer) -> SignedEntry:

@@ -5,7 +5,7 @@ below), which, inside one transaction holding the memory's row lock:
 
 1. requires the housekeeper role (``ledger.signing``);
 2. maps the signed entry to the row that will be stored, rebuilds the body *from that row*
-   (``ledger.selectors``) and requires it to equal the signed body (the row is the body);
+   (``ledger.core.entries``) and requires it to equal the signed body (the row is the body);
 3. verifies the rebuilt entry with ``ledger.core``: tenant and memory, signature under the
    epoch it names as recorded in the database (``KeyEpoch``), at its time (expired or revoked
    epochs refuse);
@@ -39,7 +39,6 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, models, transaction
 
-from ledger import selectors
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.entries import (
     GENESIS,
@@ -50,10 +49,14 @@ from ledger.core.entries import (
     ZERO_HASH_HEX,
     SignedEntry,
     genesis_body,
+    genesis_entry_of,
     label_body,
+    label_entry_of,
     provenance_body,
+    provenance_entry_of,
     sign_entry,
     transition_body,
+    transition_entry_of,
     verify_entry,
 )
 from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchError, WeightMismatchError
@@ -163,10 +166,9 @@ def _row_for(chain: _Chain, entry: SignedEntry) -> models.Model:
 def _rebuilt(chain: _Chain, entry: SignedEntry, row: models.Model) -> SignedEntry:
     m = chain.memory
     if entry.kind == GENESIS:
-        return selectors.genesis_entry(row, tenant=chain.tenant, store=m.store.slug, memory=chain.name,
-                                       content_sha256=m.content_sha256)
-    build = {PROVENANCE: selectors.provenance_entry, TRANSITION: selectors.transition_entry,
-             LABEL: selectors.label_entry}[entry.kind]
+        return genesis_entry_of(row, tenant=chain.tenant, store=m.store.slug, memory=chain.name,
+                                content_sha256=m.content_sha256)
+    build = {PROVENANCE: provenance_entry_of, TRANSITION: transition_entry_of, LABEL: label_entry_of}[entry.kind]
     return build(row, tenant=chain.tenant, memory=chain.name)
 
 
