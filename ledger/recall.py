@@ -40,7 +40,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
 
-from ledger import dispatch
+from ledger import dispatch, verification
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
 from ledger.core.receipts import build_receipt
@@ -48,7 +48,6 @@ from ledger.core.weights import WEIGHT_MIN_Q
 from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
 from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
 from ledger.signing import receipt_signer
-from ledger.verification import memories_verify
 
 logger = logging.getLogger(__name__)
 alert_logger = logging.getLogger("ledger.alerts")
@@ -150,7 +149,7 @@ def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, st
         else:
             check.append(row)
     if check:
-        findings = memories_verify([memories[keys[row][0]] for row in check])
+        findings = verification.memories_verify([memories[keys[row][0]] for row in check])
         with _verified_lock:
             for row in check:
                 found = findings[keys[row][0]]
