@@ -269,24 +269,31 @@ def label_entry_of(row: Any, *, tenant: str, memory: str) -> SignedEntry:
 def sign_entry(kind: str, body: dict, signer: Signer) -> SignedEntry:
     """Sign ``entry_hash(tag(kind), body)`` with the housekeeper signer of ``body['epoch']``."""
     validate_body(kind, body)
+    return sign_checked_body(kind, body, signer)[0]
+
+
+def sign_checked_body(kind: str, body: dict, signer: Signer) -> tuple[SignedEntry, bytes]:
+    """:func:`sign_entry` for a body the caller has just validated (the ``*_body`` builders do),
+    returning the entry and its hash: the body is encoded once, not validated again."""
     if body["epoch"] != signer.epoch:
         raise SignatureInvalidError(f"body names epoch {body['epoch']}, signer is epoch {signer.epoch}")
-    return SignedEntry(kind, body, signer.sign(entry_hash(KIND_TAGS[kind], body)))
+    digest = entry_hash(KIND_TAGS[kind], body)
+    return SignedEntry(kind, body, signer.sign(digest)), digest
 
 
 def verify_entry(entry: SignedEntry, *, kind: str, tenant: str, memory: str, epochs: Epochs,
-                 hash_of: HashOf | None = None) -> bytes:
+                 hash_of: HashOf | None = None, body_checked: bool = False) -> bytes:
     """Verify one entry in isolation; return its hash.
 
-    1. Kind and body schema. 2. Tenant, then memory, match the expected ones
-    (a foreign entry is reported as such, not as a bad signature).
-    3. Signature under the named epoch, at the body's time.
+    1. Kind and body schema (skipped with ``body_checked``: the caller validated this very body).
+    2. Tenant, then memory, match the expected ones (a foreign entry is reported as such, not as
+    a bad signature). 3. Signature under the named epoch, at the body's time.
     """
     seq = entry.seq
     try:
         if entry.kind != kind:
             raise ChainBrokenError(f"expected a {kind} entry, found {entry.kind!r}")
-        body = validate_body(kind, entry.body)
+        body = entry.body if body_checked else validate_body(kind, entry.body)
         if body["tenant"] != tenant:
             raise TenantMismatchError(f"entry belongs to tenant {body['tenant']!r}, not {tenant!r}")
         if body["memory"] != memory:

@@ -187,8 +187,9 @@ def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
 _insert_templates: dict[tuple[str, type], tuple[str, str, str, list[tuple[str, Any]]]] = {}
 
 
-def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> _Statement:
-    """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (all concrete fields but the pk)."""
+def _insert_sql(model: type[models.Model], rows: list[dict[str, Any]]) -> _Statement:
+    """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (column values by attname: all
+    concrete fields but the pk)."""
     template = _insert_templates.get((connection.vendor, model))
     if template is None:
         fields = [f for f in model._meta.concrete_fields if not f.primary_key]
@@ -207,7 +208,7 @@ def _insert_sql(model: type[models.Model], rows: list[models.Model]) -> _Stateme
     for i, row in enumerate(rows):
         values = []
         for attname, f in attrs:
-            v = getattr(row, attname)
+            v = row[attname]
             values.append(v if f is None or v is None else f.get_db_prep_save(v, db))
         stmt.append((one if i == 0 else ", " + one, values))
     stmt.append((tail, ()))

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -54,7 +55,7 @@ from ledger.core.entries import (
     label_entry_of,
     provenance_body,
     provenance_entry_of,
-    sign_entry,
+    sign_checked_body,
     transition_body,
     transition_entry_of,
     verify_entry,
@@ -103,6 +104,33 @@ class EntryRejected(ValidationError):
 
 
 @dataclass
+class _Row:
+    """An entry row to insert: its model and column values by attname (no ``Model`` instance:
+    building one per entry cost more than its signature). ``pk`` is set once inserted."""
+
+    model: type[models.Model]
+    values: dict[str, Any]
+    pk: int | None = None
+
+    def instance(self) -> models.Model:
+        """The inserted row as a model instance (only for rows a service returns)."""
+        values = self.values
+        obj = self.model.from_db(connection.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
+        return obj
+
+
+_attnames_cache: dict[type, tuple[str, ...]] = {}
+
+
+def _attnames(model: type[models.Model]) -> tuple[str, ...]:
+    """The model's concrete columns but the primary key, in table order."""
+    names = _attnames_cache.get(model)
+    if names is None:
+        names = _attnames_cache[model] = tuple(f.attname for f in model._meta.concrete_fields if not f.primary_key)
+    return names
+
+
+@dataclass
 class _Chain:
     """A memory's chain tips while a batch is being verified (starts from the locked row)."""
     memory: Memory
@@ -115,7 +143,7 @@ class _Chain:
     label_head: str | None  # fetched lazily
     state: str
     pending: tuple[int, str, int] | None = None  # (seq, hash hex, new weight) of a node awaiting its transition
-    rows: list[models.Model] = field(default_factory=list)
+    rows: list[_Row] = field(default_factory=list)
     leaves: list[tuple[str, int, bytes]] = field(default_factory=list)  # (kind, seq, entry hash)
     changed: bool = False
 
@@ -138,42 +166,51 @@ class _Chain:
         return self.label_head
 
 
-def _row_for(chain: _Chain, entry: SignedEntry) -> models.Model:
-    """The row that would store ``entry`` (field values straight from the body)."""
+def _row_for(chain: _Chain, entry: SignedEntry) -> _Row:
+    """The row that would store ``entry`` (column values straight from the body)."""
     m = chain.memory
     b = entry.body
-    common = {"organization_id": m.organization_id, "memory_id": m.pk, "epoch": b.get("epoch"),
-              "time": b.get("time"), "signature": entry.signature}
+    common = {"organization_id": m.organization_id, "epoch": b.get("epoch"), "time": b.get("time"),
+              "signature": entry.signature, "memory_id": m.pk}
     try:
         if entry.kind == GENESIS:
-            return GenesisEntry(weight_q=b["weight_q"], **common)
+            return _Row(GenesisEntry, {**common, "weight_q": b["weight_q"], "entry_hash": None})
         if entry.kind == PROVENANCE:
-            return ProvenanceNode(seq=b["seq"], prev_weight_q=b["prev_weight_q"], new_weight_q=b["new_weight_q"],
-                                  valence_q=b["valence_q"], eta_q=b["eta_q"], evidence=b["evidence"],
-                                  prev=bytes.fromhex(b["prev"]), **common)
+            return _Row(ProvenanceNode, {
+                **common, "seq": b["seq"], "prev_weight_q": b["prev_weight_q"], "new_weight_q": b["new_weight_q"],
+                "valence_q": b["valence_q"], "eta_q": b["eta_q"], "evidence": b["evidence"],
+                "prev": bytes.fromhex(b["prev"]), "entry_hash": None})
         if entry.kind == TRANSITION:
-            return TransitionCommitment(seq=b["seq"], new_weight_q=b["new_weight_q"],
-                                        provenance_hash=bytes.fromhex(b["provenance"]), **common)
+            return _Row(TransitionCommitment, {**common, "seq": b["seq"], "new_weight_q": b["new_weight_q"],
+                                               "provenance_hash": bytes.fromhex(b["provenance"])})
         if entry.kind == LABEL:
-            return EpistemicLabel(seq=b["seq"], label=b["label"], reason=b["reason"], evidence=b["evidence"],
-                                  actor=b["actor"], prev=bytes.fromhex(b["prev"]), **common)
+            return _Row(EpistemicLabel, {
+                **common, "seq": b["seq"], "label": b["label"], "reason": b["reason"], "evidence": b["evidence"],
+                "actor": b["actor"], "prev": bytes.fromhex(b["prev"]), "entry_hash": None})
     except (KeyError, TypeError, ValueError) as exc:
         raise ChainBrokenError(f"{entry.kind} body cannot be stored: {exc!r}", kind=entry.kind,
                                seq=b.get("seq") if isinstance(b.get("seq"), int) else None) from None
     raise ChainBrokenError(f"unknown entry kind {entry.kind!r}")
 
 
-def _rebuilt(chain: _Chain, entry: SignedEntry, row: models.Model) -> SignedEntry:
+def _rebuilt(chain: _Chain, entry: SignedEntry, row: _Row) -> SignedEntry:
+    """The entry as ``ledger.selectors`` will read it back from ``row`` (the row is the body)."""
     m = chain.memory
+    columns = SimpleNamespace(**row.values)
     if entry.kind == GENESIS:
-        return genesis_entry_of(row, tenant=chain.tenant, store=m.store.slug, memory=chain.name,
+        return genesis_entry_of(columns, tenant=chain.tenant, store=m.store.slug, memory=chain.name,
                                 content_sha256=m.content_sha256)
     build = {PROVENANCE: provenance_entry_of, TRANSITION: transition_entry_of, LABEL: label_entry_of}[entry.kind]
-    return build(row, tenant=chain.tenant, memory=chain.name)
+    return build(columns, tenant=chain.tenant, memory=chain.name)
 
 
-def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
-    """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``."""
+def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: bytes | None = None) -> None:
+    """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``.
+
+    ``digest``: the entry's hash, for an entry this process has just built from a body its builder
+    validated (:func:`_signed`): the body is then neither validated nor canonically encoded again.
+    Its signature is still verified, against the rebuilt row's body, as for any other entry.
+    """
     kind = entry.kind
     body = entry.body if isinstance(entry.body, dict) else {}
     if body.get("tenant") != chain.tenant and isinstance(body.get("tenant"), str):
@@ -185,7 +222,11 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
         raise ChainBrokenError("the body rebuilt from the row to be stored differs from the signed body "
                                f"(fields {sorted(k for k in set(body) | set(rebuilt.body) if body.get(k) != rebuilt.body.get(k))})",
                                kind=kind, seq=body.get("seq") if isinstance(body.get("seq"), int) else None)
-    digest = verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs)
+    if digest is None:
+        digest = verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs)
+    else:
+        verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs,
+                     hash_of=lambda _: digest, body_checked=True)
     seq = body["seq"]
 
     def fail(error: type[LedgerError], message: str) -> LedgerError:
@@ -202,7 +243,7 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
         if body["weight_q"] != chain.weight_q:
             raise fail(WeightMismatchError, f"genesis weight_q {body['weight_q']} but the live weight is "
                        f"{chain.weight_q}")
-        row.entry_hash = digest
+        row.values["entry_hash"] = digest
         chain.head, chain.seq = digest.hex(), 0
     elif kind == PROVENANCE:
         if chain.head is None:
@@ -217,7 +258,7 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
         want = next_weight_q(chain.weight_q, body["valence_q"], body["eta_q"])
         if body["new_weight_q"] != want:
             raise fail(WeightMismatchError, f"new_weight_q {body['new_weight_q']} but the weight rule gives {want}")
-        row.entry_hash = digest
+        row.values["entry_hash"] = digest
         chain.pending = (seq, digest.hex(), body["new_weight_q"])
     elif kind == TRANSITION:
         if chain.pending is None or chain.pending[0] != seq:
@@ -236,17 +277,21 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet) -> None:
             raise fail(ChainBrokenError, f"seq {seq} does not follow the stored label seq {chain.label_seq}")
         if body["prev"] != chain.label_tip():
             raise fail(ChainBrokenError, f"prev {body['prev'][:16]}… is not the hash of label seq {chain.label_seq}")
-        row.entry_hash = digest
+        row.values["entry_hash"] = digest
         chain.label_seq, chain.label_head, chain.state = seq, digest.hex(), body["label"]
     chain.rows.append(row)
     chain.leaves.append((kind, seq, digest))
     chain.changed = True
 
 
-def _verify_into(chain: _Chain, entries: Iterable[SignedEntry], epochs: EpochSet) -> None:
-    for entry in entries:
+def _verify_into(chain: _Chain, entries: Iterable[SignedEntry | tuple[SignedEntry, bytes]], epochs: EpochSet
+                 ) -> None:
+    """Check ``entries`` in order against ``chain`` (see :func:`_check_entry`); an entry may come
+    with its hash, as :func:`_signed` returns it."""
+    for item in entries:
+        entry, digest = item if isinstance(item, tuple) else (item, None)
         try:
-            _check_entry(chain, entry, epochs)
+            _check_entry(chain, entry, epochs, digest)
         except LedgerError as exc:
             where = f"{exc.kind or entry.kind} seq={exc.seq}" if exc.seq is not None else (exc.kind or entry.kind)
             raise EntryRejected(f"rejected {where} for memory {chain.name}: {exc.message} ({type(exc).__name__}); "
@@ -276,17 +321,17 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
     if connection.features.has_select_for_update:
         statements += [[(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])]
                        for o in org_ids]
-    by_model: dict[type, list[models.Model]] = {}
+    by_model: dict[type, list[_Row]] = {}
     for c in chains:
         for row in c.rows:
-            by_model.setdefault(type(row), []).append(row)
-    inserted: list[tuple[int, list[models.Model]]] = []
+            by_model.setdefault(row.model, []).append(row)
+    inserted: list[tuple[int, list[_Row]]] = []
     for model in (GenesisEntry, ProvenanceNode, TransitionCommitment, EpistemicLabel):
         rows = by_model.get(model, [])
         for start in range(0, len(rows), _WRITE_CHUNK):
             chunk = rows[start:start + _WRITE_CHUNK]
             inserted.append((len(statements), chunk))
-            statements.append(_insert_sql(model, chunk))
+            statements.append(_insert_sql(model, [row.values for row in chunk]))
     for org_id in org_ids:
         leaves = [(c.memory.pk, kind, seq, leaf_hash(digest)) for c in chains if c.memory.organization_id == org_id
                   for kind, seq, digest in c.leaves]
@@ -315,7 +360,6 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
             raise RuntimeError(f"inserted {len(chunk)} ledger rows but got {len(ids)} ids back")
         for row, (pk,) in zip(chunk, ids):
             row.pk = pk
-            row._state.adding, row._state.db = False, connection.alias
     for m, updates in moved:
         for k, v in updates.items():
             setattr(m, k, v)
@@ -327,13 +371,13 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
 
 
 def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime
-                        ) -> tuple[dict[int, _Chain], list[ProvenanceNode]]:
+                        ) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
     name one memory); the chains to write and the provenance rows, in item order."""
     t = format_time(now)
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
-    nodes: list[ProvenanceNode] = []
+    nodes: list[_Row] = []
     for it in items:
         m = memories.get(it["memory_id"])
         if m is None:
@@ -369,7 +413,7 @@ def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[Proven
         for pk in memories:
             _tips.pop(_tips_key(pk), None)
         return None
-    return nodes
+    return [node.instance() for node in nodes]
 
 
 def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list[models.Model]:
@@ -385,7 +429,7 @@ def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list
         chain = _Chain.of(memory)
         _verify_into(chain, entries, _epoch_set_of(memory))
         _write([chain])
-        return chain.rows
+        return [row.instance() for row in chain.rows]
 
 
 # --------------------------------------------------------------------------- signing services
@@ -413,7 +457,7 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
                 chain = _Chain.of(m)
                 body = genesis_body(chain.tenant, m.store.slug, chain.name, bytes(m.content_sha256).hex(),
                                     WEIGHT_INITIAL_Q, signer.epoch, t)
-                _verify_into(chain, [sign_entry(GENESIS, body, signer)], epochs)
+                _verify_into(chain, [sign_checked_body(GENESIS, body, signer)], epochs)
                 chains.append(chain)
             _write(chains)
             signed += len(chains)
@@ -421,17 +465,17 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
 
 
 def _transition_entries(chain: _Chain, *, valence_q: int, evidence: list[str], eta_q: int, signer, time: str
-                        ) -> list[SignedEntry]:
+                        ) -> list[tuple[SignedEntry, bytes]]:
     if chain.head is None:
         raise EntryRejected(f"memory {chain.name} has no signed genesis yet; nothing written",
                             cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=chain.seq + 1))
     try:
         new_q = next_weight_q(chain.weight_q, valence_q, eta_q)
-        node = sign_entry(PROVENANCE, provenance_body(
+        node = sign_checked_body(PROVENANCE, provenance_body(
             chain.tenant, chain.name, chain.seq + 1, chain.weight_q, new_q, valence_q, [str(e) for e in evidence],
             chain.head, signer.epoch, time, eta_q=eta_q), signer)
-        commitment = sign_entry(TRANSITION, transition_body(
-            chain.tenant, chain.name, chain.seq + 1, new_q, node.hash_hex(), signer.epoch, time), signer)
+        commitment = sign_checked_body(TRANSITION, transition_body(
+            chain.tenant, chain.name, chain.seq + 1, new_q, node[1].hex(), signer.epoch, time), signer)
     except (LedgerError, ValueError) as exc:
         raise EntryRejected(f"cannot build a transition for memory {chain.name}: {exc}; nothing written",
                             cause=exc if isinstance(exc, LedgerError) else None) from None
@@ -450,7 +494,7 @@ def transitions_append(*, items: list[dict], now: datetime | None = None) -> lis
         memories = _lock_memories([it["memory_id"] for it in items])
         chains, nodes = _transitions_signed(items, memories, now)
         _write(list(chains.values()))
-        return nodes
+        return [node.instance() for node in nodes]
 
 
 def transition_append(*, memory_id: int, valence_q: int, evidence: list[str], eta_q: int = DEFAULT_ETA_Q,
@@ -486,9 +530,9 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
         chain = _Chain.of(memory)
         signer = housekeeper_signer(memory.organization, now=now)
         try:
-            entry = sign_entry(LABEL, label_body(chain.tenant, chain.name, chain.label_seq + 1, label, reason,
-                                                 evidence, actor, chain.label_tip(), signer.epoch,
-                                                 format_time(now)), signer)
+            entry = sign_checked_body(LABEL, label_body(chain.tenant, chain.name, chain.label_seq + 1, label, reason,
+                                                        evidence, actor, chain.label_tip(), signer.epoch,
+                                                        format_time(now)), signer)
         except LedgerError as exc:
             raise EntryRejected(f"cannot build a label for memory {chain.name}: {exc}; nothing written",
                                 cause=exc) from None
@@ -497,7 +541,7 @@ def label_append(*, memory_id: int, label: str, reason: str, evidence: dict, act
         notification_emit(organization_id=memory.organization_id, event="label.signed", payload={
             "memory": memory.pk, "store": memory.store_id, "label": label, "actor": actor,
             "url": site_url(f"/memories/{memory.pk}/")})
-        return chain.rows[0]
+        return chain.rows[0].instance()
 
 
 def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
