@@ -109,7 +109,11 @@ def key_directory() -> KeyDirectory:
     backend = getattr(settings, "HOUSEKEEPER_SIGNER", "file") or "file"
     path = Path(settings.HOUSEKEEPER_KEY_DIR)
     if backend == "file":
-        return KeyDirectory(path)
+        cache_key = ("file", str(path))
+        store = _keystores.get(cache_key)
+        if store is None:  # stateless: one per directory, not one per signature
+            store = _keystores[cache_key] = KeyDirectory(path)
+        return store
     if backend != "pkcs11":
         raise ImproperlyConfigured(f"HOUSEKEEPER_SIGNER must be 'file' or 'pkcs11', not {backend!r}")
     module, label = settings.PKCS11_MODULE, settings.PKCS11_TOKEN_LABEL
@@ -158,9 +162,15 @@ def key_directory_signer(organization, now: datetime) -> Signer:
     return kd.signer(tenant, now)  # raises EpochExpiredError with the tenant named
 
 
+_factories: dict[str, Callable[..., Signer]] = {}
+
+
 def _factory() -> Callable[..., Signer]:
     path = getattr(settings, "HOUSEKEEPER_SIGNER_FACTORY", "") or "ledger.signing.key_directory_signer"
-    return import_string(path)
+    factory = _factories.get(path)
+    if factory is None:
+        factory = _factories[path] = import_string(path)
+    return factory
 
 
 def epoch_signer(organization, *, now: datetime | None = None) -> Signer:

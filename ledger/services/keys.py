@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from ledger.core.canonical import format_time, now_utc, parse_time
 from ledger.core.errors import LedgerError
@@ -152,8 +152,9 @@ _epoch_sets: dict[tuple, tuple[tuple, EpochSet]] = {}
 
 def _epoch_set_of(memory: Memory) -> EpochSet:
     """The organization's EpochSet for a memory locked by :func:`_lock_memories` (cached by its marks)."""
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     tenant = memory.organization.slug
-    key = (connection.alias, connection.settings_dict["NAME"], memory.organization_id, tenant)
+    key = (db.alias, db.settings_dict["NAME"], memory.organization_id, tenant)
     mark = (memory.epoch_mark, endorsement_generation())
     cached = _epoch_sets.get(key)
     if cached is not None and cached[0] == mark:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, connections, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Max
 from psycopg import ClientCursor
 from psycopg.types.json import Jsonb
@@ -72,6 +72,7 @@ def _lock_memories(ids: list[int]) -> dict[int, Memory]:
     """Lock the memory rows (by id; the organization and store come along unlocked) and read, in
     the same statement, their organization's key-epoch marks (``memory.epoch_mark``, see
     :func:`_epoch_set_of`). Raw SQL: the ORM compiles this query slower than the database runs it."""
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     ids = sorted(set(ids))
     q = _lock_query()
     names_m, names_o, names_s = q.names
@@ -79,14 +80,14 @@ def _lock_memories(ids: list[int]) -> dict[int, Memory]:
     out: dict[int, Memory] = {}
     for start in range(0, len(ids), 900):
         chunk = ids[start:start + 900]
-        with connection.cursor() as cur:
+        with db.cursor() as cur:
             cur.execute(q.head + ", ".join(["%s"] * len(chunk)) + q.tail, chunk)
             rows = cur.fetchall()
         for raw in rows:
             row = _converted(raw, q.converters)
-            m = Memory.from_db(connection.alias, names_m, row[:nm])
-            org = Organization.from_db(connection.alias, names_o, row[nm:nm + no])
-            store = Store.from_db(connection.alias, names_s, row[nm + no:nm + no + ns])
+            m = Memory.from_db(db.alias, names_m, row[:nm])
+            org = Organization.from_db(db.alias, names_o, row[nm:nm + no])
+            store = Store.from_db(db.alias, names_s, row[nm + no:nm + no + ns])
             Memory.organization.field.set_cached_value(m, org)
             Memory.store.field.set_cached_value(m, store)
             *counts, newest = row[nm + no + ns:]
@@ -115,8 +116,18 @@ def _pg_mogrifier() -> Callable[[str, Sequence[Any]], str]:
     which is exact while ``standard_conforming_strings`` is on, PostgreSQL's default; bytes as
     ``'\\x…'::bytea``; JSON as its text ``::jsonb``), any other value by psycopg's mogrify. The
     profile of an append showed psycopg's per-value adaptation costing more than its crypto."""
-    connection.ensure_connection()
-    raw = connection.connection
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    db.ensure_connection()
+    raw = db.connection
+    cached = getattr(db, "_ledger_bind", None)
+    if cached is not None and cached[0] is raw:
+        return cached[1]
+    bind = _binder(raw)
+    db._ledger_bind = (raw, bind)  # per database connection: built once, not per write
+    return bind
+
+
+def _binder(raw: Any) -> Callable[[str, Sequence[Any]], str]:
     mogrify = ClientCursor(raw).mogrify
     if raw.pgconn.parameter_status(b"standard_conforming_strings") != b"on":
         return mogrify
@@ -163,10 +174,11 @@ def _run_statements(statements: list[_Statement]) -> list[list[tuple]]:
     COMMITTED, a fresh snapshot taken after the locks the earlier ones acquired). Elsewhere
     they run one by one.
     """
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     out: list[list[tuple]] = []
-    with connection.cursor() as cur:
+    with db.cursor() as cur:
         # psycopg 3 only: psycopg2 cannot return the results of later statements (no nextset).
-        if connection.vendor == "postgresql" and connection.Database.__name__ == "psycopg":
+        if db.vendor == "postgresql" and db.Database.__name__ == "psycopg":
             bind = _pg_mogrifier()
             cur.execute(";\n".join("".join(bind(sql, params) if params else sql for sql, params in stmt)
                                    for stmt in statements))
@@ -190,20 +202,21 @@ _insert_templates: dict[tuple[str, type], tuple[str, str, str, list[tuple[str, A
 def _insert_sql(model: type[models.Model], rows: list[dict[str, Any]]) -> _Statement:
     """``INSERT ... VALUES (...), ... RETURNING id`` for ``rows`` (column values by attname: all
     concrete fields but the pk)."""
-    template = _insert_templates.get((connection.vendor, model))
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    template = _insert_templates.get((db.vendor, model))
     if template is None:
         fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-        qn = connection.ops.quote_name
-        # Integers and strings go to the driver as they are (the bodies were schema-checked);
-        # only JSON and bytes need the field's adaptation.
-        plain = (models.IntegerField, models.CharField, models.ForeignKey)
+        qn = db.ops.quote_name
+        # Integers, strings and bytes go to the driver (or the literal writer) as they are: the
+        # bodies were schema-checked. Only JSON needs the field's adaptation (a BinaryField's
+        # would wrap the bytes in a type the literal writer leaves to psycopg's slower mogrify).
+        plain = (models.IntegerField, models.CharField, models.ForeignKey, models.BinaryField)
         attrs = [(f.attname, None if isinstance(f, plain) and not isinstance(f, models.JSONField) else f)
                  for f in fields]
-        template = _insert_templates[(connection.vendor, model)] = (
+        template = _insert_templates[(db.vendor, model)] = (
             f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) VALUES ",
             "(" + ", ".join(["%s"] * len(fields)) + ")", f" RETURNING {qn(model._meta.pk.column)}", attrs)
     head, one, tail, attrs = template
-    db = connections[connection.alias]  # the wrapper itself: one proxy lookup, not one per value
     stmt: _Statement = [(head, ())]
     for i, row in enumerate(rows):
         values = []
@@ -219,7 +232,8 @@ def _leaves_sql(organization_id: int, leaves: list[tuple[int, str, int, bytes]])
     """Append ``leaves`` (memory id, kind, seq, leaf hash) to the organization's log after its
     current last index. The index is read by this statement, after the organization row is
     locked by an earlier one, so it sees every leaf committed before."""
-    qn = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    qn = db.ops.quote_name
     t = qn(LogLeaf._meta.db_table)
     cols = ", ".join(qn(LogLeaf._meta.get_field(n).column) for n in
                      ("organization", "index", "memory", "kind", "seq", "leaf_hash"))
@@ -248,11 +262,13 @@ _TIPS_MAX = 50_000
 
 
 def _tips_key(memory_id: int) -> tuple:
-    return (connection.alias, connection.settings_dict["NAME"], memory_id)
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    return (db.alias, db.settings_dict["NAME"], memory_id)
 
 
 def _tips_remember(memories: list[Memory]) -> None:
-    if connection.vendor != "postgresql":
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    if db.vendor != "postgresql":
         return
     for m in memories:
         if getattr(m, "epoch_mark", None) is not None:
@@ -262,14 +278,16 @@ def _tips_remember(memories: list[Memory]) -> None:
 
 
 def _one_round_trip() -> bool:
-    return (connection.vendor == "postgresql" and connection.Database.__name__ == "psycopg"
-            and not connection.in_atomic_block and connection.get_autocommit())
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    return (db.vendor == "postgresql" and db.Database.__name__ == "psycopg"
+            and not db.in_atomic_block and db.get_autocommit())
 
 
 def _guard_sql(memories: list[Memory]) -> list[_Statement]:
     """Lock the memory rows (by id) and require their tips, and their organizations' key-epoch
     marks, to equal what the entries were verified against (``memories`` as they were read)."""
-    qn = connection.ops.quote_name
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    qn = db.ops.quote_name
     col = {n: qn(Memory._meta.get_field(n).column) for n in ("live_seq", "chain_head", "live_weight_q", "label_seq")}
     memories = sorted(memories, key=lambda m: m.pk)
     stmt: _Statement = [(

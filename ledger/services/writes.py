@@ -38,7 +38,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.entries import (
@@ -114,8 +114,9 @@ class _Row:
 
     def instance(self) -> models.Model:
         """The inserted row as a model instance (only for rows a service returns)."""
+        db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
         values = self.values
-        obj = self.model.from_db(connection.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
+        obj = self.model.from_db(db.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
         return obj
 
 
@@ -312,13 +313,14 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
     statements go first (the one-round-trip path: they lock the memory rows and check the tips).
     Once committed, the memories are remembered as this process last wrote them (:data:`_tips`).
     """
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     chains = [c for c in chains if c.changed]
     if not chains:
         return
-    qn = connection.ops.quote_name
+    qn = db.ops.quote_name
     org_ids = sorted({c.memory.organization_id for c in chains})
     statements: list[_Statement] = list(guard or [])
-    if connection.features.has_select_for_update:
+    if db.features.has_select_for_update:
         statements += [[(f"SELECT 1 FROM {qn(Organization._meta.db_table)} WHERE {qn('id')} = %s FOR UPDATE", [o])]
                        for o in org_ids]
     by_model: dict[type, list[_Row]] = {}
@@ -364,7 +366,7 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
         for k, v in updates.items():
             setattr(m, k, v)
     written = [c.memory for c in chains]
-    if connection.in_atomic_block:
+    if db.in_atomic_block:
         transaction.on_commit(lambda: _tips_remember(written))
     else:
         _tips_remember(written)
@@ -385,7 +387,7 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
         if m.organization_id not in keys:
             keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
-        chain = chains.setdefault(m.pk, _Chain.of(m))
+        chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
         entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
                                       eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
         _verify_into(chain, entries, epochs)
