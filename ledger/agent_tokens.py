@@ -85,6 +85,7 @@ def agent_token_touch(*, token: AgentToken, now: datetime) -> None:
 
 class AgentPrincipal:
     """The ``request.user`` of an agent-token request: authenticated, but no org member."""
+
     is_authenticated = True
     is_anonymous = False
     is_active = True
@@ -135,6 +136,7 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
     """Describes the agent bearer token in the OpenAPI schema."""
+
     target_class = "ledger.agent_tokens.AgentTokenAuthentication"
     name = "agentToken"
 

@@ -52,6 +52,7 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class LabelSpec:
     """One label to append, rebuilt entirely from a recorded decision."""
+
     memory_id: int
     label: str
     reason: str

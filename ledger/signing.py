@@ -198,6 +198,7 @@ def housekeeper_signer(organization, *, now: datetime | None = None) -> Signer:
 
 class OnlineSigner:
     """An in-memory Ed25519 key that signs for epoch ``epoch`` through its endorsement."""
+
     def __init__(self, key: Ed25519Key, epoch: int, endorsement_pk: int, not_before: datetime,
                  not_after: datetime) -> None:
         self._key = key

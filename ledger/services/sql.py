@@ -34,6 +34,7 @@ def _converted(row: tuple, converters: list[tuple[int, list, Any]]) -> list:
 @dataclass(frozen=True)
 class _LockQuery:
     """The parts of the memory-lock statement that depend only on the database backend."""
+
     head: str  # SELECT ... WHERE m.id IN (
     tail: str  # ) ORDER BY m.id [FOR UPDATE OF m]
     names: tuple[list[str], ...]  # attnames of Memory, Organization, Store columns

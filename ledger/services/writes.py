@@ -98,6 +98,7 @@ _WRITE_CHUNK = 500  # rows per INSERT statement
 
 class EntryRejected(ValidationError):
     """A ledger write refused by the write path; nothing was written. ``cause`` is the core error."""
+
     def __init__(self, message: str, *, cause: LedgerError | None = None) -> None:
         super().__init__(message, code=type(cause).__name__ if cause is not None else "rejected")
         self.cause = cause
@@ -116,8 +117,7 @@ class _Row:
         """The inserted row as a model instance (only for rows a service returns)."""
         db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
         values = self.values
-        obj = self.model.from_db(db.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
-        return obj
+        return self.model.from_db(db.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
 
 
 _attnames_cache: dict[type, tuple[str, ...]] = {}
@@ -134,6 +134,7 @@ def _attnames(model: type[models.Model]) -> tuple[str, ...]:
 @dataclass
 class _Chain:
     """A memory's chain tips while a batch is being verified (starts from the locked row)."""
+
     memory: Memory
     tenant: str
     name: str
