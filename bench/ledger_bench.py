@@ -34,6 +34,7 @@ import io
 import json
 import os
 import pstats
+import re
 import statistics
 import sys
 import tempfile
@@ -43,10 +44,16 @@ from pathlib import Path
 MUTMEM = {"median_ms": 4.865, "p95_ms": 5.674, "bytes_per_transition": 966.35}
 TARGETS = {"median_ms": 1.0, "p95_ms": 2.0, "bytes_per_transition": 500, "batch_transitions_per_s": 5000,
            "verify_entries_per_s": 12000}
-PG_URL = "postgres://postgres@127.0.0.1:5432/memaudit_bench"
+PG_DB = "memaudit_bench"
 
 
-def _setup(db: str, workdir: Path) -> None:
+def _db_name(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a plain lowercase database name")
+    return value
+
+
+def _setup(db: str, workdir: Path, pg_db: str = PG_DB) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     os.environ["DJANGO_SETTINGS_MODULE"] = "memaudit_site.settings"
     os.environ["MEMAUDIT_ROLE"] = "housekeeper"  # this process is the housekeeper
@@ -56,9 +63,9 @@ def _setup(db: str, workdir: Path) -> None:
         import psycopg
 
         with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'memaudit_bench'").fetchone():
-                conn.execute("CREATE DATABASE memaudit_bench")
-        os.environ["DATABASE_URL"] = PG_URL
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [pg_db]).fetchone():
+                conn.execute(f'CREATE DATABASE "{pg_db}"')
+        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_db}"
         os.environ["DB_CONN_MAX_AGE"] = "600"
     else:
         os.environ.pop("DATABASE_URL", None)
@@ -172,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--pg-db", default=PG_DB, type=_db_name, help="PostgreSQL database to use (created when missing)")
     ap.add_argument("--memories", type=int, default=100)
     ap.add_argument("--json", dest="json_out", help="write the figures here")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of 300 single appends")
@@ -182,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                          "disk flush (reported as durable=false)")
     args = ap.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
-    _setup(args.db, workdir)
+    _setup(args.db, workdir, args.pg_db)
 
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -198,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         store_create,
         transition_append,
         transitions_append,
+        tree_head_issue,
     )
     from orgs.models import Organization
 
@@ -276,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     leaf_b = statistics.mean(_row_bytes(r, {"seq"}) for r in LogLeaf.objects.filter(organization=org)
                              .values(*leaf_fields)[:1000])
 
+    tree_head_issue(organization=org)  # the verifier requires every leaf under a signed tree head
     parsed = parse_bundle(bundle_build(org))
     cpu0 = time.process_time()
     report = verify_parsed(parsed)

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from ledger.models import AgentToken, Store
+from orgs.services import activity_record
 
 PREFIX = "mat_"
 
@@ -32,8 +32,6 @@ def agent_token_create(*, store: Store, name: str, created_by=None, expires_at: 
 
     ``expires_at`` defaults to AGENT_TOKEN_DEFAULT_DAYS from now; it must lie in the future.
     """
-    from orgs.services import activity_record
-
     now = timezone.now()
     if expires_at is None:
         expires_at = now + timedelta(days=settings.AGENT_TOKEN_DEFAULT_DAYS)
@@ -54,7 +52,6 @@ def agent_token_create(*, store: Store, name: str, created_by=None, expires_at: 
 
 def agent_token_revoke(*, token: AgentToken, actor=None, request=None) -> bool:
     """Revoke a token (effective on its next request). False when it was already revoked."""
-    from orgs.services import activity_record
 
     revoked = AgentToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     if revoked:
@@ -71,11 +68,7 @@ def agent_token_list(*, organization, store_id: int | None = None):
 
 
 def agent_token_get_for_org(*, organization, token_id: int) -> AgentToken:
-    try:
-        return AgentToken.objects.select_related("store", "organization").get(organization=organization,
-                                                                               pk=token_id)
-    except AgentToken.DoesNotExist:
-        raise Http404("No such agent token.") from None
+    return AgentToken.objects.select_related("store", "organization").get(organization=organization, pk=token_id)
 
 
 def agent_token_get(*, raw: str) -> AgentToken | None:

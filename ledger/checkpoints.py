@@ -8,6 +8,7 @@ checkpoint signature is written with the tree head (``ledger.services.tree_head_
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -15,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from ledger.core.checkpoint import Checkpoint, log_key, parse_checkpoint_text
-from ledger.core.errors import LedgerError
+from ledger.core.errors import BundleError, LedgerError
 from ledger.core.merkle import consistency_proof
 from ledger.core.note import (
     COSIGNATURE_V1,
@@ -28,8 +29,9 @@ from ledger.core.note import (
     parse_verifier_key,
     verify_cosignature,
 )
-from ledger.models import LogLeaf, TreeHead, WitnessCosignature, WitnessKey
-from ledger.services import checkpoint_origin_of
+from ledger.core.receipt_check import check_receipt
+from ledger.models import LogLeaf, ReceiptKey, TreeHead, WitnessCosignature, WitnessKey
+from ledger.services.tree_heads import checkpoint_origin_of
 from ledger.signing import epochs_for, receipt_key_endorsement_for
 from orgs.models import Organization
 
@@ -209,11 +211,7 @@ def receipt_check(organization: Organization, pasted: str) -> dict:
     """The portable receipt check (``memaudit-verify receipt``) on a pasted receipt, with this
     organization's anchor, newest checkpoint and, when the sizes differ, a consistency proof
     computed from the stored log. Returns ``{"error"}`` or ``{"findings", "sth_size", ...}``."""
-    import json
 
-    from ledger.core.errors import BundleError
-    from ledger.core.receipt_check import check_receipt
-    from ledger.models import ReceiptKey
 
     if len(pasted.encode("utf-8")) > MAX_RECEIPT_BYTES:
         return {"error": f"larger than {MAX_RECEIPT_BYTES // 1024} kB"}

@@ -27,7 +27,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger.models import ClassifierFinding, EpistemicLabel, SigningRefusal
+from ledger.classifier_service import ACTOR
+from ledger.models import ClassifierFinding, EpistemicLabel, Memory, SigningRefusal
+from orgs.models import Membership
+from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +69,6 @@ def parse_ref(decision: object) -> tuple[str, int]:
 
 
 def active_membership(user, organization):
-    from orgs.models import Membership
-
     if user is None:
         return None
     return Membership.objects.filter(user=user, organization=organization, is_active=True).first()
@@ -98,8 +99,6 @@ def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
 
 def finding_spec(finding_id: int) -> LabelSpec:
     """The classifier's ``poison_likely`` from a recorded finding, re-checked against the memory now."""
-    from ledger.classifier_service import ACTOR
-
     f = ClassifierFinding.objects.select_related("organization", "memory", "memory__store").filter(
         pk=finding_id).first()
     if f is None:
@@ -117,7 +116,6 @@ def finding_spec(finding_id: int) -> LabelSpec:
     if not isinstance(group, list) or m.external_id not in group or len(set(map(str, group))) < MIN_GROUP:
         raise Refused(f"finding {f.pk}: its group does not name this memory among at least {MIN_GROUP}",
                       organization=org)
-    from ledger.models import Memory
 
     present = Memory.objects.filter(store_id=m.store_id, external_id__in=[str(g) for g in group]).count()
     if present != len(set(map(str, group))):
@@ -143,8 +141,6 @@ def payload_summary(args: tuple, kwargs: dict) -> dict:
 
 def _organization_named(args: tuple, kwargs: dict):
     """The organization a forged message targets (through its memory), to show it to that org's admins."""
-    from ledger.models import Memory
-
     mid = kwargs.get("memory_id", args[0] if args else None)
     if isinstance(mid, int) and not isinstance(mid, bool):
         m = Memory.objects.select_related("organization").filter(pk=mid).first()
@@ -156,8 +152,6 @@ def _organization_named(args: tuple, kwargs: dict):
 def refusal_record(*, reason: str, args: tuple = (), kwargs: dict | None = None, organization=None,
                    task: str = TASK) -> SigningRefusal:
     """Record (and log, and put in the organization's activity) a refused signing request."""
-    from orgs.services import activity_record
-
     kwargs = kwargs or {}
     organization = organization or _organization_named(args, kwargs)
     summary = payload_summary(args, kwargs)

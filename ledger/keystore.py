@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -26,7 +27,6 @@ from pathlib import Path
 from ledger.core.canonical import TAG_EPOCH, entry_hash, format_time, now_utc, parse_time
 from ledger.core.errors import EpochExpiredError, UnknownEpochError
 from ledger.core.keys import (
-    _TENANT_RE,
     DEFAULT_VALIDITY,
     Ed25519Signer,
     Epoch,
@@ -35,6 +35,9 @@ from ledger.core.keys import (
     epoch_valid_at,
     generate_keypair,
 )
+
+# A tenant's key directory is named after its slug: only names that cannot leave ``path``.
+_TENANT_DIR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass
@@ -59,7 +62,7 @@ class KeyDirectory:
 
     # -- helpers
     def _tenant_dir(self, tenant: str) -> Path:
-        if not _TENANT_RE.fullmatch(tenant):
+        if not _TENANT_DIR_RE.fullmatch(tenant):
             raise ValueError(f"tenant {tenant!r} is not a safe directory name")
         return self.path / tenant
 
@@ -206,7 +209,7 @@ class Pkcs11KeyStore(KeyDirectory):
     def _open(self):
         if self._session is None:
             try:
-                import pkcs11
+                import pkcs11  # local: optional python-pkcs11
             except ImportError:
                 raise Pkcs11Error("HOUSEKEEPER_SIGNER=pkcs11 needs the python-pkcs11 package") from None
             try:
@@ -223,8 +226,8 @@ class Pkcs11KeyStore(KeyDirectory):
         return self._session
 
     def _generate(self, tenant: str, number: int) -> bytes:
-        from pkcs11 import Attribute, KeyType, Mechanism
-        from pkcs11.util.ec import encode_named_curve_parameters
+        from pkcs11 import Attribute, KeyType, Mechanism  # local: optional python-pkcs11
+        from pkcs11.util.ec import encode_named_curve_parameters  # local: optional python-pkcs11
 
         label = self.key_label(tenant, number)
         with self._lock:
@@ -240,7 +243,7 @@ class Pkcs11KeyStore(KeyDirectory):
             return _ed25519_point(bytes(pub[Attribute.EC_POINT]))
 
     def _sign(self, label: str, message: bytes) -> bytes:
-        from pkcs11 import Mechanism, ObjectClass
+        from pkcs11 import Mechanism, ObjectClass  # local: optional python-pkcs11
 
         with self._lock:
             key = self._handles.get(label)
@@ -250,7 +253,7 @@ class Pkcs11KeyStore(KeyDirectory):
 
     def private_key_attributes(self, tenant: str, number: int) -> dict[str, bool]:
         """CKA_EXTRACTABLE / CKA_SENSITIVE of an epoch's private key, as the token reports them."""
-        from pkcs11 import Attribute, ObjectClass
+        from pkcs11 import Attribute, ObjectClass  # local: optional python-pkcs11
 
         with self._lock:
             key = self._open().get_key(label=self.key_label(tenant, number), object_class=ObjectClass.PRIVATE_KEY)
@@ -268,7 +271,7 @@ _libs: dict[str, object] = {}
 
 def _pkcs11_lib(module: str):
     """The loaded PKCS#11 module (a module can be initialised once per process)."""
-    import pkcs11
+    import pkcs11  # local: optional python-pkcs11
 
     if module not in _libs:
         _libs[module] = pkcs11.lib(module)

@@ -123,74 +123,76 @@ class KeyEpoch(models.Model):
         constraints = [models.UniqueConstraint(fields=["organization", "number"], name="epoch_unique_number")]
 
 
-class GenesisEntry(models.Model):
+class SignedRow(models.Model):
+    """The columns every stored signed entry carries: whose log, which epoch signed it, when, and
+    the signature over the body rebuilt from the row."""
+
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
-    memory = models.OneToOneField(Memory, on_delete=models.PROTECT, related_name="genesis")
-    weight_q = models.IntegerField()
     epoch = models.IntegerField()
     time = models.CharField(max_length=32)
     signature = models.BinaryField(max_length=64)
+
+    class Meta:
+        abstract = True
+
+
+class ChainEntry(SignedRow):
+    """An entry of one of a memory's chains (provenance, transition, label): numbered by ``seq``,
+    unique per memory (each subclass names its constraint), read in chain order."""
+
+    seq = models.IntegerField()
+
+    class Meta:
+        abstract = True
+        ordering = ["memory", "seq"]
+
+
+class GenesisEntry(SignedRow):
+    memory = models.OneToOneField(Memory, on_delete=models.PROTECT, related_name="genesis")
+    weight_q = models.IntegerField()
     entry_hash = models.BinaryField(max_length=32)
 
 
-class ProvenanceNode(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
+class ProvenanceNode(ChainEntry):
     memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="provenance")
-    seq = models.IntegerField()
     prev_weight_q = models.IntegerField()
     new_weight_q = models.IntegerField()
     valence_q = models.IntegerField()
     eta_q = models.IntegerField()
     evidence = models.JSONField(default=list)  # outcome ids / hashes that justified the move
     prev = models.BinaryField(max_length=32)
-    epoch = models.IntegerField()
-    time = models.CharField(max_length=32)
-    signature = models.BinaryField(max_length=64)
     entry_hash = models.BinaryField(max_length=32)
 
-    class Meta:
-        ordering = ["memory", "seq"]
+    class Meta(ChainEntry.Meta):
         constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="provenance_unique_seq")]
 
 
-class TransitionCommitment(models.Model):
+class TransitionCommitment(ChainEntry):
     """The dual commitment: binds the new weight to the hash of its provenance node."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="transitions")
-    seq = models.IntegerField()
     new_weight_q = models.IntegerField()
     provenance_hash = models.BinaryField(max_length=32)
-    epoch = models.IntegerField()
-    time = models.CharField(max_length=32)
-    signature = models.BinaryField(max_length=64)
 
-    class Meta:
-        ordering = ["memory", "seq"]
+    class Meta(ChainEntry.Meta):
         constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="transition_unique_seq")]
 
 
-class EpistemicLabel(models.Model):
+class EpistemicLabel(ChainEntry):
     class Label(models.TextChoices):
         SUSPECT = "poison_suspect", "Poison suspect"
         LIKELY = "poison_likely", "Poison likely"
         REFUTED = "poison_refuted", "Poison refuted"
 
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT)
     memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="labels")
-    seq = models.IntegerField()
     label = models.CharField(max_length=16, choices=Label.choices)
     reason = models.TextField()
     evidence = models.JSONField(default=dict)
     actor = models.CharField(max_length=200)  # "user:<username>" or "<classifier>@<version>"
     prev = models.BinaryField(max_length=32)
-    epoch = models.IntegerField()
-    time = models.CharField(max_length=32)
-    signature = models.BinaryField(max_length=64)
     entry_hash = models.BinaryField(max_length=32)
 
-    class Meta:
-        ordering = ["memory", "seq"]
+    class Meta(ChainEntry.Meta):
         constraints = [models.UniqueConstraint(fields=["memory", "seq"], name="label_unique_seq")]
 
 

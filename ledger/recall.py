@@ -40,12 +40,14 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
 
+from ledger import dispatch, verification
 from ledger.core.canonical import format_time, now_utc
 from ledger.core.merkle import EMPTY_ROOT
 from ledger.core.receipts import build_receipt
 from ledger.core.weights import WEIGHT_MIN_Q
 from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
 from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
+from ledger.signing import receipt_signer
 
 logger = logging.getLogger(__name__)
 alert_logger = logging.getLogger("ledger.alerts")
@@ -61,7 +63,7 @@ ANN_POOL_MIN = 64
 ANN_POOL_PER_K = 8
 QUERY_CACHE_SIZE = 256  # recall results per store index (same query, k and projection)
 try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
-    from threadpoolctl import ThreadpoolController
+    from threadpoolctl import ThreadpoolController  # local: optional dependency
 
     _blas = ThreadpoolController()
 except ImportError:  # pragma: no cover
@@ -123,8 +125,6 @@ def _row_key(index: StoreIndex, row: int) -> tuple:
 def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, str]]:
     """(verified, why not) per row: from the cache, keyed by (memory, chain head, label seq, live
     weight, state), or by ``memories_verify`` on all the rows missing from it at once (one bundle)."""
-    from ledger.verification import memories_verify
-
     out: dict[int, tuple[bool, str]] = {}
     keys = {row: _row_key(index, row) for row in rows}
     todo = []
@@ -149,7 +149,7 @@ def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, st
         else:
             check.append(row)
     if check:
-        findings = memories_verify([memories[keys[row][0]] for row in check])
+        findings = verification.memories_verify([memories[keys[row][0]] for row in check])
         with _verified_lock:
             for row in check:
                 found = findings[keys[row][0]]
@@ -274,8 +274,6 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
 
 def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> dict:
     """Top-k memories for ``query`` with a signed receipt; see the module docstring."""
-    from ledger.signing import receipt_signer
-
     if not isinstance(query, str) or not query.strip():
         raise ValidationError({"query": ["must be a non-empty string"]})
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
@@ -360,10 +358,5 @@ def outcome_record(*, receipt: Receipt, memory: str, reward: float) -> Outcome:
         outcome = Outcome.objects.create(organization_id=receipt.organization_id, receipt=receipt, memory=target,
                                          reward_q=round(float(reward) * 1000))
 
-    def enqueue() -> None:
-        from ledger.tasks import outcomes_apply_task
-
-        outcomes_apply_task.delay(receipt.organization_id)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: dispatch.outcomes_apply(receipt.organization_id))
     return outcome

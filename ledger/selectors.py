@@ -1,11 +1,9 @@
-"""Reads of the ledger: rebuild signed entries from rows (the row *is* the body).
+"""Reads of the ledger: memories, their entry rows, the log and tree heads.
 
-Every body field comes from a column of the entry row or, for the fields the row shares with
-its memory, from the memory row (tenant = the entry row's organization slug, memory = the
-memory's ``ledger_id``, the genesis content hash = ``Memory.content_sha256``). So editing any of
-those columns changes the rebuilt body, hence its hash, and the stored signature stops
-verifying. Derived caches (``entry_hash``, ``LogLeaf.leaf_hash``) are never trusted: they are
-recomputed from the rebuilt bodies and compared.
+A memory's entry rows come back as signed entries, mapped column for column by
+``ledger.core.entries`` (``*_entry_of``: the row *is* the body). Derived caches (``entry_hash``,
+``LogLeaf.leaf_hash``) are never trusted: they come along as stored, to be compared with the
+hashes recomputed from the bodies. Lookups that find nothing raise the model's ``DoesNotExist``.
 """
 
 from __future__ import annotations
@@ -14,7 +12,16 @@ from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
 
-from ledger.core.entries import GENESIS, LABEL, PROVENANCE, TRANSITION, SignedEntry
+from ledger.core.entries import (
+    GENESIS,
+    LABEL,
+    PROVENANCE,
+    SignedEntry,
+    genesis_entry_of,
+    label_entry_of,
+    provenance_entry_of,
+    transition_entry_of,
+)
 from ledger.models import (
     EpistemicLabel,
     GenesisEntry,
@@ -25,36 +32,7 @@ from ledger.models import (
     TransitionCommitment,
     TreeHead,
 )
-
-
-def genesis_entry(row: GenesisEntry, *, tenant: str, store: str, memory: str, content_sha256: bytes) -> SignedEntry:
-    return SignedEntry(GENESIS, {
-        "tenant": tenant, "store": store, "memory": memory, "seq": 0, "content_sha256": bytes(content_sha256).hex(),
-        "weight_q": row.weight_q, "epoch": row.epoch, "time": row.time,
-    }, bytes(row.signature))
-
-
-def provenance_entry(row: ProvenanceNode, *, tenant: str, memory: str) -> SignedEntry:
-    return SignedEntry(PROVENANCE, {
-        "tenant": tenant, "memory": memory, "seq": row.seq, "prev_weight_q": row.prev_weight_q,
-        "new_weight_q": row.new_weight_q, "valence_q": row.valence_q, "eta_q": row.eta_q,
-        "evidence": row.evidence, "prev": bytes(row.prev).hex(), "epoch": row.epoch, "time": row.time,
-    }, bytes(row.signature))
-
-
-def transition_entry(row: TransitionCommitment, *, tenant: str, memory: str) -> SignedEntry:
-    return SignedEntry(TRANSITION, {
-        "tenant": tenant, "memory": memory, "seq": row.seq, "new_weight_q": row.new_weight_q,
-        "provenance": bytes(row.provenance_hash).hex(), "epoch": row.epoch, "time": row.time,
-    }, bytes(row.signature))
-
-
-def label_entry(row: EpistemicLabel, *, tenant: str, memory: str) -> SignedEntry:
-    return SignedEntry(LABEL, {
-        "tenant": tenant, "memory": memory, "seq": row.seq, "label": row.label, "reason": row.reason,
-        "evidence": row.evidence, "actor": row.actor, "prev": bytes(row.prev).hex(), "epoch": row.epoch,
-        "time": row.time,
-    }, bytes(row.signature))
+from orgs.models import Organization
 
 
 @dataclass
@@ -71,13 +49,11 @@ class MemoryEntries:
 
 
 def organization_slugs() -> dict[int, str]:
-    from orgs.models import Organization
-
     return dict(Organization.objects.values_list("id", "slug"))
 
 
 def memory_entries_list(memories: list[Memory], *, slugs: dict[int, str] | None = None) -> list[MemoryEntries]:
-    """Rebuild the entries of the given memories in four queries (one per entry table)."""
+    """The entries of the given memories, read in four queries (one per entry table)."""
     slugs = slugs if slugs is not None else organization_slugs()
     ids = [m.pk for m in memories]
     out = {m.pk: MemoryEntries(m, None) for m in memories}
@@ -86,19 +62,19 @@ def memory_entries_list(memories: list[Memory], *, slugs: dict[int, str] | None 
         chunk = ids[chunk_start:chunk_start + 500]
         for g in GenesisEntry.objects.filter(memory_id__in=chunk):
             me = out[g.memory_id]
-            me.genesis = genesis_entry(g, tenant=slugs.get(g.organization_id, "?"), store=me.memory.store.slug,
+            me.genesis = genesis_entry_of(g, tenant=slugs.get(g.organization_id, "?"), store=me.memory.store.slug,
                                        memory=names[g.memory_id], content_sha256=me.memory.content_sha256)
             me.stored_hashes[(GENESIS, 0)] = bytes(g.entry_hash)
         for n in ProvenanceNode.objects.filter(memory_id__in=chunk).order_by("memory_id", "seq"):
             me = out[n.memory_id]
-            me.provenance.append(provenance_entry(n, tenant=slugs.get(n.organization_id, "?"), memory=names[n.memory_id]))
+            me.provenance.append(provenance_entry_of(n, tenant=slugs.get(n.organization_id, "?"), memory=names[n.memory_id]))
             me.stored_hashes[(PROVENANCE, n.seq)] = bytes(n.entry_hash)
         for t in TransitionCommitment.objects.filter(memory_id__in=chunk).order_by("memory_id", "seq"):
             out[t.memory_id].transitions.append(
-                transition_entry(t, tenant=slugs.get(t.organization_id, "?"), memory=names[t.memory_id]))
+                transition_entry_of(t, tenant=slugs.get(t.organization_id, "?"), memory=names[t.memory_id]))
         for lab in EpistemicLabel.objects.filter(memory_id__in=chunk).order_by("memory_id", "seq"):
             me = out[lab.memory_id]
-            me.labels.append(label_entry(lab, tenant=slugs.get(lab.organization_id, "?"), memory=names[lab.memory_id]))
+            me.labels.append(label_entry_of(lab, tenant=slugs.get(lab.organization_id, "?"), memory=names[lab.memory_id]))
             me.stored_hashes[(LABEL, lab.seq)] = bytes(lab.entry_hash)
     return [out[i] for i in ids]
 

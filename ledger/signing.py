@@ -32,17 +32,38 @@ import contextlib
 import contextvars
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.db import connection, transaction
+from django.db.models import Max
 from django.utils.module_loading import import_string
 
-from ledger.core.canonical import format_time, now_utc
-from ledger.core.keys import Ed25519Key, Epoch, EpochSet, Signer
+from ledger import dispatch
+from ledger.core.bundle import KEY_ENDORSEMENT
+from ledger.core.canonical import format_time, now_utc, parse_time
+from ledger.core.errors import LedgerError
+from ledger.core.keys import (
+    ONLINE,
+    RECEIPT,
+    Ed25519Key,
+    Epoch,
+    EpochSet,
+    Signer,
+    check_key_endorsement,
+    endorsed_key_valid_at,
+    epoch_valid_at,
+    sign_key_endorsement,
+)
+from ledger.core.keys import KeyEndorsement as SignedKeyEndorsement
+from ledger.core.merkle import leaf_hash
 from ledger.keystore import KeyDirectory, Pkcs11KeyStore
+from ledger.models import KeyEndorsement, KeyEpoch, LogLeaf, ReceiptKey
+from orgs.models import Organization
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +109,11 @@ def key_directory() -> KeyDirectory:
     backend = getattr(settings, "HOUSEKEEPER_SIGNER", "file") or "file"
     path = Path(settings.HOUSEKEEPER_KEY_DIR)
     if backend == "file":
-        return KeyDirectory(path)
+        cache_key = ("file", str(path))
+        store = _keystores.get(cache_key)
+        if store is None:  # stateless: one per directory, not one per signature
+            store = _keystores[cache_key] = KeyDirectory(path)
+        return store
     if backend != "pkcs11":
         raise ImproperlyConfigured(f"HOUSEKEEPER_SIGNER must be 'file' or 'pkcs11', not {backend!r}")
     module, label = settings.PKCS11_MODULE, settings.PKCS11_TOKEN_LABEL
@@ -117,8 +142,6 @@ _signer_cache: dict[tuple, tuple[list[Epoch], dict[int, Signer]]] = {}
 
 def key_directory_signer(organization, now: datetime) -> Signer:
     """Default factory: the newest epoch of ``organization`` valid at ``now``, from the key store."""
-    from ledger.core.keys import epoch_valid_at
-
     kd = key_directory()
     tenant = organization.slug
     mtime = kd.epochs_mtime(tenant)
@@ -139,9 +162,15 @@ def key_directory_signer(organization, now: datetime) -> Signer:
     return kd.signer(tenant, now)  # raises EpochExpiredError with the tenant named
 
 
+_factories: dict[str, Callable[..., Signer]] = {}
+
+
 def _factory() -> Callable[..., Signer]:
     path = getattr(settings, "HOUSEKEEPER_SIGNER_FACTORY", "") or "ledger.signing.key_directory_signer"
-    return import_string(path)
+    factory = _factories.get(path)
+    if factory is None:
+        factory = _factories[path] = import_string(path)
+    return factory
 
 
 def epoch_signer(organization, *, now: datetime | None = None) -> Signer:
@@ -202,11 +231,7 @@ def endorsement_generation() -> int:
 
 
 def _online_signer(organization, epoch_key: Signer, now: datetime, hours: int) -> Signer:
-    from django.db import connection, transaction
 
-    from ledger.core.canonical import parse_time
-    from ledger.core.keys import ONLINE
-    from ledger.models import KeyEndorsement, KeyEpoch
 
     cache_key = (str(connection.settings_dict["NAME"]), organization.pk)
     keys = _online.setdefault(cache_key, [])
@@ -234,14 +259,7 @@ def key_endorsement_record(*, organization, purpose: str, public_key: bytes, not
                            not_after: datetime, now: datetime, signer: Signer):
     """Sign (with an epoch signer) and record the endorsement of ``public_key``; returns the row."""
     global _endorsement_generation
-    from django.db import transaction
-    from django.db.models import Max
 
-    from ledger.core.bundle import KEY_ENDORSEMENT
-    from ledger.core.keys import sign_key_endorsement
-    from ledger.core.merkle import leaf_hash
-    from ledger.models import KeyEndorsement, LogLeaf
-    from orgs.models import Organization
 
     require_housekeeper("endorsing a key")
     with transaction.atomic():
@@ -263,17 +281,14 @@ def key_endorsement_record(*, organization, purpose: str, public_key: bytes, not
 
 
 def key_endorsement_from_row(row, tenant: str):
-    from ledger.core.keys import KeyEndorsement
 
-    return KeyEndorsement(tenant=tenant, seq=row.seq, purpose=row.purpose, public_key=bytes(row.public_key),
+    return SignedKeyEndorsement(tenant=tenant, seq=row.seq, purpose=row.purpose, public_key=bytes(row.public_key),
                           not_before=row.not_before, not_after=row.not_after, epoch=row.epoch, time=row.time,
                           signature=bytes(row.signature), revoked_at=row.revoked_at or None)
 
 
 def key_endorsements_for(organization, *, purpose: str | None = None) -> list:
     """The organization's key endorsements (core objects), in seq order."""
-    from ledger.models import KeyEndorsement
-
     qs = KeyEndorsement.objects.filter(organization=organization)
     if purpose is not None:
         qs = qs.filter(purpose=purpose)
@@ -282,7 +297,6 @@ def key_endorsements_for(organization, *, purpose: str | None = None) -> list:
 
 def receipt_key_endorsement_for(organization, receipt_body: dict):
     """The endorsement of the key that signed ``receipt_body``, covering its time (or None)."""
-    from ledger.core.keys import RECEIPT, endorsed_key_valid_at
 
     kid, t = receipt_body.get("key_id"), receipt_body.get("time")
     if not isinstance(kid, str):
@@ -297,9 +311,6 @@ def receipt_key_endorsement_for(organization, receipt_body: dict):
 def epoch_set_for(organization) -> EpochSet:
     """The organization's key ring as recorded: epochs plus the online keys they endorsed
     (each endorsement checked against the epochs; one that does not verify is left out)."""
-    from ledger.core.errors import LedgerError
-    from ledger.core.keys import ONLINE, check_key_endorsement
-
     epochs = EpochSet(epochs_for(organization))
     good = []
     for e in key_endorsements_for(organization, purpose=ONLINE):
@@ -313,7 +324,6 @@ def epoch_set_for(organization) -> EpochSet:
 
 def epochs_for(organization) -> list[Epoch]:
     """The organization's key epochs as recorded in the database (public halves only)."""
-    from ledger.models import KeyEpoch
 
     return [epoch_from_row(row, organization.slug) for row in KeyEpoch.objects.filter(organization=organization)
             .order_by("number")]
@@ -355,10 +365,6 @@ def _receipt_key_write(path: Path, key: Ed25519Key, *, replace: bool) -> None:
 def receipt_key_state(organization, key_id: str, *, now: datetime | None = None) -> str:
     """``endorsed`` (an unrevoked receipt endorsement covers ``now``), ``ended`` (every
     endorsement of the key is revoked or over: time for a new key) or ``pending`` (none yet)."""
-    from ledger.core.canonical import parse_time
-    from ledger.core.keys import RECEIPT
-    from ledger.models import KeyEndorsement
-
     t = now or now_utc()
     rows = list(KeyEndorsement.objects.filter(organization=organization, purpose=RECEIPT, key_id=key_id)
                 .values_list("not_before", "not_after", "revoked_at"))
@@ -381,11 +387,8 @@ def receipt_signer(organization, *, now: datetime | None = None) -> Ed25519Key:
     (``receipt_key_endorse_task``), and the endorsement covers receipts from the key's creation.
     When the key's endorsement is revoked or over, a new key replaces it (a rotation).
     """
-    import time as _time
 
-    from django.db import connection
 
-    from ledger.models import ReceiptKey
 
     base = Path(settings.RECEIPT_KEY_DIR)
     cache_key = (str(base), organization.slug)
@@ -404,7 +407,7 @@ def receipt_signer(organization, *, now: datetime | None = None) -> Ed25519Key:
         _receipt_keys[cache_key] = key
     check_key = (str(connection.settings_dict["NAME"]), organization.pk, key.key_id)
     checked = _receipt_checked.get(check_key)
-    if checked is not None and checked[1] and _time.monotonic() - checked[0] < RECEIPT_ENDORSEMENT_RECHECK:
+    if checked is not None and checked[1] and time.monotonic() - checked[0] < RECEIPT_ENDORSEMENT_RECHECK:
         return key
     row, _ = ReceiptKey.objects.get_or_create(organization=organization, key_id=key.key_id,
                                               defaults={"public_key": key.public_key})
@@ -416,14 +419,12 @@ def receipt_signer(organization, *, now: datetime | None = None) -> Ed25519Key:
         row = ReceiptKey.objects.create(organization=organization, key_id=key.key_id, public_key=key.public_key)
         check_key = (check_key[0], organization.pk, key.key_id)
         state = "pending"
-    if state == "pending" and (checked is None or _time.monotonic() - checked[0] >= RECEIPT_ENDORSEMENT_RECHECK
+    if state == "pending" and (checked is None or time.monotonic() - checked[0] >= RECEIPT_ENDORSEMENT_RECHECK
                                or checked[1]):
-        from ledger.tasks import receipt_key_endorse_task
-
         try:
-            receipt_key_endorse_task.delay(organization.pk, row.pk)
+            dispatch.receipt_key_endorse(organization.pk, row.pk)
         except Exception:  # noqa: BLE001 - eager mode runs it here; a recall never fails for it
             logger.exception("receipt key %s of %s: endorsement request failed", key.key_id, organization.slug)
         state = receipt_key_state(organization, key.key_id, now=now)  # eager mode: done already
-    _receipt_checked[check_key] = (_time.monotonic(), state == "endorsed")
+    _receipt_checked[check_key] = (time.monotonic(), state == "endorsed")
     return key

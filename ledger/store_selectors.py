@@ -1,12 +1,13 @@
 """Reads behind the store, memory, receipt and import endpoints (and the UI's browser/search).
 
-Everything is scoped to an organization: an object of another organization is "not found".
+Everything is scoped to an organization: an object of another organization is "not found" — the
+model's ``DoesNotExist``, as in every selector; the request layer answers it with a 404
+(``orgs.permissions.org_required`` for pages, ``orgs.api.exception_handler`` for the API).
 """
 
 from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404
 
 from ledger.models import ImportJob, Memory, Receipt, Store
 
@@ -18,10 +19,7 @@ def store_list(*, organization) -> QuerySet[Store]:
 
 
 def store_get(*, organization, store_id: int) -> Store:
-    store = Store.objects.select_related("organization").filter(organization=organization, pk=store_id).first()
-    if store is None:
-        raise Http404("No such store.")
-    return store
+    return Store.objects.select_related("organization").get(organization=organization, pk=store_id)
 
 
 def memory_search(*, store: Store, state: str | None = None, weight_min: float | None = None,
@@ -41,22 +39,12 @@ def memory_search(*, store: Store, state: str | None = None, weight_min: float |
 
 
 def memory_get(*, organization, memory_id: int) -> Memory:
-    memory = Memory.objects.select_related("store", "organization").filter(organization=organization,
-                                                                          pk=memory_id).first()
-    if memory is None:
-        raise Http404("No such memory.")
-    return memory
+    return Memory.objects.select_related("store", "organization").get(organization=organization, pk=memory_id)
 
 
 def receipt_get(*, organization, receipt_id: int) -> Receipt:
-    receipt = Receipt.objects.select_related("store").filter(organization=organization, pk=receipt_id).first()
-    if receipt is None:
-        raise Http404("No such receipt.")
-    return receipt
+    return Receipt.objects.select_related("store").get(organization=organization, pk=receipt_id)
 
 
 def import_job_get(*, organization, job_id: int) -> ImportJob:
-    job = ImportJob.objects.filter(organization=organization, pk=job_id).first()
-    if job is None:
-        raise Http404("No such import.")
-    return job
+    return ImportJob.objects.get(organization=organization, pk=job_id)

@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
 
-from ledger import services
+from celery import shared_task
+from django.core.exceptions import ValidationError
+
+from ledger.core.errors import LedgerError
+from ledger.imports import import_history_apply, import_history_ready
+from ledger.services import keys, tree_heads, writes
 from ledger.signing import housekeeper_role
+from orgs.dispatch import register
 from orgs.models import Organization
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task
 def memory_genesis_sign_task(memory_ids: list[int]) -> int:
     with housekeeper_role():
-        return services.memory_genesis_sign(memory_ids=memory_ids)
+        return writes.memory_genesis_sign(memory_ids=memory_ids)
 
 
 @shared_task
@@ -29,52 +37,45 @@ def label_append_task(*args, **kwargs) -> int:
         if len(args) == 1 and not kwargs:
             args, kwargs = (), {"decision": args[0]}
         decision = kwargs.pop("decision", None)
-        return len(services.decision_labels_sign(decision=decision, unexpected_args=args,
+        return len(writes.decision_labels_sign(decision=decision, unexpected_args=args,
                                                  unexpected_kwargs=kwargs))
 
 
 @shared_task
 def outcomes_apply_task(organization_id: int) -> int:
     with housekeeper_role():
-        return services.outcomes_apply(organization=Organization.objects.get(pk=organization_id))
+        return writes.outcomes_apply(organization=Organization.objects.get(pk=organization_id))
 
 
 @shared_task
 def tree_head_issue_task(organization_id: int) -> int:
     with housekeeper_role():
-        return services.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
+        return tree_heads.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
 
 
 @shared_task
 def housekeeper_rotate_task(organization_id: int) -> int:
     """A new key epoch endorsed by the current one; the private key stays on the housekeeper host."""
     with housekeeper_role():
-        return services.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number
+        return keys.housekeeper_rotate(organization=Organization.objects.get(pk=organization_id)).number
 
 
 @shared_task
 def tree_heads_issue_due_task() -> int:
     """Celery beat, every TREE_HEAD_INTERVAL_S: a tree head for each organization whose log grew."""
     with housekeeper_role():
-        return services.tree_heads_issue_due()
+        return tree_heads.tree_heads_issue_due()
 
 
 @shared_task
 def tree_head_after_labels_task(organization_id: int) -> int:
     """Queued after a batch of labels: a tree head covering them. A failure (no valid epoch yet)
     is logged, not raised: the labels stand, and the schedule retries within a minute."""
-    import logging
-
-    from django.core.exceptions import ValidationError
-
-    from ledger.core.errors import LedgerError
-
     with housekeeper_role():
         try:
-            return services.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
+            return tree_heads.tree_head_issue(organization=Organization.objects.get(pk=organization_id)).size
         except (ValidationError, LedgerError, OSError) as exc:
-            logging.getLogger(__name__).warning("tree head after labels for organization %s: %s",
-                                                organization_id, exc)
+            logger.warning("tree head after labels for organization %s: %s", organization_id, exc)
             return -1
 
 
@@ -82,7 +83,7 @@ def tree_head_after_labels_task(organization_id: int) -> int:
 def receipt_key_endorse_task(organization_id: int, receipt_key_id: int) -> int:
     """Endorse a recall-receipt key with the current epoch key (asked for by the recall process)."""
     with housekeeper_role():
-        return services.receipt_key_endorse(organization=Organization.objects.get(pk=organization_id),
+        return keys.receipt_key_endorse(organization=Organization.objects.get(pk=organization_id),
                                             receipt_key_id=receipt_key_id).seq
 
 
@@ -90,15 +91,18 @@ def receipt_key_endorse_task(organization_id: int, receipt_key_id: int) -> int:
 def receipt_key_revoke_task(organization_id: int, key_id: str) -> int:
     """Revoke a receipt key's endorsements from now on; the recall process then rotates to a new key."""
     with housekeeper_role():
-        return services.receipt_key_revoke(organization=Organization.objects.get(pk=organization_id), key_id=key_id)
+        return keys.receipt_key_revoke(organization=Organization.objects.get(pk=organization_id), key_id=key_id)
 
 
 @shared_task(bind=True, max_retries=720)
 def import_history_apply_task(self, import_job_id: int) -> int:
     """Sign an import's foreign history (mem0 UPDATE/DELETE) once its genesis entries are signed."""
-    from ledger.imports import import_history_apply, import_history_ready
-
     if not import_history_ready(job_id=import_job_id):
         raise self.retry(countdown=5)
     with housekeeper_role():
         return import_history_apply(job_id=import_job_id)
+
+
+# The hand-offs the services make through ledger.dispatch.
+register("ledger.receipt_key_endorse", lambda *args: receipt_key_endorse_task.delay(*args))
+register("ledger.outcomes_apply", lambda *args: outcomes_apply_task.delay(*args))

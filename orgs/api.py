@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
@@ -15,6 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from orgs.permissions import OrgMember, request_membership
 from orgs.selectors import activity_list, membership_list
+from orgs.services import organization_review_policy_set
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ def exception_handler(exc, context):
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
         return Response(detail, status=400)
-    if isinstance(exc, Http404):
+    if isinstance(exc, (Http404, ObjectDoesNotExist)):  # selectors raise the model's DoesNotExist
         return Response({"detail": "Not found."}, status=404)
     if isinstance(exc, (OperationalError, InterfaceError)):
         # The database is unreachable (restart, failover): say so and let the client retry,
@@ -127,8 +129,6 @@ class ReviewPolicyApi(APIView):
     @extend_schema(request=InputSerializer, responses=OutputSerializer,
                    summary="Set the organization's review policy (org admins)")
     def put(self, request):
-        from orgs.services import organization_review_policy_set
-
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         org = organization_review_policy_set(organization=request_membership(request).organization,

@@ -3,11 +3,11 @@ from pathlib import Path
 from django.conf import settings
 from django.core.checks import Error, Tags, register
 
+from memaudit_site.settings import PLACEHOLDER_SECRET_KEY
+
 
 @register(Tags.security, deploy=False)
 def check_secret_key(app_configs, **kwargs):
-    from memaudit_site.settings import PLACEHOLDER_SECRET_KEY
-
     if not settings.DEBUG and settings.SECRET_KEY == PLACEHOLDER_SECRET_KEY:
         return [
             Error(

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from celery.signals import worker_ready, worker_shutdown
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
+
+from memaudit_site.celery import app
+from orgs.models import WorkerHeartbeat
 
 HEARTBEAT_SECONDS = 5
 STALE_AFTER = timedelta(seconds=30)
@@ -34,8 +37,6 @@ def check_database() -> Check:
 
 
 def check_broker() -> Check:
-    from memaudit_site.celery import app
-
     url = app.conf.broker_url
     try:
         with app.connection_for_write() as conn:
@@ -46,8 +47,6 @@ def check_broker() -> Check:
 
 
 def check_workers() -> Check:
-    from orgs.models import WorkerHeartbeat
-
     cutoff = timezone.now() - STALE_AFTER
     alive = list(WorkerHeartbeat.objects.filter(last_seen__gte=cutoff).order_by("hostname"))
     if not alive:
@@ -61,10 +60,6 @@ def health_checks() -> list[Check]:
 
 
 def _beat(hostname: str, queues: str, stop: threading.Event) -> None:
-    from django.db import close_old_connections
-
-    from orgs.models import WorkerHeartbeat
-
     started = timezone.now()
     while not stop.is_set():
         try:

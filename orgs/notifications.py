@@ -23,10 +23,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
 from egress.client import EgressError, EgressPolicy, post
+from orgs import dispatch
 from orgs.models import NotificationEvent, NotificationSettings, Organization, WebhookDelivery, WebhookEndpoint
 from orgs.services import activity_record
 
@@ -90,8 +92,6 @@ def notification_settings_update(*, organization: Organization, email_recipients
     config.email_recipients = email_recipients.strip()
     config.email_events = sorted(set(email_events or []))
     for address in config.recipients():
-        from django.core.validators import validate_email
-
         try:
             validate_email(address)
         except ValidationError:
@@ -118,13 +118,11 @@ def notification_emit(*, organization_id: int, event: str, payload: dict) -> Non
         return
 
     def enqueue() -> None:
-        from orgs.tasks import notification_email_task, webhook_deliver_task
-
         try:
             for d in deliveries:
-                webhook_deliver_task.delay(d.pk)
+                dispatch.send("orgs.webhook_deliver", d.pk)
             if email:
-                notification_email_task.delay(organization_id, event, body)
+                dispatch.send("orgs.notification_email", organization_id, event, body)
         except Exception:  # the broker is down: the deliveries stay pending (visible on the page)
             logger.exception("could not enqueue the %s notification of organization %s", event, organization_id)
 

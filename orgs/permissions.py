@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
+from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from orgs.models import Membership
@@ -48,7 +49,10 @@ def require_member(*, user, organization, capability: str) -> Membership:
 
 
 def org_required(capability: str = "member"):
-    """View decorator: a logged-in member of an organization with the capability."""
+    """View decorator: a logged-in member of an organization with the capability.
+
+    Selectors raise the model's ``DoesNotExist`` for an object the organization does not hold
+    (or that does not exist); the page answers it as a 404, like any other "not found"."""
 
     def decorator(view):
         @wraps(view)
@@ -59,7 +63,10 @@ def org_required(capability: str = "member"):
                 raise PermissionDenied("You are not a member of any organization.")
             if not membership_allows(request.membership, capability):
                 raise PermissionDenied(f"Your role ({request.membership.get_role_display()}) cannot do this.")
-            return view(request, *args, **kwargs)
+            try:
+                return view(request, *args, **kwargs)
+            except ObjectDoesNotExist:
+                raise Http404("Not found in your organization.") from None
 
         return wrapper
 

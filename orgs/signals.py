@@ -5,16 +5,18 @@ itself is the one service, activity_record. New review proposals notify the orga
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
+from orgs.models import Membership
+from orgs.notifications import notification_emit, site_url
+from orgs.services import activity_record
+
 
 @receiver(user_logged_in, dispatch_uid="orgs_activity_login")
 def record_login(sender, request, user, **kwargs) -> None:
-    from orgs.models import Membership
-    from orgs.services import activity_record
-
     if request is None or "REMOTE_ADDR" not in request.META:  # force_login in tests and scripts: no HTTP request
         return
     for membership in Membership.objects.select_related("organization").filter(user=user, is_active=True):
@@ -27,10 +29,7 @@ def record_login(sender, request, user, **kwargs) -> None:
 def record_login_failure(sender, credentials, request=None, **kwargs) -> None:
     """A wrong password for an existing account shows in that account's organizations (an admin
     sees guessing); throttled attempts never get this far (orgs.forms.ThrottledLoginMixin)."""
-    from django.contrib.auth import get_user_model
 
-    from orgs.models import Membership
-    from orgs.services import activity_record
 
     username = (credentials or {}).get("username")
     if request is None or "REMOTE_ADDR" not in request.META or not username:
@@ -49,7 +48,6 @@ def notify_proposal_waiting(sender, instance, created, **kwargs) -> None:
     """A new open proposal: notify the organization (webhooks, email) after the commit."""
     if not created or instance.status != "open":
         return
-    from orgs.notifications import notification_emit, site_url
 
     notification_emit(organization_id=instance.organization_id, event="proposal.waiting", payload={
         "proposal": instance.pk, "store": instance.store_id, "memory": instance.memory_id,

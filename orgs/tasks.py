@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from orgs.dispatch import register
 from orgs.notifications import MAX_ATTEMPTS, DeliveryFailed, notification_email_send, webhook_deliver
 
 
@@ -19,3 +20,7 @@ def webhook_deliver_task(self, delivery_id: int) -> None:
 @shared_task
 def notification_email_task(organization_id: int, event: str, payload: dict) -> None:
     notification_email_send(organization_id=organization_id, event=event, payload=payload)
+
+
+register("orgs.webhook_deliver", lambda *args: webhook_deliver_task.delay(*args))
+register("orgs.notification_email", lambda *args: notification_email_task.delay(*args))

@@ -25,6 +25,12 @@ from orgs.forms import (
     add_validation_errors,
 )
 from orgs.models import Invitation, Membership, WebhookDelivery, WebhookEndpoint
+from orgs.notifications import (
+    notification_settings_get,
+    notification_settings_update,
+    webhook_create,
+    webhook_delete,
+)
 from orgs.permissions import org_required
 from orgs.selectors import (
     SESSION_ORG_KEY,
@@ -334,12 +340,6 @@ def activity(request: HttpRequest) -> HttpResponse:
 
 @org_required("admin")
 def notification_settings(request: HttpRequest) -> HttpResponse:
-    from orgs.notifications import (
-        notification_settings_get,
-        notification_settings_update,
-        webhook_create,
-    )
-
     config = notification_settings_get(organization=request.organization)
     webhook_form = WebhookForm(request.POST if request.POST.get("form") == "webhook" else None)
     email_form = EmailNotificationsForm(
@@ -373,8 +373,6 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
 @require_POST
 @org_required("admin")
 def webhook_delete_view(request: HttpRequest, webhook_id: int) -> HttpResponse:
-    from orgs.notifications import webhook_delete
-
     try:
         webhook_delete(organization=request.organization, webhook_id=webhook_id, actor=request.user,
                        request=request)

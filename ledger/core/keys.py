@@ -45,7 +45,6 @@ from ledger.core.errors import (
 )
 
 DEFAULT_VALIDITY = timedelta(days=365)
-_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 # --------------------------------------------------------------------------- signing

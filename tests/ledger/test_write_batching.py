@@ -16,6 +16,7 @@ from ledger.core.errors import EpochRevokedError, UnknownEpochError
 from ledger.core.keys import Ed25519Signer
 from ledger.keystore import KeyDirectory
 from ledger.models import KeyEpoch, LogLeaf, Memory, ProvenanceNode, TransitionCommitment
+from ledger.services import writes
 from ledger.verification import organization_verify
 from orgs.models import Organization
 from tests.ledger.test_services import epoch1_signer, node_pair, rejected
@@ -115,7 +116,7 @@ def test_evidence_with_quotes_percent_signs_and_sql_is_stored_verbatim(memories,
 
 
 def test_a_batch_split_into_several_insert_statements_still_logs_contiguously(memories, organization, monkeypatch):
-    monkeypatch.setattr(services, "_WRITE_CHUNK", 2)  # 5 transitions: 3 node, 3 commitment and 5 leaf statements
+    monkeypatch.setattr(writes, "_WRITE_CHUNK", 2)  # 5 transitions: 3 node, 3 commitment and 5 leaf statements
     before = LogLeaf.objects.filter(organization=organization).count()
     nodes = services.transitions_append(items=[{"memory_id": memories[i % 3].pk, "valence_q": 100 * (i + 1),
                                                 "evidence": [f"chunk:{i}"]} for i in range(5)])

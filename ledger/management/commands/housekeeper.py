@@ -8,10 +8,10 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import services
 from ledger.core.errors import LedgerError
 from ledger.core.keys import key_id
 from ledger.models import LogLeaf, Memory, TreeHead
+from ledger.services import keys, tree_heads
 from ledger.signing import epochs_for, housekeeper_role, key_directory
 from orgs.models import Organization
 
@@ -32,18 +32,18 @@ class Command(BaseCommand):
         try:
             with housekeeper_role():
                 if action == "init":
-                    ep = services.housekeeper_init(organization=organization)
+                    ep = keys.housekeeper_init(organization=organization)
                     self.stdout.write(f"epoch {ep.number} created for {org}; trust anchor (pin it): {ep.public_key.hex()}")
                 elif action == "rotate":
-                    ep = services.housekeeper_rotate(organization=organization)
+                    ep = keys.housekeeper_rotate(organization=organization)
                     self.stdout.write(f"epoch {ep.number} created for {org}, endorsed by epoch {ep.number - 1}")
                 elif action == "revoke":
                     if epoch is None:
                         raise CommandError("revoke needs --epoch N")
-                    ep = services.housekeeper_revoke(organization=organization, epoch=epoch)
+                    ep = keys.housekeeper_revoke(organization=organization, epoch=epoch)
                     self.stdout.write(f"epoch {ep.number} of {org} revoked at {ep.revoked_at}")
                 elif action == "tree-head":
-                    sth = services.tree_head_issue(organization=organization)
+                    sth = tree_heads.tree_head_issue(organization=organization)
                     self.stdout.write(f"tree head size={sth.size} root={bytes(sth.root).hex()} time={sth.time}")
                 else:
                     self._status(organization)

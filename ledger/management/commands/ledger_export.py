@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from ledger.core.errors import LedgerError
 from ledger.export import bundle_write
+from ledger.services.tree_heads import tree_head_issue
+from ledger.signing import housekeeper_role
 from orgs.models import Organization
 
 
@@ -26,12 +30,6 @@ class Command(BaseCommand):
         except Organization.DoesNotExist:
             raise CommandError(f"no organization {org!r}") from None
         if tree_head:
-            from django.core.exceptions import ValidationError
-
-            from ledger.core.errors import LedgerError
-            from ledger.services import tree_head_issue
-            from ledger.signing import housekeeper_role
-
             try:
                 with housekeeper_role():
                     tree_head_issue(organization=organization)
