@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         help="override a classifier threshold (experiments only)",
     )
     args = ap.parse_args(argv)
-    if not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
+    if not args.instructions and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
         print(f"data not found under {args.data}", file=sys.stderr)
         return 2
     overrides = {}

@@ -134,7 +134,7 @@ def instruction_markers(text: str) -> list[tuple[str, str]]:
         m = rx.search(text)
         if m:
             out.append((name, m.group(0).strip(" ,;:")))
-    general = _addressed_order(text)
+    general = None if out else _addressed_order(text)  # the catch-all, when no named rule holds
     if general:
         out.append(general)
     preference = {_STANDING[0], _WHEN_ASKED[0]}
