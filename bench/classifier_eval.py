@@ -260,7 +260,7 @@ def print_loso(rows: list[dict]) -> None:
           f"<= {MAX_CLEAN_PER_10K:g} clean flagged per 10,000")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -273,50 +273,26 @@ def main(argv: list[str] | None = None) -> int:
                     help="where <source>_adv_targeted.json lives when not under DATA/poisonedrag")
     ap.add_argument("--embedder", choices=["minilm", "none"], default="minilm",
                     help="embeddings for the classifier's paraphrase-aware steps (none: lexical only)")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a classifier threshold (experiments only)",
-    )
-    args = ap.parse_args(argv)
-    if not args.instructions and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
-        print(f"data not found under {args.data}", file=sys.stderr)
-        return 2
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a classifier threshold (experiments only)")
+    return ap
+
+
+def _params(ap: argparse.ArgumentParser, settings: list[str]) -> classifier.Params:
     overrides = {}
-    fields = {f.name: f.type for f in dataclasses.fields(classifier.Params)}
-    for item in args.set:
+    fields = {f.name for f in dataclasses.fields(classifier.Params)}
+    for item in settings:
         name, _, value = item.partition("=")
         if name not in fields:
             ap.error(f"unknown threshold {name!r}")
         overrides[name] = type(getattr(classifier.DEFAULT_PARAMS, name))(value)
-    params = dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
-    if args.instructions:
-        rows = instruction_eval()
-        print_instructions(rows)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=2) + "\n")
-        return 0
-    if args.loso:
-        sources = args.source or list(POISONEDRAG + GENERATED)
-        missing = [s for s in sources if s in POISONEDRAG and not adv_file(s, args.data, args.poison_dir).exists()]
-        if missing:
-            print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
-            return 2
-        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir)
-        print_loso(rows)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=2) + "\n")
-        return 0
-    splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
-    results = [evaluate(args.data, s, params, args.embedder) for s in splits]
-    header = (
-        f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
-        f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"
-    )
+    return dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
+
+
+def print_splits(results: list[dict]) -> None:
     print(f"{results[0]['classifier']}  (PoisonedRAG NQ adv_texts vs NQ/2Wiki/LoCoMo clean)")
-    print(header)
+    print(f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
+          f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}")
     for r in results:
         print(
             f"{r['split']:8} {r['poison_labelled']:>9} / {r['poison_total']:<4} "
@@ -327,8 +303,32 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("target: clean flagged <= 1 per 10,000 (MutMem: 4 of 18,808); example reason:")
     print("  " + results[0]["example_reason"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if not args.instructions and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
+        print(f"data not found under {args.data}", file=sys.stderr)
+        return 2
+    params = _params(ap, args.set)
+    if args.instructions:
+        rows = instruction_eval()
+        print_instructions(rows)
+    elif args.loso:
+        sources = args.source or list(POISONEDRAG + GENERATED)
+        missing = [s for s in sources if s in POISONEDRAG and not adv_file(s, args.data, args.poison_dir).exists()]
+        if missing:
+            print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
+            return 2
+        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir)
+        print_loso(rows)
+    else:
+        splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
+        rows = [evaluate(args.data, s, params, args.embedder) for s in splits]
+        print_splits(rows)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 

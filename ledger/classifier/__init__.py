@@ -74,6 +74,11 @@ store's MiniLM vectors) when there are any; without them it is the lexical 2.1 p
     The minority side is set aside; an even split is no pattern.
 6b. Re-admission by meaning: see :mod:`ledger.classifier.readmit`.
 
+Version 3.1 flags instruction injections one passage at a time (no group needed: one planted
+instruction steers an agent that follows instructions); 3.2 widens that rule and adds a catch-all
+(a passage that addresses the agent and persists, overrides, relaxes a control, claims authority
+or sends data out): see :mod:`ledger.classifier.instruction`.
+
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
 ``readmit`` (6, 6b), ``instruction`` (3.1), ``pipeline`` (7), ``model`` (datatypes).
