@@ -210,6 +210,8 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         covered = row["targets_fully_covered"] >= TARGET_COVERAGE * row["targets_total"]
         row["met"] = covered and row["clean_flagged_per_10k"] <= MAX_CLEAN_PER_10K
         rows.append(row)
+        print(f"  {source}: {row['targets_fully_covered']}/{row['targets_total']} targets, "
+              f"{row['clean_flagged']} clean flagged, {row['seconds']} s", file=sys.stderr, flush=True)
     return rows
 
 
