@@ -210,8 +210,10 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         covered = row["targets_fully_covered"] >= TARGET_COVERAGE * row["targets_total"]
         row["met"] = covered and row["clean_flagged_per_10k"] <= MAX_CLEAN_PER_10K
         rows.append(row)
-        print(f"  {source}: {row['targets_fully_covered']}/{row['targets_total']} targets, "
-              f"{row['clean_flagged']} clean flagged, {row['seconds']} s", file=sys.stderr, flush=True)
+        print(f"  {source}: {row['poison_labelled']}/{row['poison_total']} labelled, "
+              f"{row['targets_fully_covered']}/{row['targets_total']} targets "
+              f"({row['targets_4of5_covered']} at >= 80%), {row['clean_flagged']}/{row['clean_total']} clean flagged "
+              f"({row['scenario_clean_flagged']} of the scenario's), {row['seconds']} s", file=sys.stderr, flush=True)
     return rows
 
 
