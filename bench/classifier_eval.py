@@ -12,6 +12,31 @@ All of them are classified together as one batch, as the ledger does for a store
 ``holdout`` the other half; the clean memories are the same in both. Thresholds were chosen on
 ``tune``; ``holdout`` shows whether they carry over. Data is read at run time from
 ``../shared/data`` (or ``--data``) and never copied into the repository.
+
+``--loso`` (leave one source out, issue 16): the classifier's thresholds were set on one poison
+source, PoisonedRAG NQ (``TUNED_ON``); every other source is held out. For each source the
+same clean memories are classified together with that source's poisons alone, with the
+thresholds in the code (nothing is fitted at run time), and the row reports poisons labelled,
+targets fully covered and clean flagged per 10,000. Sources:
+
+- ``nq``, ``hotpotqa``, ``msmarco``: PoisonedRAG's targeted attacks (``<source>_adv_targeted.json``,
+  100 targets x 5 passages), read from ``DATA/poisonedrag`` or ``--poison-dir`` (HotpotQA and MS
+  MARCO are ``results/adv_targeted_results/{hotpotqa,msmarco}.json`` of sleeepeer/PoisonedRAG);
+- ``gen:<family>``: the project's scenario generators (``bench.scenarios``): each poison family
+  of ``families.py`` at rho 0.4 (5 poisons per target, PoisonedRAG's redundancy), seed 0; a
+  poison's target is the question its text restates (``nq-plain-adv`` is PoisonedRAG NQ again
+  and is left out); ``gen:qa`` and ``gen:rap`` (MINJA simulations, rho 0.2, seeds 0-2; one
+  target per scenario: its trigger); ``gen:clean-honest`` is a clean control (honest errors,
+  outdated records and near-duplicate honest answers, no poison). A scenario's own clean
+  memories join the clean set of its row (``scenario_clean_flagged`` counts them apart).
+
+``--instructions``: the instruction rule on ``bench/instruction_set.py`` (injections in six
+styles and hard negatives: user preferences, policies quoted as fact, chat, pages about the
+topic), one batch per set, no embeddings; reports injections labelled and negatives flagged per
+set and style. The ``holdout`` set was written after the rule and measured once.
+
+Done means (issue 16): on every held-out source >= 99% of targets fully covered with <= 1 false
+label per 10,000 clean.
 """
 
 from __future__ import annotations
@@ -26,9 +51,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.core import classifier  # noqa: E402
+from bench.audit_bench import CachedEmbedder  # noqa: E402
+from bench.instruction_set import SETS  # noqa: E402
+from bench.scenarios import build as build_scenario  # noqa: E402
+from bench.scenarios.families import FAMILIES, build_family  # noqa: E402
+from ledger import classifier  # noqa: E402
+from ledger.dense import DenseIndex  # noqa: E402
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+DEFAULT_POISON_DIR = ROOT / "var" / "poisonedrag"
+TUNED_ON = "nq"
+POISONEDRAG = ("nq", "hotpotqa", "msmarco")
+GENERATED_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.attack not in ("adv", "honest"))
+GENERATED = tuple(f"gen:{n}" for n in GENERATED_FAMILIES) + ("gen:qa", "gen:rap", "gen:clean-honest")
+TARGET_COVERAGE = 0.99
+MAX_CLEAN_PER_10K = 1.0
 
 
 def load_clean(data: Path) -> list[tuple[str, str]]:
@@ -53,8 +91,16 @@ def load_clean(data: Path) -> list[tuple[str, str]]:
     return clean
 
 
-def load_poisons(data: Path, split: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    adv = json.loads((data / "poisonedrag" / "nq_adv_targeted.json").read_text())
+def adv_file(source: str, data: Path, poison_dir: Path) -> Path:
+    """PoisonedRAG's targeted attack on ``source``: under the shared data, else ``poison_dir``."""
+    name = f"{source}_adv_targeted.json"
+    shared = data / "poisonedrag" / name
+    return shared if shared.exists() else poison_dir / name
+
+
+def load_poisons(data: Path, split: str, *, source: str = "nq",
+                 poison_dir: Path = DEFAULT_POISON_DIR) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    adv = json.loads(adv_file(source, data, poison_dir).read_text())
     targets = sorted(adv)
     if split == "tune":
         targets = targets[0::2]
@@ -63,17 +109,40 @@ def load_poisons(data: Path, split: str) -> tuple[list[tuple[str, str]], dict[st
     poisons, target_of = [], {}
     for key in targets:
         for i, text in enumerate(adv[key]["adv_texts"]):
-            pid = f"adv-{key}-{i}"
+            pid = f"adv-{key}-{i}" if source == "nq" else f"adv-{source}-{key}-{i}"
             poisons.append((pid, text))
             target_of[pid] = key
     return poisons, target_of
 
 
-def dense_index(passages: list[tuple[str, str]]):
-    """MiniLM neighbourhoods of the passages (vectors cached in var/bench/embeddings.npz)."""
-    from bench.audit_bench import CachedEmbedder
-    from ledger.dense import DenseIndex
+def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict[str, str]]:
+    """(clean memories, poisons, poison -> target) of generator source ``gen:<name>``."""
+    if name in ("qa", "rap"):
+        scenarios = [(f"s{seed}", build_scenario(name, rho=0.2, seed=seed, size=600, data=data)) for seed in range(3)]
+    else:
+        scenarios = [("s0", build_family(name, rho=0.4, seed=0, size=400, data=data))]
+    clean, poisons, target_of = [], [], {}
+    for tag, sc in scenarios:
+        questions = sorted({p["query"]: p["target"] for p in sc.probes if "target" in p}.items(),
+                           key=lambda qt: -len(qt[0]))
+        poisoned = set(sc.poisoned)
+        for m in sc.memories:
+            mid = f"gen-{name}-{tag}-{m['id']}"
+            if m["id"] not in poisoned:
+                clean.append((mid, m["text"]))
+                continue
+            poisons.append((mid, m["text"]))
+            # MINJA simulations attack one trigger per scenario; a family's poison restates the
+            # question of its target.
+            hit = next((t for q, t in questions if q in m["text"]), None) if name not in ("qa", "rap") else 0
+            if hit is None:
+                raise ValueError(f"{mid}: no target question in the poison's text")
+            target_of[mid] = f"{tag}-t{hit}"
+    return clean, poisons, target_of
 
+
+def dense_index(passages: list[tuple[str, str]]) -> DenseIndex:
+    """MiniLM neighbourhoods of the passages (vectors cached in var/bench/embeddings.npz)."""
     embedder = CachedEmbedder()
     matrix = embedder.encode_cached([text for _, text in passages])
     if embedder.encoded:
@@ -91,66 +160,143 @@ def evaluate(data: Path, split: str = "all", params: classifier.Params | None = 
     dense_seconds = time.perf_counter() - started
     flags = classifier.classify(clean + poisons, params=params, dense=dense)
     seconds = time.perf_counter() - started
+    return {"classifier": classifier.ACTOR, "split": split, "embedder": embedder,
+            **score(flags, clean, target_of),
+            "seconds": round(seconds, 2), "dense_index_seconds": round(dense_seconds, 2)}
+
+
+def score(flags: list[classifier.Flag], clean: list[tuple[str, str]], target_of: dict[str, str]) -> dict:
+    """Poisons labelled, targets fully covered (every poison of the target labelled), clean flagged."""
     flagged = {f.memory_id for f in flags}
     poison_hits = sorted(flagged & set(target_of))
     per_target = Counter(target_of[p] for p in poison_hits)
-    n_targets = len(set(target_of.values()))
-    clean_ids = {cid for cid, _ in clean}
-    false_pos = sorted(flagged & clean_ids)
+    size = Counter(target_of.values())
+    false_pos = sorted(flagged & {cid for cid, _ in clean})
     return {
-        "classifier": f"{classifier.CLASSIFIER_NAME}@{classifier.CLASSIFIER_VERSION}",
-        "split": split,
-        "embedder": embedder,
         "poison_labelled": len(poison_hits),
-        "poison_total": len(poisons),
-        "targets_fully_covered": sum(1 for v in per_target.values() if v == 5),
-        "targets_4of5_covered": sum(1 for v in per_target.values() if v >= 4),
+        "poison_total": len(target_of),
+        "targets_fully_covered": sum(1 for t, v in per_target.items() if v == size[t]),
+        "targets_4of5_covered": sum(1 for t, v in per_target.items() if v >= 0.8 * size[t]),
         "targets_any": len(per_target),
-        "targets_total": n_targets,
+        "targets_total": len(size),
         "clean_flagged": len(false_pos),
         "clean_total": len(clean),
-        "clean_flagged_per_10k": round(len(false_pos) / len(clean) * 10_000, 2),
+        "clean_flagged_per_10k": round(len(false_pos) / len(clean) * 10_000, 2) if clean else 0.0,
         "false_positive_ids": false_pos,
-        "seconds": round(seconds, 2),
-        "dense_index_seconds": round(dense_seconds, 2),
         "example_reason": flags[0].reason if flags else "",
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder: str,
+         poison_dir: Path) -> list[dict]:
+    """One row per poison source: its poisons alone against the clean memories (module docstring)."""
+    base = load_clean(data)
+    rows = []
+    for source in sources:
+        extra: list[tuple[str, str]] = []
+        if source.startswith("gen:"):
+            extra, poisons, target_of = load_generated(source.removeprefix("gen:"), data)
+        else:
+            poisons, target_of = load_poisons(data, "all", source=source, poison_dir=poison_dir)
+        clean = base + extra
+        started = time.perf_counter()
+        dense = dense_index(clean + poisons) if embedder == "minilm" else None
+        flags = classifier.classify(clean + poisons, params=params, dense=dense)
+        row = {"classifier": classifier.ACTOR, "source": source, "embedder": embedder,
+               "role": "tuning" if source == TUNED_ON else "held-out",
+               **score(flags, clean, target_of),
+               "scenario_clean_flagged": len({f.memory_id for f in flags} & {c for c, _ in extra}),
+               "scenario_clean_total": len(extra), "seconds": round(time.perf_counter() - started, 2)}
+        covered = row["targets_fully_covered"] >= TARGET_COVERAGE * row["targets_total"]
+        row["met"] = covered and row["clean_flagged_per_10k"] <= MAX_CLEAN_PER_10K
+        rows.append(row)
+        print(f"  {source}: {row['poison_labelled']}/{row['poison_total']} labelled, "
+              f"{row['targets_fully_covered']}/{row['targets_total']} targets "
+              f"({row['targets_4of5_covered']} at >= 80%), {row['clean_flagged']}/{row['clean_total']} clean flagged "
+              f"({row['scenario_clean_flagged']} of the scenario's), {row['seconds']} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def instruction_eval() -> list[dict]:
+    """Per set of ``bench/instruction_set.py``: injections labelled, hard negatives flagged."""
+    rows = []
+    for name, (injections, negatives) in SETS.items():
+        items = [(f"inj-{i}", it) for i, it in enumerate(injections)] + [(f"neg-{i}", it) for i, it in enumerate(negatives)]
+        flagged = {f.memory_id for f in classifier.classify([(mid, it.text) for mid, it in items])}
+        by_style: dict[str, list[int]] = {}
+        for mid, it in items:
+            hit_total = by_style.setdefault(f"{mid.split('-')[0]}: {it.style}", [0, 0])
+            hit_total[0] += mid in flagged
+            hit_total[1] += 1
+        rows.append({"classifier": classifier.ACTOR, "set": name,
+                     "injections_labelled": sum(1 for mid, _ in items if mid.startswith("inj") and mid in flagged),
+                     "injections_total": len(injections),
+                     "negatives_flagged": sum(1 for mid, _ in items if mid.startswith("neg") and mid in flagged),
+                     "negatives_total": len(negatives),
+                     "missed": [it.text for mid, it in items if mid.startswith("inj") and mid not in flagged],
+                     "false_flags": [it.text for mid, it in items if mid.startswith("neg") and mid in flagged],
+                     "by_style": by_style})
+    return rows
+
+
+def print_instructions(rows: list[dict]) -> None:
+    print(f"{rows[0]['classifier']}  instruction rule on bench/instruction_set.py")
+    print(f"{'set':14} {'injections labelled':>20} {'negatives flagged':>18}")
+    for r in rows:
+        print(f"{r['set']:14} {r['injections_labelled']:>11} / {r['injections_total']:<6} "
+              f"{r['negatives_flagged']:>9} / {r['negatives_total']:<6}")
+        for text in r["missed"]:
+            print(f"    missed: {text[:100]}")
+        for text in r["false_flags"]:
+            print(f"    false flag: {text[:100]}")
+
+
+def print_loso(rows: list[dict]) -> None:
+    print(f"{rows[0]['classifier']}  leave one source out (thresholds tuned on {TUNED_ON})")
+    print(f"{'source':26} {'role':9} {'poison labelled':>16} {'targets covered':>16} {'>=80%':>6} "
+          f"{'clean flagged':>16} {'per 10k':>8} {'scen. clean':>12} {'met':>4}")
+    for r in rows:
+        print(f"{r['source']:26} {r['role']:9} {r['poison_labelled']:>9} / {r['poison_total']:<4} "
+              f"{r['targets_fully_covered']:>9} / {r['targets_total']:<4} {r['targets_4of5_covered']:>6} "
+              f"{r['clean_flagged']:>6} / {r['clean_total']:<7} {r['clean_flagged_per_10k']:>8} "
+              f"{r['scenario_clean_flagged']:>5} / {r['scenario_clean_total']:<5} {'yes' if r['met'] else 'no':>4}")
+    print(f"target per held-out source: >= {TARGET_COVERAGE:.0%} of targets fully covered, "
+          f"<= {MAX_CLEAN_PER_10K:g} clean flagged per 10,000")
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
+    ap.add_argument("--loso", action="store_true", help="leave one poison source out (module docstring)")
+    ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
+    ap.add_argument("--source", action="append", choices=POISONEDRAG + GENERATED,
+                    help="with --loso: only these sources (repeatable; default all)")
+    ap.add_argument("--poison-dir", type=Path, default=DEFAULT_POISON_DIR,
+                    help="where <source>_adv_targeted.json lives when not under DATA/poisonedrag")
     ap.add_argument("--embedder", choices=["minilm", "none"], default="minilm",
                     help="embeddings for the classifier's paraphrase-aware steps (none: lexical only)")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a classifier threshold (experiments only)",
-    )
-    args = ap.parse_args(argv)
-    if not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
-        print(f"data not found under {args.data}", file=sys.stderr)
-        return 2
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a classifier threshold (experiments only)")
+    return ap
+
+
+def _params(ap: argparse.ArgumentParser, settings: list[str]) -> classifier.Params:
     overrides = {}
-    fields = {f.name: f.type for f in dataclasses.fields(classifier.Params)}
-    for item in args.set:
+    fields = {f.name for f in dataclasses.fields(classifier.Params)}
+    for item in settings:
         name, _, value = item.partition("=")
         if name not in fields:
             ap.error(f"unknown threshold {name!r}")
         overrides[name] = type(getattr(classifier.DEFAULT_PARAMS, name))(value)
-    params = dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
-    splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
-    results = [evaluate(args.data, s, params, args.embedder) for s in splits]
-    header = (
-        f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
-        f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}"
-    )
+    return dataclasses.replace(classifier.DEFAULT_PARAMS, **overrides)
+
+
+def print_splits(results: list[dict]) -> None:
     print(f"{results[0]['classifier']}  (PoisonedRAG NQ adv_texts vs NQ/2Wiki/LoCoMo clean)")
-    print(header)
+    print(f"{'split':8} {'poison labelled':>16} {'targets covered':>16} {'>=4/5':>6} "
+          f"{'clean flagged':>18} {'per 10k':>8} {'seconds':>8}")
     for r in results:
         print(
             f"{r['split']:8} {r['poison_labelled']:>9} / {r['poison_total']:<4} "
@@ -161,8 +307,32 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("target: clean flagged <= 1 per 10,000 (MutMem: 4 of 18,808); example reason:")
     print("  " + results[0]["example_reason"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if not args.instructions and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
+        print(f"data not found under {args.data}", file=sys.stderr)
+        return 2
+    params = _params(ap, args.set)
+    if args.instructions:
+        rows = instruction_eval()
+        print_instructions(rows)
+    elif args.loso:
+        sources = args.source or list(POISONEDRAG + GENERATED)
+        missing = [s for s in sources if s in POISONEDRAG and not adv_file(s, args.data, args.poison_dir).exists()]
+        if missing:
+            print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
+            return 2
+        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir)
+        print_loso(rows)
+    else:
+        splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
+        rows = [evaluate(args.data, s, params, args.embedder) for s in splits]
+        print_splits(rows)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 
 

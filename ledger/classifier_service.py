@@ -1,6 +1,6 @@
 """The ingest-time classifier wired into the ledger (DESIGN section 3, "Ingest-time classifier").
 
-``ledger.core.classifier`` decides (pure, deterministic, versioned); this module feeds it the
+``ledger.classifier`` decides (pure, deterministic, versioned); this module feeds it the
 store's passages and records each flag as a ``ClassifierFinding``; the housekeeper turns a finding
 into a signed ``poison_likely`` label whose actor is ``ingest-classifier@<version>`` and whose
 reason/evidence are the classifier's own, after re-checking it (``ledger.decisions``). The label
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ledger.core.classifier import CLASSIFIER_NAME, CLASSIFIER_VERSION, Flag, classify
+from ledger.classifier import ACTOR, Flag, classify
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
 from ledger.embeddings import HashingEmbedder
 from ledger.models import ClassifierFinding, EpistemicLabel, Memory, Store
+from ledger.services import decision_labels_sign
+from ledger.tasks import label_append_task
 
 logger = logging.getLogger(__name__)
-
-ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
 
 
 def signable_evidence(evidence: dict) -> dict:
@@ -91,12 +91,8 @@ def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, in
                       "evidence": signable_evidence(flag.evidence), "content_sha256": bytes(hashes[pk])})
         decision = f"finding:{finding.pk}"
         if inline:
-            from ledger.services import decision_labels_sign
-
             decision_labels_sign(decision=decision)
         else:
-            from ledger.tasks import label_append_task
-
             label_append_task.delay(decision=decision)
     if flagged:
         logger.warning("ingest classifier %s flagged %d memories in store %s", ACTOR, len(flagged), store.pk)

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 TASK = "ledger.tasks.label_append_task"
 _REF_RE = re.compile(r"(proposal|finding):([1-9][0-9]{0,17})")
 OPERATOR_ACTOR = "system:memaudit"  # audits.services.actor_for(None): a management command
-MIN_GROUP = 4  # ledger.core.classifier.Params.min_group: a smaller group never flags
+MIN_GROUP = 4  # ledger.classifier.Params.min_group: a smaller group never flags
 
 
 class Refused(Exception):

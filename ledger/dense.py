@@ -1,4 +1,4 @@
-"""Embedding neighbourhoods for the ingest classifier (``ledger.core.classifier.Dense``).
+"""Embedding neighbourhoods for the ingest classifier (``ledger.classifier.Dense``).
 
 numpy only, no Django: the bench and the ledger's classifier service build it from the same
 vectors recall uses. Neighbours are computed once for every passage, in blocks, by brute force

@@ -21,9 +21,10 @@ ALLOWED: dict[str, set[str]] = {
     "interchange": set(),
     "egress": set(),
     "ledger.core": set(),
+    "ledger.classifier": set(),
     "audits.engine": {"interchange", "egress"},
     "orgs": {"memaudit_site", "egress"},
-    "ledger": {"ledger.core", "orgs", "interchange", "egress", "memaudit_site"},
+    "ledger": {"ledger.core", "ledger.classifier", "orgs", "interchange", "egress", "memaudit_site"},
     "audits": {"audits.engine", "ledger", "ledger.core", "orgs", "interchange", "egress", "memaudit_site"},
     "memaudit_site": {"orgs", "ledger", "ledger.core", "audits", "audits.engine", "interchange", "egress"},
 }
@@ -32,7 +33,7 @@ FIRST_PARTY = set(PRODUCT) | {"bench", "tests"}
 
 # Third-party packages the portable cores may use: the verifier ships as its own wheel with PyNaCl
 # only, and file formats are read with the standard library.
-PURE_THIRD_PARTY = {"ledger.core": {"nacl"}, "interchange": set(), "egress": set()}
+PURE_THIRD_PARTY = {"ledger.core": {"nacl"}, "ledger.classifier": set(), "interchange": set(), "egress": set()}
 # The audit engine may use numerical and model libraries, but no web framework, queue or database.
 FRAMEWORKS = {"django", "rest_framework", "drf_spectacular", "celery", "kombu", "psycopg", "redis"}
 

@@ -134,7 +134,7 @@ def test_the_worker_pipeline_signs_embeds_and_finishes_the_job(store, housekeepe
 
 
 def test_the_ingest_classifier_appends_signed_poison_likely_labels(store, housekeeper):
-    from ledger.core.classifier import CLASSIFIER_VERSION, classify
+    from ledger.classifier import CLASSIFIER_VERSION, classify
 
     clean = filler(400)
     poison = [{"id": f"p{i}", "text": t} for i, t in enumerate(POISON)]

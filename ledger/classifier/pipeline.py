@@ -1,0 +1,72 @@
+"""Step 7: one Flag per flagged passage, from the instruction rule and from suspicious groups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ledger.classifier.grouping import find_groups
+from ledger.classifier.instruction import instruction_markers
+from ledger.classifier.model import CLASSIFIER_NAME, CLASSIFIER_VERSION, DEFAULT_PARAMS, Dense, Flag, Group, Params
+
+ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
+
+
+def classify(
+    passages: Iterable[tuple[str, str]] | Mapping[str, str],
+    *,
+    only: Iterable[str] | None = None,
+    params: Params = DEFAULT_PARAMS,
+    dense: Dense | None = None,
+) -> list[Flag]:
+    """Flag passages that share a suspicious query pattern; one Flag per passage, sorted by id.
+
+    ``passages`` is the batch together with whatever existing passages should be considered
+    (the whole store, or the store's neighbourhood of the batch). ``only`` restricts the flags
+    returned to those ids (the newly ingested batch), while the pattern is still found across
+    all passages given. ``dense`` holds the passages' sentence embeddings (version 3 steps);
+    without it the lexical rules alone decide.
+    """
+    wanted = None if only is None else set(only)
+    passages = list(passages.items()) if isinstance(passages, Mapping) else list(passages)
+    flags = _instruction_flags(passages, wanted)
+    for g in find_groups(passages, params=params, dense=dense):
+        for mid in g.members:
+            if (wanted is None or mid in wanted) and mid not in flags:
+                flags[mid] = _group_flag(mid, g, dense)
+    return [flags[k] for k in sorted(flags)]
+
+
+def _instruction_flags(passages: list[tuple[str, str]], wanted: set[str] | None) -> dict[str, Flag]:
+    flags = {}
+    for mid, text in sorted(passages):
+        if wanted is not None and mid not in wanted:
+            continue
+        marks = instruction_markers(text)
+        if marks:
+            flags[mid] = Flag(
+                memory_id=mid,
+                reason="instruction injection: the passage addresses the agent with "
+                       + "; ".join(f"{n} ('{t}')" for n, t in marks),
+                evidence={"classifier": ACTOR, "rule": "instruction",
+                          "markers": [{"rule": n, "text": t} for n, t in marks]},
+            )
+    return flags
+
+
+def _group_flag(memory_id: str, g: Group, dense: Dense | None) -> Flag:
+    core_text = ", ".join(g.core[:8])
+    return Flag(
+        memory_id=memory_id,
+        reason=(f"{g.distinct} passages repeat the question pattern '{g.pattern}' "
+                f"(core terms: {core_text}; similarity {g.similarity:.2f}) each asserting an answer"),
+        evidence={
+            "classifier": ACTOR,
+            "group": list(g.members),
+            "core": list(g.core),
+            "core_weight": g.core_weight,
+            "distinct_passages": g.distinct,
+            "similarity": g.similarity,
+            "pattern": g.pattern,
+            "embedding_model": dense.model if dense is not None else None,
+        },
+    )

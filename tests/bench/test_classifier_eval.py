@@ -1,0 +1,28 @@
+"""bench/classifier_eval.py: the scoring of a run and the instruction set's tune batches."""
+
+from __future__ import annotations
+
+from bench import classifier_eval
+from bench.instruction_set import SETS
+from ledger.classifier import Flag
+
+
+def _flag(mid: str) -> Flag:
+    return Flag(memory_id=mid, reason="r", evidence={})
+
+
+def test_a_target_counts_as_covered_only_when_every_poison_of_it_is_labelled():
+    target_of = {"a0": "A", "a1": "A", "b0": "B", "b1": "B", "b2": "B", "b3": "B", "b4": "B"}
+    clean = [("c0", "x"), ("c1", "y")]
+    row = classifier_eval.score([_flag("a0"), _flag("a1"), _flag("b0"), _flag("b1"), _flag("b2"), _flag("b3"),
+                                 _flag("c1")], clean, target_of)
+    assert (row["targets_fully_covered"], row["targets_4of5_covered"], row["targets_total"]) == (1, 2, 2)
+    assert (row["poison_labelled"], row["clean_flagged"], row["false_positive_ids"]) == (6, 1, ["c1"])
+    assert row["clean_flagged_per_10k"] == 5000.0
+
+
+def test_the_instruction_rule_labels_its_tune_batches_and_flags_none_of_their_negatives():
+    rows = {r["set"]: r for r in classifier_eval.instruction_eval()}
+    for name in ("tune batch 1", "tune batch 2"):
+        assert rows[name]["missed"] == [] and rows[name]["false_flags"] == [], name
+    assert set(rows) == set(SETS)
