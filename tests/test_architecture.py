@@ -9,6 +9,7 @@ a listed one is gone (so the list only ever shrinks and never rots).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -122,6 +123,7 @@ def test_the_rule_catches_a_wrong_arrow(tmp_path, monkeypatch):
 # ---- function-local imports and import cycles (issue 12) -------------------------------------
 
 LOCAL_REASON = "# local:"
+_REASON = re.compile(r"#.*\blocal:")  # also after another directive: "# noqa: F401  local: why"
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -155,7 +157,7 @@ def _has_reason(lines: list[str], node: ast.stmt) -> bool:
     # The reason stands on the import's own line(s) or on the line just above it.
     first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
     around = lines[max(first - 2, 0):last]
-    return any(LOCAL_REASON in line for line in around)
+    return any(_REASON.search(line) for line in around)
 
 
 def _unexplained_local_imports() -> list[str]:
