@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger.classifier_service import ACTOR
+from ledger.classifier import ACTOR
 from ledger.models import ClassifierFinding, EpistemicLabel, Memory, SigningRefusal
 from orgs.models import Membership
 from orgs.services import activity_record
