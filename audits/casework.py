@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.paginator import Page, Paginator
@@ -24,7 +23,6 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from audits.models import AuditRun, AuditSuspect, CaseNote, Incident, ReviewProposal
-from ledger.models import Memory
 from orgs.models import Membership, Organization
 from orgs.notifications import notification_emit, site_url
 from orgs.services import activity_record
@@ -176,7 +174,7 @@ def notes_for_suspect(*, organization: Organization, suspect: AuditSuspect) -> l
 
 
 def notes_attach(*, organization: Organization, proposals: list[ReviewProposal]) -> None:
-    """``p.notes`` for each proposal, in two queries whatever the page size."""
+    """``p.case_notes`` for each proposal, in two queries whatever the page size."""
     by_prop: dict[int, list[CaseNote]] = {p.pk: [] for p in proposals}
     by_suspect: dict[tuple[int, int], list[CaseNote]] = {}
     if proposals:
@@ -189,7 +187,7 @@ def notes_attach(*, organization: Organization, proposals: list[ReviewProposal])
             else:
                 by_suspect.setdefault((n.audit_run_id, n.memory_id), []).append(n)
     for p in proposals:
-        p.notes = sorted(by_prop.get(p.pk, []) + by_suspect.get((p.audit_run_id, p.memory_id), []),
+        p.case_notes = sorted(by_prop.get(p.pk, []) + by_suspect.get((p.audit_run_id, p.memory_id), []),
                          key=lambda n: (n.created_at, n.pk))
 
 
@@ -275,10 +273,10 @@ class Listing:
     query: str
 
 
-def paginate(qs, params, *, per_page: int = PAGE_SIZE) -> Listing:
+def paginate(qs, params, *, per_page: int | None = None) -> Listing:
     """Server-side paging (LIMIT/OFFSET through Django's Paginator); a page number out of
     range or not a number gives the nearest page instead of an error."""
-    page = Paginator(qs, per_page).get_page(params.get("page"))
+    page = Paginator(qs, per_page or PAGE_SIZE).get_page(params.get("page"))
     query = params.copy()
     query.pop("page", None)
     return Listing(page=page, query=query.urlencode())
@@ -374,10 +372,3 @@ def suspect_rows(*, organization: Organization, suspects: list[AuditSuspect]) ->
     return [{"suspect": s, "memory": s.memory, "proposal": proposals.get(s.memory_id),
              "notes": notes.get(s.memory_id, 0)} for s in suspects]
 
-
-def memory_in_org(*, organization: Organization, memory_id: int) -> Memory:
-    return Memory.objects.get(pk=memory_id, organization=organization)
-
-
-def user_in_org(*, organization: Organization, user_id: int):
-    return get_user_model().objects.get(pk=user_id, memberships__organization=organization)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from audits.models import AuditRun, ReviewProposal
+from audits.models import AuditRun
 from ledger.models import EpistemicLabel
 
 MEMORY_STATE_CHOICES = [("", "Any state"), ("none", "Unlabelled")] + list(EpistemicLabel.Label.choices)
@@ -87,5 +87,3 @@ class AssignForm(forms.Form):
             raise forms.ValidationError("Choose a reviewer (an id), “me”, or nobody.")
         return v
 
-
-PROPOSAL_STATES = ReviewProposal.Status.values
