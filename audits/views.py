@@ -98,8 +98,8 @@ def incident_list(request):
     org = request.organization
     # The list's filters (store, search) are validated by a form: a bad value is a message, not a 500.
     filters = IncidentFilterForm(request.GET or None, stores=store_selectors.store_list(organization=org))
-    f = filters.cleaned_data if filters.is_valid() else {}
-    store = _filter_store(org, f.get("store"))
+    wanted = filters.cleaned_data if filters.is_valid() else {}
+    store = _filter_store(org, wanted.get("store"))
     initial = {"store": store} if store else None
     upload = IncidentUploadForm(request.POST or None, request.FILES or None, organization=org, initial=initial)
     single = IncidentForm(organization=org, initial=initial)
@@ -123,7 +123,7 @@ def incident_list(request):
                 messages.success(request, f"{len(created)} incident{'s' if len(created) != 1 else ''} imported "
                                           f"into {upload.cleaned_data['store'].name}.")
                 return redirect(f"{reverse('incident-list')}?store={upload.cleaned_data['store'].pk}")
-    listing = casework.paginate(casework.incidents_filtered(organization=org, store=store, q=f.get("q") or ""),
+    listing = casework.paginate(casework.incidents_filtered(organization=org, store=store, q=wanted.get("q") or ""),
                                 request.GET)
     return render(request, "audits/incident_list.html", {
         "incidents": listing.page.object_list, "page": listing.page, "query": listing.query, "filters": filters,
