@@ -68,7 +68,7 @@ def store_detail(request, store_id: int):
     return render(request, "ledger/store_detail.html", {
         "store": store, "form": form, "page": page, "query": query.urlencode(),
         "imports": ui_selectors.import_job_list(store=store, limit=5),
-    })
+    }, status=400 if form.errors else 200)
 
 
 @org_required()

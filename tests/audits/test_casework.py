@@ -270,6 +270,8 @@ def test_audit_and_incident_lists_validate_their_filters(client, run, alice):
     assert client.get("/audits/?status=done").status_code == 200
     assert client.get("/audits/?status=bogus").status_code == 400
     assert client.get("/incidents/?store=12345").status_code == 400
+    bad = client.get(f"/stores/{run.store_id}/?weight_min=abc")
+    assert bad.status_code == 400 and "The filter was not applied." in bad.content.decode()
     listed = client.get(f"/incidents/?q=zzz-no-such&store={run.store_id}").content.decode()
     assert "No incident matches these filters." in listed
 
