@@ -325,6 +325,8 @@ class ReviewListApi(_Scoped):
         status = serializers.ChoiceField(choices=["open", "applying", "approved", "refuted", "all"],
                                          required=False, default="open")
         store = DbIdField(required=False)
+        assignee = serializers.RegexField(r"^(me|none|[1-9][0-9]{0,18})$", required=False,
+                                          help_text="me, none, or a user id (issue 15: My queue)")
 
     @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
     def get(self, request):
@@ -337,7 +339,14 @@ class ReviewListApi(_Scoped):
         services.classifier_flags_sync(organization=org)
         st = f.validated_data["status"]
         qs = selectors.proposal_queue(organization=org, status=None if st == "all" else st, store=store)
-        return Response(ProposalOutputSerializer(qs, many=True).data)
+        assignee = f.validated_data.get("assignee")
+        if assignee == "me":
+            qs = qs.filter(assigned_to=request.user)
+        elif assignee == "none":
+            qs = qs.filter(assigned_to__isnull=True)
+        elif assignee:
+            qs = qs.filter(assigned_to_id=int(assignee))
+        return Response(ProposalOutputSerializer(qs.select_related("assigned_to"), many=True).data)
 
 
 class _DecisionInput(serializers.Serializer):

@@ -215,6 +215,10 @@ def test_assign_through_the_api(client, proposals, bob, alice, acme):
     assert resp.status_code == 200 and resp.json()["assigned_to"] == "bob"
     bad = client.post(f"/api/v1/reviews/{p.pk}/assign/", {"assignee": alice.pk}, content_type="application/json")
     assert bad.status_code == 400 and "cannot review" in json.dumps(bad.json())
+    mine = client.get("/api/v1/reviews/?assignee=me").json()
+    assert [r["id"] for r in mine] == [p.pk]
+    assert p.pk not in [r["id"] for r in client.get("/api/v1/reviews/?assignee=none").json()]
+    assert client.get("/api/v1/reviews/?assignee=bogus").status_code == 400
     client.force_login(alice)
     assert client.post(f"/api/v1/reviews/{p.pk}/assign/", {"assignee": None},
                        content_type="application/json").status_code == 403
