@@ -162,6 +162,7 @@ class ProposalOutputSerializer(serializers.Serializer):
     decided_at = serializers.DateTimeField(allow_null=True)
     label = serializers.IntegerField(source="label_id", allow_null=True)
     created_at = serializers.DateTimeField()
+    assigned_to = serializers.CharField(source="assigned_to.username", default=None)
 
 
 
@@ -325,6 +326,8 @@ class ReviewListApi(_Scoped):
         status = serializers.ChoiceField(choices=["open", "applying", "approved", "refuted", "all"],
                                          required=False, default="open")
         store = DbIdField(required=False)
+        assignee = serializers.RegexField(r"^(me|none|[1-9][0-9]{0,18})$", required=False,
+                                          help_text="me, none, or a user id (issue 15: My queue)")
 
     @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
     def get(self, request):
@@ -337,7 +340,14 @@ class ReviewListApi(_Scoped):
         services.classifier_flags_sync(organization=org)
         st = f.validated_data["status"]
         qs = selectors.proposal_queue(organization=org, status=None if st == "all" else st, store=store)
-        return Response(ProposalOutputSerializer(qs, many=True).data)
+        assignee = f.validated_data.get("assignee")
+        if assignee == "me":
+            qs = qs.filter(assigned_to=request.user)
+        elif assignee == "none":
+            qs = qs.filter(assigned_to__isnull=True)
+        elif assignee:
+            qs = qs.filter(assigned_to_id=int(assignee))
+        return Response(ProposalOutputSerializer(qs.select_related("assigned_to"), many=True).data)
 
 
 class _DecisionInput(serializers.Serializer):
@@ -484,3 +494,111 @@ class AgentEndpointDetailApi(_EndpointScoped):
     def delete(self, request, endpoint_id: int):
         endpoints.agent_endpoint_delete(endpoint=self._get(request, endpoint_id), user=request.user, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ============================================================================ case work (issue 15)
+# Notes, assignment and exports; the logic is in audits.casework and audits.exports.
+
+
+class NoteOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    memory = serializers.IntegerField(source="memory_id")
+    proposal = serializers.IntegerField(source="proposal_id", allow_null=True)
+    audit_run = serializers.IntegerField(source="audit_run_id", allow_null=True)
+    author = serializers.CharField(source="author_label")
+    body = serializers.CharField(help_text="The markdown as written; render it escaped.")
+    created_at = serializers.DateTimeField()
+
+
+class _NoteInput(serializers.Serializer):
+    body = serializers.CharField(max_length=10_000, allow_blank=False, trim_whitespace=True)
+
+
+class ProposalNotesApi(_Scoped):
+    """GET: the notes on a proposal (and on its memory as a suspect of the proposal's audit);
+    POST: add one (append-only: there is no edit or delete)."""
+
+    @extend_schema(responses=NoteOutputSerializer(many=True))
+    def get(self, request, proposal_id: int):
+        from audits import casework
+
+        org = request_organization(request)
+        p = selectors.proposal_get(organization=org, proposal_id=proposal_id)
+        return Response(NoteOutputSerializer(casework.notes_for_proposal(organization=org, proposal=p),
+                                             many=True).data)
+
+    @extend_schema(request=_NoteInput, responses={201: NoteOutputSerializer})
+    def post(self, request, proposal_id: int):
+        from audits import casework
+
+        s = _NoteInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        note = casework.note_add(organization=request_organization(request), user=request.user,
+                                 body=s.validated_data["body"], proposal_id=proposal_id, request=request._request)
+        return Response(NoteOutputSerializer(note).data, status=status.HTTP_201_CREATED)
+
+
+class SuspectNotesApi(_Scoped):
+    """GET: the notes on one suspect of an audit; POST: add one."""
+
+    @extend_schema(responses=NoteOutputSerializer(many=True))
+    def get(self, request, audit_run_id: int, memory_id: int):
+        from audits import casework
+
+        org = request_organization(request)
+        suspect = casework.suspect_get(organization=org, audit_run_id=audit_run_id, memory_id=memory_id)
+        return Response(NoteOutputSerializer(casework.notes_for_suspect(organization=org, suspect=suspect),
+                                             many=True).data)
+
+    @extend_schema(request=_NoteInput, responses={201: NoteOutputSerializer})
+    def post(self, request, audit_run_id: int, memory_id: int):
+        from audits import casework
+
+        s = _NoteInput(data=request.data)
+        s.is_valid(raise_exception=True)
+        note = casework.note_add(organization=request_organization(request), user=request.user,
+                                 body=s.validated_data["body"], audit_run_id=audit_run_id, memory_id=memory_id,
+                                 request=request._request)
+        return Response(NoteOutputSerializer(note).data, status=status.HTTP_201_CREATED)
+
+
+class ReviewAssignApi(_Scoped):
+    """POST {"assignee": <user id> | null}: assign an open proposal to a reviewer, or unassign."""
+
+    required_capability = "review"
+
+    class InputSerializer(serializers.Serializer):
+        assignee = DbIdField(allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses=ProposalOutputSerializer)
+    def post(self, request, proposal_id: int):
+        from audits import casework
+
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        p = casework.proposal_assign(organization=request_organization(request), proposal_id=proposal_id,
+                                     assignee_id=s.validated_data["assignee"], user=request.user,
+                                     request=request._request)
+        return Response(ProposalOutputSerializer(p).data)
+
+
+class AuditRunExportApi(_Scoped):
+    """GET: the audit's ranked suspects (DS > 0) and the decisions on them, as CSV or JSON
+    (``fmt`` from the URL). CSV cells that start like a formula are quoted."""
+
+    @extend_schema(responses={(200, "text/csv"): str, (200, "application/json"): dict})
+    def get(self, request, audit_run_id: int, fmt: str):
+        from django.http import HttpResponse
+
+        from audits import exports
+
+        org = request_organization(request)
+        run = selectors.audit_run_get(organization=org, audit_run_id=audit_run_id)
+        try:
+            body, ctype, name = exports.audit_export(organization=org, run=run, fmt=fmt, user=request.user,
+                                                     request=request._request)
+        except exports.ExportNotReady as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        resp = HttpResponse(body, content_type=ctype)
+        resp["Content-Disposition"] = f'attachment; filename="{name}"'
+        return resp

@@ -20,4 +20,13 @@ urlpatterns = [
     path("reviews/refute/", api.ReviewBulkRefuteApi.as_view(), name="api-reviews-refute"),
     path("reviews/<int:proposal_id>/approve/", api.ReviewApproveApi.as_view(), name="api-review-approve"),
     path("reviews/<int:proposal_id>/refute/", api.ReviewRefuteApi.as_view(), name="api-review-refute"),
+    # case work (issue 15)
+    path("reviews/<int:proposal_id>/notes/", api.ProposalNotesApi.as_view(), name="api-review-notes"),
+    path("reviews/<int:proposal_id>/assign/", api.ReviewAssignApi.as_view(), name="api-review-assign"),
+    path("audits/<int:audit_run_id>/suspects/<int:memory_id>/notes/", api.SuspectNotesApi.as_view(),
+         name="api-suspect-notes"),
+    path("audits/<int:audit_run_id>/export/csv/", api.AuditRunExportApi.as_view(), {"fmt": "csv"},
+         name="api-audit-export-csv"),
+    path("audits/<int:audit_run_id>/export/json/", api.AuditRunExportApi.as_view(), {"fmt": "json"},
+         name="api-audit-export-json"),
 ]

@@ -224,10 +224,18 @@ class ReviewProposal(models.Model):
     # Passed to ledger label_append: a redelivered task never appends the decision twice.
     idempotency_key = models.CharField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Case work (audits.casework): the reviewer this proposal is assigned to, by whom and when.
+    # Assignment routes work; it grants nothing (four-eyes and roles still decide who may decide).
+    assigned_to = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    assigned_by = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    assigned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
-        indexes = (models.Index(fields=["organization", "status"]),)
+        indexes = (models.Index(fields=["organization", "status"]),
+                   models.Index(fields=["organization", "assigned_to", "status"], name="proposal_assignee"))
         constraints = (
             # One live proposal per memory: a second audit finding it again adds nothing to decide.
             models.UniqueConstraint(fields=["memory"], condition=Q(status__in=["open", "applying"]),
@@ -244,6 +252,38 @@ class ReviewProposal(models.Model):
     @property
     def flag_key(self) -> str:
         return f"{self.idempotency_key}:flag"
+
+
+class CaseNote(models.Model):
+    """A reviewer's or analyst's note on a suspect (a memory within an audit) or on a proposal.
+
+    Append-only, like the activity trail: notes are evidence for a decision, so a note is
+    added, never edited or deleted (written only by ``audits.casework.note_add``). ``body`` is
+    the author's markdown as typed; it is rendered escaped (``casework.markdown_render``).
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="case_notes")
+    memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="case_notes")
+    # Exactly one of the two: the audit the suspect belongs to, or the proposal.
+    audit_run = models.ForeignKey(AuditRun, null=True, blank=True, on_delete=models.PROTECT, related_name="notes")
+    proposal = models.ForeignKey(ReviewProposal, null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="notes")
+    author = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    author_label = models.CharField(max_length=200)  # "user:<username>", kept if the account goes
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ("created_at", "pk")
+        indexes = (models.Index(fields=["organization", "memory", "created_at"], name="casenote_memory_time"),)
+        constraints = (
+            models.CheckConstraint(condition=Q(audit_run__isnull=True) ^ Q(proposal__isnull=True),
+                                   name="casenote_one_subject"),
+        )
+
+    def __str__(self) -> str:
+        return f"note #{self.pk} on {self.memory_id} by {self.author_label}"
 
 
 class AgentEndpoint(models.Model):

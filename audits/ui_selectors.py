@@ -218,13 +218,15 @@ def dashboard(*, organization: Organization) -> dict[str, Any]:
     }
 
 
-def review_queue(*, organization: Organization, user, store=None) -> dict[str, Any]:
+def review_queue(*, organization: Organization, user, store=None,
+                 items: list[ReviewProposal] | None = None) -> dict[str, Any]:
     """Open proposals (each marked when four-eyes bars this user), those waiting for the
-    housekeeper, and the latest decisions with their signed labels."""
+    housekeeper, and the latest decisions with their signed labels. ``items``: the proposals
+    to lay out instead of every open one (a filtered page, ``audits.casework``)."""
     from audits.services import review_ineligibility
 
-    open_items = list(selectors.proposal_queue(organization=organization, status=ReviewProposal.Status.OPEN,
-                                               store=store))
+    open_items = items if items is not None else list(selectors.proposal_queue(
+        organization=organization, status=ReviewProposal.Status.OPEN, store=store))
     membership = Membership.objects.filter(organization=organization, user=user).first() if user else None
     history = selectors.proposal_history(organization=organization, memory_ids=[p.memory_id for p in open_items])
     for p in open_items:

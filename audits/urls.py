@@ -21,4 +21,11 @@ urlpatterns = [
     path("review/pending/", views.review_pending, name="review-pending"),
     path("review/bulk/", views.review_bulk, name="review-bulk"),
     path("review/<int:proposal_id>/decide/", views.review_decide, name="review-decide"),
+    # case work (issue 15)
+    path("review/<int:proposal_id>/notes/", views.proposal_note_add, name="proposal-note-add"),
+    path("review/<int:proposal_id>/assign/", views.proposal_assign, name="proposal-assign"),
+    path("audits/<int:audit_run_id>/suspects/", views.audit_suspects, name="audit-suspects"),
+    path("audits/<int:audit_run_id>/suspects/<int:memory_id>/notes/", views.suspect_notes, name="suspect-notes"),
+    path("audits/<int:audit_run_id>/export.csv", views.audit_export, {"fmt": "csv"}, name="audit-export-csv"),
+    path("audits/<int:audit_run_id>/export.json", views.audit_export, {"fmt": "json"}, name="audit-export-json"),
 ]

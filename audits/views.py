@@ -18,7 +18,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from audits import endpoints, selectors, services, ui_selectors
+from audits import casework, endpoints, exports, selectors, services, ui_selectors
+from audits.casework_forms import (
+    AssignForm,
+    AuditFilterForm,
+    IncidentFilterForm,
+    NoteForm,
+    QueueFilterForm,
+    SuspectFilterForm,
+)
 from audits.engine.scenario import ValidationError as FileValidationError
 from audits.forms import (
     AgentEndpointForm,
@@ -89,8 +97,10 @@ def dashboard_runs(request):
 @require_http_methods(["GET", "POST"])
 def incident_list(request):
     org = request.organization
-    store_id = request.GET.get("store")
-    store = store_selectors.store_get(organization=org, store_id=int(store_id)) if (store_id or "").isdigit() else None
+    # The list's filters (store, search) are validated by a form: a bad value is a message, not a 500.
+    filters = IncidentFilterForm(request.GET or None, stores=store_selectors.store_list(organization=org))
+    wanted = filters.cleaned_data if filters.is_valid() else {}
+    store = _filter_store(org, wanted.get("store"))
     initial = {"store": store} if store else None
     upload = IncidentUploadForm(request.POST or None, request.FILES or None, organization=org, initial=initial)
     single = IncidentForm(organization=org, initial=initial)
@@ -114,13 +124,15 @@ def incident_list(request):
                 messages.success(request, f"{len(created)} incident{'s' if len(created) != 1 else ''} imported "
                                           f"into {upload.cleaned_data['store'].name}.")
                 return redirect(f"{reverse('incident-list')}?store={upload.cleaned_data['store'].pk}")
-    incidents = selectors.incident_list(organization=org, store=store)
+    listing = casework.paginate(casework.incidents_filtered(organization=org, store=store, q=wanted.get("q") or ""),
+                                request.GET)
     return render(request, "audits/incident_list.html", {
-        "incidents": incidents[:500], "store": store, "upload": upload, "single": single, "errors": errors,
+        "incidents": listing.page.object_list, "page": listing.page, "query": listing.query, "filters": filters,
+        "store": store, "upload": upload, "single": single, "errors": errors,
         "issue_count": issue_count, "issue_total": f"{issue_count:,}",
         "incident_formats": [f.describe() for f in import_formats(INCIDENTS)],
         "stores": store_selectors.store_list(organization=org),
-    }, status=400 if (errors or upload.errors) else 200)
+    }, status=400 if (errors or upload.errors or filters.errors) else 200)
 
 
 @org_required("propose")
@@ -168,10 +180,16 @@ def incident_detail(request, incident_id: int):
 @org_required()
 @require_GET
 def audit_list(request):
-    runs = selectors.audit_run_list(organization=request.organization, status=request.GET.get("status") or None)
-    return render(request, "audits/audit_list.html", {"runs": runs[:200],
-                                                      "stores": store_selectors.store_list(
-                                                          organization=request.organization)})
+    org = request.organization
+    stores = store_selectors.store_list(organization=org)
+    form = AuditFilterForm(request.GET or None, stores=stores)
+    f = form.cleaned_data if form.is_valid() else {}
+    store = _filter_store(org, f.get("store"))
+    listing = casework.paginate(casework.audits_filtered(organization=org, store=store, status=f.get("status") or ""),
+                                request.GET)
+    return render(request, "audits/audit_list.html", {"runs": listing.page.object_list, "page": listing.page,
+                                                      "query": listing.query, "filters": form, "stores": stores},
+                  status=400 if form.errors else 200)
 
 
 @org_required("propose")
@@ -275,9 +293,13 @@ def review_queue(request):
     # Bring in what the housekeeper has signed since the last look, and the classifier's flags.
     services.proposals_sync(organization=org)
     services.classifier_flags_sync(organization=org)
-    ctx = ui_selectors.review_queue(organization=org, user=request.user)
-    ctx["bulk"] = BulkDecisionForm()
-    return render(request, "audits/review_queue.html", ctx)
+    listing, form = _queue_listing(request)
+    ctx = ui_selectors.review_queue(organization=org, user=request.user, items=list(listing.page.object_list))
+    casework.notes_attach(organization=org, proposals=ctx["open"])
+    ctx.update({"bulk": BulkDecisionForm(), "filters": form, "page": listing.page, "query": listing.query,
+                "state": form.cleaned_data.get("state") or "open" if form.is_valid() else "open",
+                "reviewers": form.reviewers, "note_form": NoteForm()})
+    return render(request, "audits/review_queue.html", ctx, status=400 if form.errors else 200)
 
 
 @org_required()
@@ -398,3 +420,134 @@ def agent_endpoint_delete(request, endpoint_id: int):
     endpoints.agent_endpoint_delete(endpoint=ep, user=request.user, request=request)
     messages.success(request, f"Agent endpoint {name} deleted.")
     return redirect("agent-endpoint-list")
+
+
+# ----------------------------------------------------------------------------- case work (issue 15)
+# Notes, assignment, the filtered lists and the exports; the logic is in audits.casework and
+# audits.exports, these views validate, call one of them and render or redirect.
+
+
+def _filter_store(org, store_id: int | None):
+    """The filter's store (the form offered only this organization's stores)."""
+    return store_selectors.store_get(organization=org, store_id=store_id) if store_id else None
+
+
+def _queue_listing(request):
+    org = request.organization
+    reviewers = casework.reviewer_choices(organization=org)
+    form = QueueFilterForm(request.GET or None, stores=store_selectors.store_list(organization=org),
+                           reviewers=reviewers)
+    form.reviewers = reviewers
+    f = form.cleaned_data if form.is_valid() else {}
+    qs = casework.proposals_filtered(
+        organization=org, user=request.user, store=_filter_store(org, f.get("store")), audit_run_id=f.get("audit"),
+        state=f.get("state") or "open", ds_min=f.get("ds_min"), ds_max=f.get("ds_max"),
+        assignee=f.get("assignee") or "", memory_state=f.get("memory_state") or "")
+    return casework.paginate(qs, request.GET), form
+
+
+def _back_to_queue(request, proposal_id: int):
+    """Back where the reviewer was (the filtered page they posted from), at the proposal."""
+    nxt = request.POST.get("next") or ""
+    if not nxt.startswith("/review/") or "//" in nxt or "\\" in nxt:
+        nxt = reverse("review-queue")
+    return redirect(f"{nxt.split('#')[0]}#proposal-{proposal_id}")
+
+
+@org_required()
+@require_POST
+@_not_found_outside_org
+def proposal_note_add(request, proposal_id: int):
+    form = NoteForm(request.POST)
+    if not form.is_valid():
+        for errs in form.errors.values():
+            messages.error(request, f"Note on proposal #{proposal_id}: {'; '.join(errs)}")
+        return _back_to_queue(request, proposal_id)
+    try:
+        casework.note_add(organization=request.organization, user=request.user, body=form.cleaned_data["body"],
+                          proposal_id=proposal_id, request=request)
+    except DjangoValidationError as exc:
+        messages.error(request, f"Note on proposal #{proposal_id}: {'; '.join(exc.messages)}")
+    else:
+        messages.success(request, f"Note added to proposal #{proposal_id}.")
+    return _back_to_queue(request, proposal_id)
+
+
+@org_required("review")
+@require_POST
+@_not_found_outside_org
+def proposal_assign(request, proposal_id: int):
+    form = AssignForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Proposal #{proposal_id}: {'; '.join(form.errors['assignee'])}")
+        return _back_to_queue(request, proposal_id)
+    v = form.cleaned_data["assignee"]
+    assignee_id = request.user.pk if v == "me" else int(v) if v else None
+    try:
+        p = casework.proposal_assign(organization=request.organization, proposal_id=proposal_id,
+                                     assignee_id=assignee_id, user=request.user, request=request)
+    except DjangoValidationError as exc:
+        messages.error(request, f"Proposal #{proposal_id}: {'; '.join(exc.messages)}")
+    else:
+        who = p.assigned_to.get_username() if p.assigned_to else None
+        messages.success(request, f"Proposal #{p.pk} assigned to {who}." if who else f"Proposal #{p.pk} unassigned.")
+    return _back_to_queue(request, proposal_id)
+
+
+@org_required()
+@require_GET
+@_not_found_outside_org
+def audit_suspects(request, audit_run_id: int):
+    """The audit's ranked suspects as a filtered, paged table, with notes and the exports."""
+    org = request.organization
+    run = selectors.audit_run_get(organization=org, audit_run_id=audit_run_id)
+    form = SuspectFilterForm(request.GET or None)
+    f = form.cleaned_data if form.is_valid() else {}
+    listing = casework.paginate(casework.suspects_filtered(
+        run=run, ds_min=f.get("ds_min"), ds_max=f.get("ds_max"), memory_state=f.get("memory_state") or "",
+        in_batch=f.get("in_batch") or "", q=f.get("q") or ""), request.GET, per_page=50)
+    return render(request, "audits/audit_suspects.html", {
+        "run": run, "filters": form, "page": listing.page, "query": listing.query,
+        "rows": casework.suspect_rows(organization=org, suspects=list(listing.page.object_list)),
+    }, status=400 if form.errors else 200)
+
+
+@org_required()
+@require_http_methods(["GET", "POST"])
+@_not_found_outside_org
+def suspect_notes(request, audit_run_id: int, memory_id: int):
+    """One suspect of an audit: its scores and notes, and a form to add one (POST/redirect/GET)."""
+    org = request.organization
+    suspect = casework.suspect_get(organization=org, audit_run_id=audit_run_id, memory_id=memory_id)
+    form = NoteForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            casework.note_add(organization=org, user=request.user, body=form.cleaned_data["body"],
+                              audit_run_id=audit_run_id, memory_id=memory_id, request=request)
+        except DjangoValidationError as exc:
+            _errors_into(form, exc)
+        else:
+            messages.success(request, f"Note added to {suspect.memory.external_id}.")
+            return redirect("suspect-notes", audit_run_id=audit_run_id, memory_id=memory_id)
+    return render(request, "audits/suspect_notes.html", {
+        "run": suspect.run, "suspect": suspect, "form": form,
+        "notes": casework.notes_for_suspect(organization=org, suspect=suspect),
+    }, status=400 if form.is_bound and form.errors else 200)
+
+
+@org_required()
+@require_GET
+@_not_found_outside_org
+def audit_export(request, audit_run_id: int, fmt: str):
+    from django.http import HttpResponse
+
+    run = selectors.audit_run_get(organization=request.organization, audit_run_id=audit_run_id)
+    try:
+        body, ctype, name = exports.audit_export(organization=request.organization, run=run, fmt=fmt,
+                                                 user=request.user, request=request)
+    except exports.ExportNotReady as exc:
+        messages.error(request, str(exc))
+        return redirect("audit-detail", audit_run_id=run.pk)
+    resp = HttpResponse(body, content_type=ctype)
+    resp["Content-Disposition"] = f'attachment; filename="{name}"'
+    return resp

@@ -7,6 +7,7 @@ from django import forms
 from interchange.importers import MEMORIES, formats
 from ledger.models import EpistemicLabel, Store
 from ledger.store_selectors import MEMORY_STATES
+from ledger.ui_selectors import LEAF_KINDS
 
 
 class StoreCreateForm(forms.ModelForm):
@@ -68,3 +69,12 @@ class TokenCreateForm(forms.Form):
     def __init__(self, *args, stores=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["store"].choices = [(s.pk, s.name) for s in stores]
+
+
+class LedgerFilterForm(forms.Form):
+    """The ledger page's log filters (issue 15)."""
+
+    kind = forms.ChoiceField(required=False, label="Entry", choices=[("", "Any entry")] + [
+        (k, k.replace("_", " ")) for k in LEAF_KINDS])
+    memory = forms.CharField(required=False, max_length=300, label="Memory", widget=forms.TextInput(
+        attrs={"type": "search", "placeholder": "id or store/id"}))

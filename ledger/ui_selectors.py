@@ -177,3 +177,62 @@ def signing_refusal_list(*, organization, limit: int = 20) -> list[dict[str, Any
 
 def import_job_list(*, store: Store, limit: int = 10) -> QuerySet[ImportJob]:
     return ImportJob.objects.filter(store=store).select_related("created_by").order_by("-created_at")[:limit]
+
+
+# ----------------------------------------------------------------------------- ledger page (issue 15)
+
+LEAF_KINDS = ("genesis", "provenance", "transition", "label", "key_endorsement")
+
+
+def log_leaves_filtered(*, organization, kind: str = "", memory: str = "") -> QuerySet[LogLeaf]:
+    """The organization's log leaves, newest first; ``memory`` matches a memory's external id
+    (exactly, or ``store-slug/id``)."""
+    qs = LogLeaf.objects.filter(organization=organization).select_related("memory", "memory__store")
+    if kind:
+        qs = qs.filter(kind=kind)
+    if memory:
+        slug, _, ext = memory.rpartition("/")
+        qs = qs.filter(memory__external_id=ext, **({"memory__store__slug": slug} if slug else {}))
+    return qs.order_by("-index")
+
+
+def log_leaf_rows(*, leaves: list[LogLeaf]) -> list[dict[str, Any]]:
+    """The page's leaves as ``log_activity_recent`` rows, each with the signed time of its entry
+    (one query per entry table, whatever the page size)."""
+    from ledger.models import GenesisEntry, KeyEndorsement, ProvenanceNode, TransitionCommitment
+
+    wanted: dict[str, set[tuple[int | None, int]]] = {}
+    for leaf in leaves:
+        wanted.setdefault(leaf.kind, set()).add((leaf.memory_id, leaf.seq))
+    times: dict[tuple[str, int | None, int], str] = {}
+    labels: dict[tuple[int, int], EpistemicLabel] = {}
+    org_id = leaves[0].organization_id if leaves else None
+    for kind, model in (("provenance", ProvenanceNode), ("transition", TransitionCommitment)):
+        pairs = wanted.get(kind) or set()
+        for m, seq, t in model.objects.filter(memory_id__in={m for m, _ in pairs}).values_list("memory_id", "seq",
+                                                                                               "time"):
+            if (m, seq) in pairs:
+                times[(kind, m, seq)] = t
+    if wanted.get("genesis"):
+        for m, t in GenesisEntry.objects.filter(memory_id__in={m for m, _ in wanted["genesis"]}).values_list(
+                "memory_id", "time"):
+            times[("genesis", m, 0)] = t
+    if wanted.get("label"):
+        for lab in EpistemicLabel.objects.filter(memory_id__in={m for m, _ in wanted["label"]}):
+            labels[(lab.memory_id, lab.seq)] = lab
+    if wanted.get("key_endorsement"):
+        for seq, t in KeyEndorsement.objects.filter(organization_id=org_id, seq__in={s for _, s in
+                                                                                     wanted["key_endorsement"]}) \
+                .values_list("seq", "time"):
+            times[("key_endorsement", None, seq)] = t
+    out = []
+    for leaf in leaves:
+        lab = labels.get((leaf.memory_id, leaf.seq)) if leaf.kind == "label" else None
+        if lab is not None:
+            time = lab.time
+        else:  # a memory has one genesis entry: keyed by the memory alone
+            time = times.get((leaf.kind, leaf.memory_id, 0 if leaf.kind == "genesis" else leaf.seq), "")
+        out.append({"index": leaf.index, "kind": leaf.kind, "seq": leaf.seq, "memory": leaf.memory,
+                    "label": lab.label if lab else "", "actor": lab.actor if lab else "housekeeper",
+                    "time": time, "hash": _short(bytes(leaf.leaf_hash))})
+    return out

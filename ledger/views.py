@@ -68,7 +68,7 @@ def store_detail(request, store_id: int):
     return render(request, "ledger/store_detail.html", {
         "store": store, "form": form, "page": page, "query": query.urlencode(),
         "imports": ui_selectors.import_job_list(store=store, limit=5),
-    })
+    }, status=400 if form.errors else 200)
 
 
 @org_required()
@@ -144,7 +144,20 @@ def _ledger_context(org) -> dict:
 @org_required()
 @require_GET
 def ledger_page(request):
-    return render(request, "ledger/ledger.html", _ledger_context(request.organization))
+    """The ledger page; its log entries are filtered (kind, memory) and paged (issue 15)."""
+    from ledger.forms import LedgerFilterForm
+
+    form = LedgerFilterForm(request.GET or None)
+    f = form.cleaned_data if form.is_valid() else {}
+    qs = ui_selectors.log_leaves_filtered(organization=request.organization, kind=f.get("kind") or "",
+                                          memory=f.get("memory") or "")
+    page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "ledger/ledger.html", {
+        **_ledger_context(request.organization), "filters": form, "page": page, "query": query.urlencode(),
+        "activity": ui_selectors.log_leaf_rows(leaves=list(page.object_list)),
+    }, status=400 if form.errors else 200)
 
 
 @org_required()

@@ -107,6 +107,7 @@ class NotificationEvent(models.TextChoices):
     AUDIT_FINISHED = "audit.finished", "An audit finished"
     PROPOSAL_WAITING = "proposal.waiting", "A proposal waits for review"
     LABEL_SIGNED = "label.signed", "A label was signed"
+    PROPOSAL_ASSIGNED = "proposal.assigned", "A proposal was assigned to a reviewer"  # audits.casework
 
 
 class WebhookEndpoint(models.Model):

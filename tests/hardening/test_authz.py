@@ -53,6 +53,13 @@ def BODIES(t) -> dict[str, object]:  # noqa: N802 - a table
         "agent-endpoint-edit": {"name": "edited", "connector": "webhook", "base_url": "https://a.example/h"},
         "api-agent-endpoints": {"name": "api-agent", "connector": "webhook", "base_url": "https://a.example/h",
                                 "secret": "s"},
+        # case work (issue 15)
+        "proposal-note-add": {"body": "checked the source"},
+        "suspect-notes": {"body": "checked the source"},
+        "proposal-assign": {"assignee": "me"},
+        "api-review-notes": {"body": "checked the source"},
+        "api-suspect-notes": {"body": "checked the source"},
+        "api-review-assign": {"assignee": t.users["reviewer"].pk},
     }
 
 
@@ -277,6 +284,29 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("notification-settings", "POST"): "302 403 403 200 403 | 302 403 403 200 403",
     ("webhook-delete", "GET"): "405 405 405 405 405 | 405 405 405 405 405",
     ("webhook-delete", "POST"): "302 403 403 302 403 | 302 403 403 404 403",
+    # Case work (issue 15): every member notes and exports; reviewers and org admins assign.
+    ("proposal-note-add", "GET"): "302 405 405 405 403 | 302 405 405 405 403",
+    ("proposal-note-add", "POST"): "302 302 302 302 403 | 302 404 404 404 403",
+    ("proposal-assign", "GET"): "302 403 405 405 403 | 302 403 405 405 403",
+    ("proposal-assign", "POST"): "302 403 302 302 403 | 302 403 404 404 403",
+    ("audit-suspects", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
+    ("audit-suspects", "POST"): "302 405 405 405 403 | 302 405 405 405 403",
+    ("suspect-notes", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
+    ("suspect-notes", "POST"): "302 302 302 302 403 | 302 404 404 404 403",
+    ("audit-export-csv", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
+    ("audit-export-csv", "POST"): "302 405 405 405 403 | 302 405 405 405 403",
+    ("audit-export-json", "GET"): "302 200 200 200 403 | 302 404 404 404 403",
+    ("audit-export-json", "POST"): "302 405 405 405 403 | 302 405 405 405 403",
+    ("api-review-notes", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
+    ("api-review-notes", "POST"): "403 201 201 201 403 | 403 404 404 404 403",
+    ("api-suspect-notes", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
+    ("api-suspect-notes", "POST"): "403 201 201 201 403 | 403 404 404 404 403",
+    ("api-review-assign", "GET"): "403 403 405 405 403 | 403 403 405 405 403",
+    ("api-review-assign", "POST"): "403 403 200 200 403 | 403 403 404 404 403",
+    ("api-audit-export-csv", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
+    ("api-audit-export-csv", "POST"): "403 405 405 405 403 | 403 405 405 405 403",
+    ("api-audit-export-json", "GET"): "403 200 200 200 403 | 403 404 404 404 403",
+    ("api-audit-export-json", "POST"): "403 405 405 405 403 | 403 405 405 405 403",
 }
 
 
