@@ -1,21 +1,14 @@
-"""Every message the audit services send, in one small module: the only place that names tasks.
-
-Services enqueue through these functions; ``audits.tasks`` imports the services, never the
-reverse, so there is no import loop between them. Tasks are looked up by name in the Celery app
-(``celery.current_app``); a task not registered yet (a web process imports no task module) is
-registered by importing the module its name gives, at the first call — after every module has
-loaded, so no import cycle can form — and then honours ``CELERY_TASK_ALWAYS_EAGER`` like any task.
-(The app's own autodiscovery would do the same for every installed app, in seconds, not
-milliseconds.)
+"""Every message the audit services send, in one small module: the only place in ``audits`` that
+names tasks. Services enqueue through these functions; ``audits.tasks`` imports the services, never
+the reverse, so there is no import loop between them. Tasks are found by name through
+``orgs.dispatch`` (the one mechanism every app's hand-offs share).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import import_module
 
-from celery import current_app
-from celery.app.task import Task
+from orgs.dispatch import task
 
 AUDIT_RUN = "audits.tasks.audit_run_task"
 AUDIT_REPLAY = "audits.tasks.audit_replay_task"
@@ -24,14 +17,6 @@ PROPOSALS_SYNC = "audits.tasks.proposals_sync_task"
 RESUME_UNFINISHED = "audits.tasks.audit_runs_resume_unfinished_task"
 LABEL_APPEND = "ledger.tasks.label_append_task"
 TREE_HEAD_AFTER_LABELS = "ledger.tasks.tree_head_after_labels_task"
-
-
-def task(name: str) -> Task:
-    """The registered task called ``name`` (KeyError names it when no app module defines it)."""
-    app = current_app
-    if name not in app.tasks:
-        import_module(name.rpartition(".")[0])  # registers the module's tasks with the app
-    return app.tasks[name]
 
 
 def audit_run_enqueue(run_id: int) -> None:

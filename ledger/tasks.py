@@ -12,7 +12,6 @@ from ledger.core.errors import LedgerError
 from ledger.imports import import_history_apply, import_history_ready
 from ledger.services import keys, tree_heads, writes
 from ledger.signing import housekeeper_role
-from orgs.dispatch import register
 from orgs.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -102,7 +101,3 @@ def import_history_apply_task(self, import_job_id: int) -> int:
     with housekeeper_role():
         return import_history_apply(job_id=import_job_id)
 
-
-# The hand-offs the services make through ledger.dispatch.
-register("ledger.receipt_key_endorse", lambda *args: receipt_key_endorse_task.delay(*args))
-register("ledger.outcomes_apply", lambda *args: outcomes_apply_task.delay(*args))

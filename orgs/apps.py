@@ -6,4 +6,4 @@ class OrgsConfig(AppConfig):
     verbose_name = "Organizations"
 
     def ready(self) -> None:
-        from orgs import checks, health, signals, tasks  # noqa: F401  local: app loading (models first); registers checks, signals, tasks
+        from orgs import checks, health, signals  # noqa: F401  local: app loading (models first); registers checks and signals

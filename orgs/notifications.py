@@ -120,9 +120,9 @@ def notification_emit(*, organization_id: int, event: str, payload: dict) -> Non
     def enqueue() -> None:
         try:
             for d in deliveries:
-                dispatch.send("orgs.webhook_deliver", d.pk)
+                dispatch.send("orgs.tasks.webhook_deliver_task", d.pk)
             if email:
-                dispatch.send("orgs.notification_email", organization_id, event, body)
+                dispatch.send("orgs.tasks.notification_email_task", organization_id, event, body)
         except Exception:  # the broker is down: the deliveries stay pending (visible on the page)
             logger.exception("could not enqueue the %s notification of organization %s", event, organization_id)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from orgs.dispatch import register
 from orgs.notifications import MAX_ATTEMPTS, DeliveryFailed, notification_email_send, webhook_deliver
 
 
@@ -21,6 +20,3 @@ def webhook_deliver_task(self, delivery_id: int) -> None:
 def notification_email_task(organization_id: int, event: str, payload: dict) -> None:
     notification_email_send(organization_id=organization_id, event=event, payload=payload)
 
-
-register("orgs.webhook_deliver", lambda *args: webhook_deliver_task.delay(*args))
-register("orgs.notification_email", lambda *args: notification_email_task.delay(*args))
