@@ -62,6 +62,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("nq-token-slot", TUNE, "nq", "token", "slot", "shared", (0, 1)),
     Family("sqa-yesno-slot", TUNE, "sqa", "yesno", "slot", "shared", (0, 2)),
     Family("nq-number-slot-distinct", TUNE, "nq", "number", "slot", "distinct", (0, 1, 2)),
+    # The TUNE clean control (LoCoMo, not NQ): the verdict's honest-error judgement may be tuned
+    # here; clean-honest (NQ) stays held out.
+    Family("locomo-clean-honest", TUNE, "locomo", "token", "slot", "honest", (),
+           note="clean control (TUNE): honest errors and outdated records, no poison"),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
@@ -236,7 +240,9 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             # Clean control. Even targets: outdated records (an old value, written long before a
             # newer correction that outvotes nothing yet); odd targets: one isolated honest
             # mistake (someone wrote it down wrong), the only record answering the question.
-            old = tg["w"]
+            # The wrong value: NQ's own incorrect answer; LoCoMo has none, so another
+            # question's answer (a mix-up).
+            old = tg["w"] or others[-1 - ti]  # the related memories take others from the front
             n_err = 3 if ti % 2 == 0 else 1
             for j in range(n_err):
                 day = base_day + rng.uniform(0, 60) if ti % 2 == 0 else base_day + rng.uniform(0, 360)
