@@ -229,7 +229,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if a.casefold() == b["expected"].casefold())
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
-        corrections = res.honest_errors if (method == "memaudit" and res) else []
+        corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
         row = {"family": name, "split": FAMILIES[name].split, "rho": rho, "rho_achieved": sc.meta["rho"],
                "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),

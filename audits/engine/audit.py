@@ -104,6 +104,8 @@ class AuditResult:
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
     collateral: dict[str, Any] = field(default_factory=dict)
     signal_influence: dict[str, Any] = field(default_factory=dict)
+    # Honest errors as proposed corrections (issue 16): not `poison_suspect`; see `corrections`.
+    corrections: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def poison_suspects(self) -> list[str]:
@@ -119,6 +121,7 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdicts": self.verdicts, "collateral": self.collateral,
+            "corrections": self.corrections,
             "signal_influence": self.signal_influence,
             "suspects": [s.__dict__ for s in self.suspects],
             "batch": self.batch, "residual": self.residual,
@@ -398,7 +401,30 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
         else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
         groups=groups, events=ev_rows, agent_calls=replayer.calls, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
-        collateral=collateral, signal_influence=influence)
+        collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts))
+
+
+CORRECTION_DOWN_WEIGHT = "down_weight"
+
+
+def propose_corrections(batch: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The batch's honest errors as proposed corrections, never as `poison_suspect` (issue 16).
+
+    Each row: the memory, its kind (`outdated` — an older version of a fact with a newer
+    record that answers otherwise, linked as `corrected_by` — or `honest-error`, an isolated
+    mistake), the action proposed (`down_weight`: a signed transition that lowers the memory's
+    retrieval weight; the ledger's `poison_refuted` label does not fit, it clears a suspect)
+    and the verdict's reasons. The service turns each row into a correction proposal.
+    """
+    out = []
+    for mid in batch:
+        v = verdicts.get(mid)
+        if not v or v.get("verdict") != HONEST_ERROR:
+            continue
+        out.append({"memory_id": mid, "kind": "outdated" if v.get("corrected_by") else "honest-error",
+                    "corrected_by": v.get("corrected_by"), "action": CORRECTION_DOWN_WEIGHT,
+                    "reasons": list(v.get("reasons", []))})
+    return out
 
 
 def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],

@@ -131,3 +131,47 @@ def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(
     assert {"old1", "old2"} <= set(res.batch)
     assert res.poison_suspects == [] or set(res.poison_suspects).isdisjoint({"old1", "old2"})
     assert {"old1", "old2"} <= set(res.honest_errors)
+
+
+def test_notes_written_days_apart_in_a_store_that_gets_one_a_week_are_no_burst(hashing_embedder):
+    # Fillers every 10 units; three records of one claim written 1.2 units apart fall in a gap
+    # with no clean record (the old "no clean record sampled there" alone called that a
+    # burst), but the store's own rate makes three records in such a window likely enough.
+    mems = [MemoryRecord(f.id, f.text, {**f.metadata, "written_at": 100.0 + 10 * i})
+            for i, f in enumerate(_fillers(60))] + [
+        MemoryRecord(f"h{i}", f"Q: topic {i} {'xyz' * i}?\nA: Olu",
+                     {"query": f"topic {i}?", "answer": "Olu", "written_at": 133.8 + 1.2 * i})
+        for i in range(3)]
+    v = judge([f"h{i}" for i in range(3)], _retriever(mems, hashing_embedder))
+    for i in range(3):
+        assert not any("write-time burst" in r for r in v[f"h{i}"].reasons), v[f"h{i}"].reasons
+    # The same three records written within a thousandth of a unit are one.
+    for i, m in enumerate(mems[-3:]):
+        m.metadata["written_at"] = 133.8 + 0.0005 * i
+    v = judge([f"h{i}" for i in range(3)], _retriever(mems, hashing_embedder))
+    assert all(any("write-time burst" in r for r in v[f"h{i}"].reasons) for i in range(3))
+
+
+def test_honest_errors_are_proposed_as_corrections_linked_to_the_newer_record(hashing_embedder):
+    q = "how many moons does the planet Zorb have?"
+    mems = _fillers(60) + [
+        MemoryRecord("old1", f"Q: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 110.0}),
+        MemoryRecord("old2", f"Question: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 125.0}),
+        MemoryRecord("new", f"Q: {q} (update)\nA: Ama\nCorrection: earlier notes said Olu; outdated.",
+                     {"query": q, "answer": "Ama", "written_at": 150.0}),
+    ]
+    sc = Scenario(mems, None, [Probe("p", q, HarmSpec("contains", {"target": "Olu"}), True)],
+                  AgentConfig("builtin-vote", 5), set())
+    emb = hashing_embedder.encode([m.text for m in mems])
+    agent = make_agent(sc.agent)
+    rep = Replayer(agent, Retriever(mems, emb, None, embedder=hashing_embedder), 5, {})
+    incidents = incidents_from_probes(ProbeRunner(sc, rep, hashing_embedder).run(()))
+    res = run_audit(mems, emb, None, incidents, agent, None, AuditParams(), embedder=hashing_embedder)
+    # The correction names the old value but asserts the new one: it is not removed.
+    assert "new" not in res.batch
+    rows = {c["memory_id"]: c for c in res.corrections}
+    assert set(rows) == set(res.honest_errors) and {"old1", "old2"} <= set(rows)
+    for m in ("old1", "old2"):
+        assert rows[m]["kind"] == "outdated" and rows[m]["corrected_by"] == "new"
+        assert rows[m]["action"] == "down_weight" and rows[m]["reasons"]
+    assert res.to_dict()["corrections"] == res.corrections
