@@ -15,6 +15,7 @@ The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -434,6 +435,9 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
     from .expansion import answer_slot
 
     by_id = {s.id: s for s in ranked}
+    targets = sorted({str(t).strip() for ev in evmap.values()
+                      if isinstance(t := getattr(ev.harm, "target", None), str) and t.strip()},
+                     key=lambda t: (-len(t), t))
     out: dict[str, str] = {}
     for mid in batch:
         if mid not in retriever.index:
@@ -450,6 +454,13 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
             if target:
                 out[mid] = str(target)
                 break
+        else:
+            # Joined through derived events (expansion): the incidents' harm target its text
+            # carries as a whole claim, longest first.
+            for target in targets:
+                if re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", m.text, re.IGNORECASE):
+                    out[mid] = target
+                    break
     return out
 
 

@@ -64,6 +64,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("nq-number-slot-distinct", TUNE, "nq", "number", "slot", "distinct", (0, 1, 2)),
     # The TUNE clean control (LoCoMo, not NQ): the verdict's honest-error judgement may be tuned
     # here; clean-honest (NQ) stays held out.
+    # TUNE plain passages (StrategyQA, not NQ/LoCoMo): plain-passage behaviour is tuned here.
+    Family("sqa-plain-shared", TUNE, "sqa", "sentence", "plain", "shared", (4, 5)),
     Family("locomo-clean-honest", TUNE, "locomo", "token", "slot", "honest", (),
            note="clean control (TUNE): honest errors and outdated records, no poison"),
     # HOLDOUT: reported, never tuned on.
