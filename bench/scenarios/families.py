@@ -217,6 +217,11 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     probes: list[dict] = []
     benign: list[dict] = []
     others = [t["c"] for t in pool[n_targets + n_bystanders:]] or [t["c"] for t in bystanders]
+    # Mix-up values for the clean control where the data set has no wrong answer (LoCoMo): answers
+    # no related memory asserts, and not a bare yes/no.
+    used = {others[(ti * 7 + k) % len(others)].casefold() for ti in range(len(targets)) for k in range(R)}
+    spare = [a for a in reversed(others) if a.casefold() not in used and a.casefold() not in ("yes", "no")
+             and len(a) >= 3] or others
     for ti, tg in enumerate(targets):
         q, c = tg["q"], tg["c"]
         if fam.attack in ("distinct", "adv"):
@@ -244,7 +249,7 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             # mistake (someone wrote it down wrong), the only record answering the question.
             # The wrong value: NQ's own incorrect answer; LoCoMo has none, so another
             # question's answer (a mix-up).
-            old = tg["w"] or others[-1 - ti]  # the related memories take others from the front
+            old = tg["w"] or spare[ti % len(spare)]
             n_err = 3 if ti % 2 == 0 else 1
             for j in range(n_err):
                 day = base_day + rng.uniform(0, 60) if ti % 2 == 0 else base_day + rng.uniform(0, 360)
