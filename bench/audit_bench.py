@@ -253,6 +253,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             row["collateral"] = col
             row["engine_utility_cost"] = col.get("utility_cost")
             row["signal_influence"] = res.signal_influence
+            row["cas_auc"] = res.signal_influence.get("cas_auc")
+            row["alpha_supported"] = res.signal_influence.get("alpha_supported")
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -271,17 +273,19 @@ def family_table(rows: list[dict]) -> str:
     for r in rows:
         groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
     head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
-            "P | R | poison_suspect | honest removed | utility changed | calls |")
-    lines = [head, "|" + "---|" * 15]
+            "P | R | poison_suspect | corrections | honest removed | utility changed | engine utility | "
+            "CAS AUC | α supported | calls |")
+    lines = [head, "|" + "---|" * 19]
     for (fam, split, rho, obs, method), rs in groups.items():
         def mean(k, rs=rs):
-            vals = [r[k] for r in rs if r[k] is not None]
+            vals = [r[k] for r in rs if r.get(k) is not None]
             return sum(vals) / len(vals) if vals else None
         lines.append(f"| {fam} | {split} | {rho} | {obs} | {method} | {mean('incidents'):.1f} | "
                      f"{mean('asr_before'):.2f} | {mean('asr_after'):.2f} | {mean('removed'):.1f}/"
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
                      f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
-                     f"{mean('utility_changed'):.2f} | {mean('agent_calls'):.0f} |")
+                     f"{mean('utility_changed'):.2f} | {_f(mean('engine_utility_cost'))} | "
+                     f"{_f(mean('cas_auc'))} | {_f(mean('alpha_supported'))} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
 
 
