@@ -194,11 +194,15 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
 
 
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
-               params: AuditParams | None = None) -> list[dict]:
-    """One family scenario: the audit, then per method ASR, P/R, utility cost, calls."""
+               params: AuditParams | None = None, agent_cfg: dict | None = None) -> list[dict]:
+    """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
+
+    `agent_cfg` replaces the family's builtin agent (the local model through openai-chat)."""
     from bench.scenarios.families import FAMILIES, build_family
 
     sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed)
+    if agent_cfg is not None:
+        sc.agent = {**agent_cfg, "top_k": sc.agent.get("top_k", 5)}
     es = to_engine(sc)
     embeddings = emb.encode([m.text for m in es.memories])
     agent = make_agent(es.agent)
@@ -230,7 +234,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
-        row = {"family": name, "split": FAMILIES[name].split, "rho": rho, "rho_achieved": sc.meta["rho"],
+        row = {"family": name, "split": FAMILIES[name].split, "agent": es.agent.connector,
+               "rho": rho, "rho_achieved": sc.meta["rho"],
                "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),
                "asr_after": sum(r["harmful"] for r in after) / len(after),
@@ -398,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --families all: only the TUNE or only the HOLDOUT families")
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
+    ap.add_argument("--family-llm", action="store_true",
+                    help="families with the local LLM (openai-chat at --llm-url) instead of the builtin agents")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
     a = ap.parse_args(argv)
     if a.quick:
@@ -412,12 +419,20 @@ def main(argv: list[str] | None = None) -> int:
             names = families(None if a.split == "all" else a.split) if a.families == "all" \
                 else [n for n in a.families.split(",") if n]
             rows = []
-            print(f"families ({a.split}), builtin simulations:", flush=True)
+            fam_agent = None
+            if a.family_llm:
+                if not llm_up(a.llm_url):
+                    print(f"local LLM not answering at {a.llm_url}; start it with `bin/llm start`", flush=True)
+                    return 2
+                fam_agent = {"connector": "openai-chat", "base_url": a.llm_url, "max_tokens": 24,
+                             "timeout": 120}
+            print(f"families ({a.split}), {'local LLM at ' + a.llm_url if fam_agent else 'builtin simulations'}:",
+                  flush=True)
             for name in names:
                 for rho in [float(r) for r in a.rhos.split(",")]:
                     for seed in [int(s) for s in a.seeds.split(",")]:
                         for obs in [int(o) for o in a.observed.split(",")]:
-                            rows += family_run(name, rho, seed, obs, a.fam_size, emb)
+                            rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent)
             result["families"] = rows
             print()
             print(family_table(rows))

@@ -363,7 +363,7 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     t = time.perf_counter()
     verdicts: dict[str, dict[str, Any]] = {}
     if p.verdicts and batch:
-        claims = _claims(batch, ranked, evmap, retriever)
+        claims = _claims(batch, evmap, retriever)
         for mid, v in judge(batch, retriever, claims=claims, seed=p.seed).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
@@ -428,13 +428,12 @@ def propose_corrections(batch: Sequence[str], verdicts: Mapping[str, Mapping[str
     return out
 
 
-def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
+def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
             retriever: Retriever) -> dict[str, str]:
-    """What each batch member asserts: its answer slot, else the target of the (contains) harm
-    of the event that credited it — so a memory without an answer layout still has a claim."""
+    """What each batch member asserts: its answer slot, else the (contains) harm target of an
+    incident that its text carries — so a memory without an answer layout still has a claim."""
     from .expansion import answer_slot
 
-    by_id = {s.id: s for s in ranked}
     targets = sorted({str(t).strip() for ev in evmap.values()
                       if isinstance(t := getattr(ev.harm, "target", None), str) and t.strip()},
                      key=lambda t: (-len(t), t))
@@ -447,20 +446,14 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
         if slot:
             out[mid] = slot
             continue
-        s = by_id.get(mid)
-        for e in (s.per_event if s else []):
-            ev = evmap.get(e.get("event", ""))
-            target = getattr(ev.harm, "target", None) if ev is not None else None
-            if target:
-                out[mid] = str(target)
+        # No answer slot: the incidents' harm target its text carries as a whole claim, longest
+        # first. A memory credited by an event whose target it does not carry (a clean passage
+        # removed with its near-duplicate group) claims nothing: giving it the event's target
+        # made clean passages look like one claim planted across questions.
+        for target in targets:
+            if re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", m.text, re.IGNORECASE):
+                out[mid] = target
                 break
-        else:
-            # Joined through derived events (expansion): the incidents' harm target its text
-            # carries as a whole claim, longest first.
-            for target in targets:
-                if re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", m.text, re.IGNORECASE):
-                    out[mid] = target
-                    break
     return out
 
 

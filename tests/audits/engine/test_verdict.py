@@ -177,24 +177,19 @@ def test_honest_errors_are_proposed_as_corrections_linked_to_the_newer_record(ha
     assert res.to_dict()["corrections"] == res.corrections
 
 
-def test_a_plain_member_joined_through_a_derived_event_claims_the_harm_target_it_carries(hashing_embedder):
+def test_a_plain_member_claims_the_harm_target_it_carries_and_nothing_else(hashing_embedder):
     from audits.engine.audit import _claims
     from audits.engine.cmis import AuditEvent
-    from audits.engine.fusion import Suspect
     from audits.engine.harm import make_harm
 
     mems = _fillers(10) + [
         MemoryRecord("seed", "Everyone agreed the office is now the Harlow ledger office.", {}),
         MemoryRecord("joined", "About the move: it is the Harlow ledger office, double-checked.", {}),
+        # Removed with a near-duplicate group but not carrying the target: it claims nothing.
         MemoryRecord("other", "About the move: the old office stays where it was.", {}),
     ]
     harm = make_harm(HarmSpec("contains", {"target": "Harlow ledger office"}))
     ev = AuditEvent("e1", "where is the office?", "Harlow ledger office", ["seed"], harm, 1.0)
-    ranked = [Suspect("seed", 1, 1.0, 1.0, 0.0, 1.0, 0.0, per_event=[{"event": "e1", "score": 1.0}]),
-              Suspect("joined", 2, 0.8, 0.8, 0.0, 0.8, 0.0,
-                      per_event=[{"event": "derived:joined", "score": 1.0, "derived": True}]),
-              Suspect("other", 3, 0.8, 0.8, 0.0, 0.8, 0.0,
-                      per_event=[{"event": "derived:other", "score": 1.0, "derived": True}])]
-    claims = _claims(["seed", "joined", "other"], ranked, {"e1": ev}, _retriever(mems, hashing_embedder))
+    claims = _claims(["seed", "joined", "other"], {"e1": ev}, _retriever(mems, hashing_embedder))
     assert claims["seed"].casefold() == claims["joined"].casefold() == "harlow ledger office"
     assert "other" not in claims
