@@ -194,10 +194,12 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
 
 
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
-               params: AuditParams | None = None, agent_cfg: dict | None = None) -> list[dict]:
+               params: AuditParams | None = None, agent_cfg: dict | None = None,
+               alpha: float = 0.6) -> list[dict]:
     """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
 
-    `agent_cfg` replaces the family's builtin agent (the local model through openai-chat)."""
+    `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
+    `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds)."""
     from bench.scenarios.families import FAMILIES, build_family
 
     sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed)
@@ -211,7 +213,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     runner = ProbeRunner(es, probe_rep, emb)
     before = runner.run(())
     incidents = incidents_from_probes(before)
-    p = params or AuditParams(top_k=es.agent.top_k)
+    p = params or AuditParams(top_k=es.agent.top_k, alpha=alpha)
     t = time.perf_counter()
     res = run_audit(es.memories, embeddings, None, incidents, agent, None, p, {}, embedder=emb) \
         if incidents else None
@@ -234,7 +236,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
-        row = {"family": name, "split": FAMILIES[name].split, "agent": es.agent.connector,
+        row = {"family": name, "split": FAMILIES[name].split, "agent": es.agent.connector, "alpha": p.alpha,
                "rho": rho, "rho_achieved": sc.meta["rho"],
                "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),
@@ -403,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --families all: only the TUNE or only the HOLDOUT families")
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
+    ap.add_argument("--alpha", type=float, default=0.6,
+                    help="fusion weight for the family runs (1.0 = CMIS only inside MemAudit)")
     ap.add_argument("--family-llm", action="store_true",
                     help="families with the local LLM (openai-chat at --llm-url) instead of the builtin agents")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
@@ -432,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                 for rho in [float(r) for r in a.rhos.split(",")]:
                     for seed in [int(s) for s in a.seeds.split(",")]:
                         for obs in [int(o) for o in a.observed.split(",")]:
-                            rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent)
+                            rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
+                                               alpha=a.alpha)
             result["families"] = rows
             print()
             print(family_table(rows))
