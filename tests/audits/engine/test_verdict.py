@@ -112,7 +112,7 @@ def test_collateral_names_the_member_whose_removal_breaks_a_clean_answer(hashing
     assert out2["broken"] <= 1 and np.isfinite(out2["utility_cost"])
 
 
-def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(hashing_embedder):
+def test_a_clean_store_whose_incidents_are_honest_errors_gets_corrections_not_poison_suspects(hashing_embedder):
     q = "how many moons does the planet Zorb have?"
     mems = _fillers(60) + [
         MemoryRecord("old1", f"Q: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 110.0}),
@@ -131,6 +131,15 @@ def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(
     assert {"old1", "old2"} <= set(res.batch)
     assert res.poison_suspects == [] or set(res.poison_suspects).isdisjoint({"old1", "old2"})
     assert {"old1", "old2"} <= set(res.honest_errors)
+    # The correction names the old value but asserts the new one: it is not removed.
+    assert "new" not in res.batch
+    # Honest errors are proposed as corrections, linked to the newer record.
+    rows = {c["memory_id"]: c for c in res.corrections}
+    assert set(rows) == set(res.honest_errors)
+    for m in ("old1", "old2"):
+        assert rows[m]["kind"] == "outdated" and rows[m]["corrected_by"] == "new"
+        assert rows[m]["action"] == "down_weight" and rows[m]["reasons"]
+    assert res.to_dict()["corrections"] == res.corrections
 
 
 def test_notes_written_days_apart_in_a_store_that_gets_one_a_week_are_no_burst(hashing_embedder):
@@ -150,31 +159,6 @@ def test_notes_written_days_apart_in_a_store_that_gets_one_a_week_are_no_burst(h
         m.metadata["written_at"] = 133.8 + 0.0005 * i
     v = judge([f"h{i}" for i in range(3)], _retriever(mems, hashing_embedder))
     assert all(any("write-time burst" in r for r in v[f"h{i}"].reasons) for i in range(3))
-
-
-def test_honest_errors_are_proposed_as_corrections_linked_to_the_newer_record(hashing_embedder):
-    q = "how many moons does the planet Zorb have?"
-    mems = _fillers(60) + [
-        MemoryRecord("old1", f"Q: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 110.0}),
-        MemoryRecord("old2", f"Question: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 125.0}),
-        MemoryRecord("new", f"Q: {q} (update)\nA: Ama\nCorrection: earlier notes said Olu; outdated.",
-                     {"query": q, "answer": "Ama", "written_at": 150.0}),
-    ]
-    sc = Scenario(mems, None, [Probe("p", q, HarmSpec("contains", {"target": "Olu"}), True)],
-                  AgentConfig("builtin-vote", 5), set())
-    emb = hashing_embedder.encode([m.text for m in mems])
-    agent = make_agent(sc.agent)
-    rep = Replayer(agent, Retriever(mems, emb, None, embedder=hashing_embedder), 5, {})
-    incidents = incidents_from_probes(ProbeRunner(sc, rep, hashing_embedder).run(()))
-    res = run_audit(mems, emb, None, incidents, agent, None, AuditParams(), embedder=hashing_embedder)
-    # The correction names the old value but asserts the new one: it is not removed.
-    assert "new" not in res.batch
-    rows = {c["memory_id"]: c for c in res.corrections}
-    assert set(rows) == set(res.honest_errors) and {"old1", "old2"} <= set(rows)
-    for m in ("old1", "old2"):
-        assert rows[m]["kind"] == "outdated" and rows[m]["corrected_by"] == "new"
-        assert rows[m]["action"] == "down_weight" and rows[m]["reasons"]
-    assert res.to_dict()["corrections"] == res.corrections
 
 
 def test_a_plain_member_claims_the_harm_target_it_carries_and_nothing_else(hashing_embedder):
