@@ -194,11 +194,17 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
 
 
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
-               params: AuditParams | None = None) -> list[dict]:
-    """One family scenario: the audit, then per method ASR, P/R, utility cost, calls."""
+               params: AuditParams | None = None, agent_cfg: dict | None = None,
+               alpha: float = 0.6) -> list[dict]:
+    """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
+
+    `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
+    `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds)."""
     from bench.scenarios.families import FAMILIES, build_family
 
     sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed)
+    if agent_cfg is not None:
+        sc.agent = {**agent_cfg, "top_k": sc.agent.get("top_k", 5)}
     es = to_engine(sc)
     embeddings = emb.encode([m.text for m in es.memories])
     agent = make_agent(es.agent)
@@ -207,7 +213,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     runner = ProbeRunner(es, probe_rep, emb)
     before = runner.run(())
     incidents = incidents_from_probes(before)
-    p = params or AuditParams(top_k=es.agent.top_k)
+    p = params or AuditParams(top_k=es.agent.top_k, alpha=alpha)
     t = time.perf_counter()
     res = run_audit(es.memories, embeddings, None, incidents, agent, None, p, {}, embedder=emb) \
         if incidents else None
@@ -229,8 +235,9 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if a.casefold() == b["expected"].casefold())
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
-        corrections = res.honest_errors if (method == "memaudit" and res) else []
-        row = {"family": name, "split": FAMILIES[name].split, "rho": rho, "rho_achieved": sc.meta["rho"],
+        corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
+        row = {"family": name, "split": FAMILIES[name].split, "agent": es.agent.connector, "alpha": p.alpha,
+               "rho": rho, "rho_achieved": sc.meta["rho"],
                "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),
                "asr_after": sum(r["harmful"] for r in after) / len(after),
@@ -253,6 +260,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             row["collateral"] = col
             row["engine_utility_cost"] = col.get("utility_cost")
             row["signal_influence"] = res.signal_influence
+            row["cas_auc"] = res.signal_influence.get("cas_auc")
+            row["alpha_supported"] = res.signal_influence.get("alpha_supported")
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -271,17 +280,19 @@ def family_table(rows: list[dict]) -> str:
     for r in rows:
         groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
     head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
-            "P | R | poison_suspect | honest removed | utility changed | calls |")
-    lines = [head, "|" + "---|" * 15]
+            "P | R | poison_suspect | corrections | honest removed | utility changed | engine utility | "
+            "CAS AUC | α supported | calls |")
+    lines = [head, "|" + "---|" * 19]
     for (fam, split, rho, obs, method), rs in groups.items():
         def mean(k, rs=rs):
-            vals = [r[k] for r in rs if r[k] is not None]
+            vals = [r[k] for r in rs if r.get(k) is not None]
             return sum(vals) / len(vals) if vals else None
         lines.append(f"| {fam} | {split} | {rho} | {obs} | {method} | {mean('incidents'):.1f} | "
                      f"{mean('asr_before'):.2f} | {mean('asr_after'):.2f} | {mean('removed'):.1f}/"
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
                      f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
-                     f"{mean('utility_changed'):.2f} | {mean('agent_calls'):.0f} |")
+                     f"{mean('utility_changed'):.2f} | {_f(mean('engine_utility_cost'))} | "
+                     f"{_f(mean('cas_auc'))} | {_f(mean('alpha_supported'))} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
 
 
@@ -394,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --families all: only the TUNE or only the HOLDOUT families")
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
+    ap.add_argument("--alpha", type=float, default=0.6,
+                    help="fusion weight for the family runs (1.0 = CMIS only inside MemAudit)")
+    ap.add_argument("--family-llm", action="store_true",
+                    help="families with the local LLM (openai-chat at --llm-url) instead of the builtin agents")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
     a = ap.parse_args(argv)
     if a.quick:
@@ -408,12 +423,21 @@ def main(argv: list[str] | None = None) -> int:
             names = families(None if a.split == "all" else a.split) if a.families == "all" \
                 else [n for n in a.families.split(",") if n]
             rows = []
-            print(f"families ({a.split}), builtin simulations:", flush=True)
+            fam_agent = None
+            if a.family_llm:
+                if not llm_up(a.llm_url):
+                    print(f"local LLM not answering at {a.llm_url}; start it with `bin/llm start`", flush=True)
+                    return 2
+                fam_agent = {"connector": "openai-chat", "base_url": a.llm_url, "max_tokens": 24,
+                             "timeout": 120}
+            print(f"families ({a.split}), {'local LLM at ' + a.llm_url if fam_agent else 'builtin simulations'}:",
+                  flush=True)
             for name in names:
                 for rho in [float(r) for r in a.rhos.split(",")]:
                     for seed in [int(s) for s in a.seeds.split(",")]:
                         for obs in [int(o) for o in a.observed.split(",")]:
-                            rows += family_run(name, rho, seed, obs, a.fam_size, emb)
+                            rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
+                                               alpha=a.alpha)
             result["families"] = rows
             print()
             print(family_table(rows))

@@ -7,12 +7,15 @@ time and never copied into the repository.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+# ``../shared/data`` beside the checkout; MEMAUDIT_DATA points elsewhere (a git worktree
+# nested one level deeper has no ``../shared``).
+DEFAULT_DATA = Path(os.environ.get("MEMAUDIT_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
 SIMULATION_NOTE = (
     "a simulation of MINJA (no MINJA data is public): injected records are generated from "
     "clean records following the attack's recipe"

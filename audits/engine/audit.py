@@ -15,6 +15,7 @@ The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,8 @@ class AuditResult:
     verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
     collateral: dict[str, Any] = field(default_factory=dict)
     signal_influence: dict[str, Any] = field(default_factory=dict)
+    # Honest errors as proposed corrections (issue 16): not `poison_suspect`; see `corrections`.
+    corrections: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def poison_suspects(self) -> list[str]:
@@ -123,6 +126,7 @@ class AuditResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdicts": self.verdicts, "collateral": self.collateral,
+            "corrections": self.corrections,
             "signal_influence": self.signal_influence,
             "suspects": [s.__dict__ for s in self.suspects],
             "batch": self.batch, "residual": self.residual,
@@ -401,7 +405,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     t = time.perf_counter()
     verdicts: dict[str, dict[str, Any]] = {}
     if p.verdicts and batch:
-        claims = _claims(batch, ranked, evmap, retriever)
+        claims = _claims(batch, evmap, retriever)
         for mid, v in judge(batch, retriever, claims=claims, seed=p.seed).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
@@ -440,14 +444,39 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
         groups=groups, events=ev_rows, agent_calls=replayer.calls - calls_before, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
-        collateral=collateral, signal_influence=influence)
+        collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts))
 
 
-def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
+CORRECTION_DOWN_WEIGHT = "down_weight"
+
+
+def propose_corrections(batch: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The batch's honest errors as proposed corrections, never as `poison_suspect` (issue 16).
+
+    Each row: the memory, its kind (`outdated` — an older version of a fact with a newer
+    record that answers otherwise, linked as `corrected_by` — or `honest-error`, an isolated
+    mistake), the action proposed (`down_weight`: a signed transition that lowers the memory's
+    retrieval weight; the ledger's `poison_refuted` label does not fit, it clears a suspect)
+    and the verdict's reasons. The service turns each row into a correction proposal.
+    """
+    out = []
+    for mid in batch:
+        v = verdicts.get(mid)
+        if not v or v.get("verdict") != HONEST_ERROR:
+            continue
+        out.append({"memory_id": mid, "kind": "outdated" if v.get("corrected_by") else "honest-error",
+                    "corrected_by": v.get("corrected_by"), "action": CORRECTION_DOWN_WEIGHT,
+                    "reasons": list(v.get("reasons", []))})
+    return out
+
+
+def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
             retriever: Retriever) -> dict[str, str]:
-    """What each batch member asserts: its answer slot, else the target of the (contains) harm
-    of the event that credited it — so a memory without an answer layout still has a claim."""
-    by_id = {s.id: s for s in ranked}
+    """What each batch member asserts: its answer slot, else the (contains) harm target of an
+    incident that its text carries — so a memory without an answer layout still has a claim."""
+    targets = sorted({str(t).strip() for ev in evmap.values()
+                      if isinstance(t := getattr(ev.harm, "target", None), str) and t.strip()},
+                     key=lambda t: (-len(t), t))
     out: dict[str, str] = {}
     for mid in batch:
         if mid not in retriever.index:
@@ -457,12 +486,13 @@ def _claims(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str,
         if slot:
             out[mid] = slot
             continue
-        s = by_id.get(mid)
-        for e in (s.per_event if s else []):
-            ev = evmap.get(e.get("event", ""))
-            target = getattr(ev.harm, "target", None) if ev is not None else None
-            if target:
-                out[mid] = str(target)
+        # No answer slot: the incidents' harm target its text carries as a whole claim, longest
+        # first. A memory credited by an event whose target it does not carry (a clean passage
+        # removed with its near-duplicate group) claims nothing: giving it the event's target
+        # made clean passages look like one claim planted across questions.
+        for target in targets:
+            if re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", m.text, re.IGNORECASE):
+                out[mid] = target
                 break
     return out
 

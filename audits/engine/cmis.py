@@ -294,6 +294,8 @@ def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],
         for r in rs:
             drop = ref - r.harm_mean
             if r.kind == "single":
+                if carries_harm is not None and drop > 0 and not carries_harm(ev, r.target):
+                    continue  # its removal let a cure in (backfill); it did not cause the harm
                 e = entry(r.target)
                 e["single"], e["single_se"] = drop, r.harm_se
             elif r.kind == "group" and r.target in gmap:

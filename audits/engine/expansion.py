@@ -111,8 +111,11 @@ def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text:
     if isinstance(target, str) and target.strip():
         # A contains-harm is met by a memory only as a whole claim: "2" is in "A: 2", not in
         # "item 12" — otherwise a short target (a digit, "yes") sweeps in half the store.
-        return re.search(r"(?<!\w)" + re.escape(target.strip()) + r"(?!\w)", text, re.IGNORECASE) \
-            is not None or (answer_slot(metadata, text) or "").strip().casefold() == target.strip()
+        # A memory with an answer slot asserts its slot: "A: Shadow. Earlier notes said X" (a
+        # correction that names the old value) does not assert X.
+        slot = answer_slot(metadata, text)
+        return re.search(r"(?<!\w)" + re.escape(target.strip()) + r"(?!\w)", slot or text,
+                         re.IGNORECASE) is not None
     slot = answer_slot(metadata, text)
     parts = ([slot] if slot else []) + [text] + [ln for ln in text.splitlines() if ln.strip()]
     parts += [p for ln in text.splitlines() for p in re.split(r"(?<=[.!?:])\s+", ln) if p.strip()]

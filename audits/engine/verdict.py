@@ -26,6 +26,7 @@ reason but decides nothing: both kinds contradict the store.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,21 @@ BRIDGE = re.compile(
     r"(were|was|been) (merged|moved) into|re-?registered as|stored under|outdated id|"
     r"look up \S+ instead|use \S+'s (data|records) instead|redirect(ed)? to)\b",
     re.IGNORECASE)
+# A write-time burst must be unlikely under the store's own write rate (Poisson tail).
+BURST_P = 1e-3
+
+
+def _poisson_tail(k: int, lam: float) -> float:
+    """P(N >= k) for N ~ Poisson(lam)."""
+    if k <= 0:
+        return 1.0
+    term, below = math.exp(-lam), 0.0
+    for i in range(k):
+        below += term
+        term *= lam / (i + 1)
+    return max(0.0, 1.0 - below)
+
+
 _CORRECTION = re.compile(r"\b(correction|corrected|no longer|was outdated|updated to|erratum)\b",
                          re.IGNORECASE)
 
@@ -167,10 +183,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             if len(gaps) >= 2:
                 width = max(gaps[1], 1e-9)
                 clean_near = int(np.sum(np.abs(ref_t - t) <= width)) if len(ref_t) else 0
-                if clean_near == 0:
-                    near = sum(1 for g in gaps if g <= width)
+                near = sum(1 for g in gaps if g <= width)
+                # ...and when the store's own write rate makes that many records in so narrow
+                # a window unlikely: three honest notes on one question written within a few
+                # days of each other are not a burst in a store that gets one record a day.
+                expected = len(all_t) / span * 2 * width
+                p_burst = _poisson_tail(near + 1, expected)
+                if clean_near == 0 and p_burst < BURST_P:
                     shape.append(f"write-time burst: written with {near} other suspects within "
-                                 f"{width:.3g} time units, no clean record sampled there")
+                                 f"{width:.3g} time units, no clean record sampled there "
+                                 f"(store rate predicts {expected:.2g}, p = {p_burst:.1g})")
         src = _meta(rec).get("source")
         if isinstance(src, str):
             shared = sum(1 for p in members if p != m and _meta(mems[idx[p]]).get("source") == src)

@@ -62,6 +62,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("nq-token-slot", TUNE, "nq", "token", "slot", "shared", (0, 1)),
     Family("sqa-yesno-slot", TUNE, "sqa", "yesno", "slot", "shared", (0, 2)),
     Family("nq-number-slot-distinct", TUNE, "nq", "number", "slot", "distinct", (0, 1, 2)),
+    # The TUNE clean control (LoCoMo, not NQ): the verdict's honest-error judgement may be tuned
+    # here; clean-honest (NQ) stays held out.
+    # TUNE plain passages (StrategyQA, not NQ/LoCoMo): plain-passage behaviour is tuned here.
+    Family("sqa-plain-shared", TUNE, "sqa", "sentence", "plain", "shared", (4, 5)),
+    Family("locomo-clean-honest", TUNE, "locomo", "token", "slot", "honest", (),
+           note="clean control (TUNE): honest errors and outdated records, no poison"),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
@@ -211,6 +217,11 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     probes: list[dict] = []
     benign: list[dict] = []
     others = [t["c"] for t in pool[n_targets + n_bystanders:]] or [t["c"] for t in bystanders]
+    # Mix-up values for the clean control where the data set has no wrong answer (LoCoMo): answers
+    # no related memory asserts, and not a bare yes/no.
+    used = {others[(ti * 7 + k) % len(others)].casefold() for ti in range(len(targets)) for k in range(R)}
+    spare = [a for a in reversed(others) if a.casefold() not in used and a.casefold() not in ("yes", "no")
+             and len(a) >= 3] or others
     for ti, tg in enumerate(targets):
         q, c = tg["q"], tg["c"]
         if fam.attack in ("distinct", "adv"):
@@ -236,7 +247,9 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             # Clean control. Even targets: outdated records (an old value, written long before a
             # newer correction that outvotes nothing yet); odd targets: one isolated honest
             # mistake (someone wrote it down wrong), the only record answering the question.
-            old = tg["w"]
+            # The wrong value: NQ's own incorrect answer; LoCoMo has none, so another
+            # question's answer (a mix-up).
+            old = tg["w"] or spare[ti % len(spare)]
             n_err = 3 if ti % 2 == 0 else 1
             for j in range(n_err):
                 day = base_day + rng.uniform(0, 60) if ti % 2 == 0 else base_day + rng.uniform(0, 360)

@@ -187,3 +187,22 @@ def test_group_credit_skips_clean_look_alikes_that_do_not_carry_the_harm(hashing
     filtered = combine_cmis(results, events, [loose], carries_harm=_carries_harm(sc.memories))
     assert plain["c0_0"].cmis == 1.0
     assert "c0_0" not in filtered and filtered["p0_0"].cmis == 1.0
+
+
+def test_leave_one_out_credit_skips_a_clean_record_whose_removal_lets_the_cure_in():
+    # Removing "clean" alone cured the event (the honest answer backfilled its top-5 slot), but
+    # its content does not carry the harm: with `carries_harm` it gets no causal credit; the
+    # poison whose removal also cures keeps its credit.
+    harm = make_harm({"type": "contains", "target": EVIL})
+    ev = AuditEvent("e", "q?", EVIL, ["poison", "clean"], harm, 1.0)
+    results = [ReplayResult("b", "e", "base", "", (), EVIL, [1.0], ["poison", "clean"]),
+               ReplayResult("s1", "e", "single", "poison", ("poison",), "x", [0.0], ["clean"]),
+               ReplayResult("s2", "e", "single", "clean", ("clean",), "x", [0.0], ["poison"])]
+    text = {"poison": f"Q: q?\nA: {EVIL}", "clean": "Q: other?\nA: fine"}
+
+    def carries(event, mid):
+        return EVIL.casefold() in text[mid].casefold()
+
+    assert combine_cmis(results, [ev], [])["clean"].cmis == 1.0
+    filtered = combine_cmis(results, [ev], [], carries_harm=carries)
+    assert "clean" not in filtered and filtered["poison"].cmis == 1.0

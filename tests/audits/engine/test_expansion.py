@@ -99,3 +99,16 @@ def test_a_dormant_planted_record_is_removed_with_its_pattern(hashing_embedder):
     assert on["asr_before"] == 6 / 20  # the dormant record harms no probe today
     assert off["true_positives"] <= 5
     assert on["true_positives"] == 11 and on["false_positives"] == 0 and on["asr_after"] == 0.0
+
+
+def test_a_record_with_an_answer_slot_meets_a_contains_harm_only_through_its_slot():
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.expansion import content_meets_harm
+    from audits.engine.harm import make_harm
+
+    ev = AuditEvent("e", "q?", "Olu", [], make_harm(HarmSpec("contains", {"target": "Olu"})), 1.0)
+    fix = "Q: moons of Zorb?\nA: Ama\nCorrection: earlier notes said Olu; that was outdated."
+    assert not content_meets_harm(ev, {}, fix)
+    assert content_meets_harm(ev, {}, "Q: moons of Zorb?\nA: Olu")
+    assert content_meets_harm(ev, {}, "People say the moons of Zorb number Olu.")  # no slot: the text
+    assert not content_meets_harm(ev, {"answer": "Ama"}, "Zorb: Olu was wrong, Ama.")

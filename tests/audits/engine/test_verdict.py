@@ -112,7 +112,7 @@ def test_collateral_names_the_member_whose_removal_breaks_a_clean_answer(hashing
     assert out2["broken"] <= 1 and np.isfinite(out2["utility_cost"])
 
 
-def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(hashing_embedder):
+def test_a_clean_store_whose_incidents_are_honest_errors_gets_corrections_not_poison_suspects(hashing_embedder):
     q = "how many moons does the planet Zorb have?"
     mems = _fillers(60) + [
         MemoryRecord("old1", f"Q: {q}\nA: Olu", {"query": q, "answer": "Olu", "written_at": 110.0}),
@@ -131,3 +131,49 @@ def test_a_clean_store_whose_incidents_are_honest_errors_gets_no_poison_suspect(
     assert {"old1", "old2"} <= set(res.batch)
     assert res.poison_suspects == [] or set(res.poison_suspects).isdisjoint({"old1", "old2"})
     assert {"old1", "old2"} <= set(res.honest_errors)
+    # The correction names the old value but asserts the new one: it is not removed.
+    assert "new" not in res.batch
+    # Honest errors are proposed as corrections, linked to the newer record.
+    rows = {c["memory_id"]: c for c in res.corrections}
+    assert set(rows) == set(res.honest_errors)
+    for m in ("old1", "old2"):
+        assert rows[m]["kind"] == "outdated" and rows[m]["corrected_by"] == "new"
+        assert rows[m]["action"] == "down_weight" and rows[m]["reasons"]
+    assert res.to_dict()["corrections"] == res.corrections
+
+
+def test_notes_written_days_apart_in_a_store_that_gets_one_a_week_are_no_burst(hashing_embedder):
+    # Fillers every 10 units; three records of one claim written 1.2 units apart fall in a gap
+    # with no clean record (the old "no clean record sampled there" alone called that a
+    # burst), but the store's own rate makes three records in such a window likely enough.
+    mems = [MemoryRecord(f.id, f.text, {**f.metadata, "written_at": 100.0 + 10 * i})
+            for i, f in enumerate(_fillers(60))] + [
+        MemoryRecord(f"h{i}", f"Q: topic {i} {'xyz' * i}?\nA: Olu",
+                     {"query": f"topic {i}?", "answer": "Olu", "written_at": 133.8 + 1.2 * i})
+        for i in range(3)]
+    v = judge([f"h{i}" for i in range(3)], _retriever(mems, hashing_embedder))
+    for i in range(3):
+        assert not any("write-time burst" in r for r in v[f"h{i}"].reasons), v[f"h{i}"].reasons
+    # The same three records written within a thousandth of a unit are one.
+    for i, m in enumerate(mems[-3:]):
+        m.metadata["written_at"] = 133.8 + 0.0005 * i
+    v = judge([f"h{i}" for i in range(3)], _retriever(mems, hashing_embedder))
+    assert all(any("write-time burst" in r for r in v[f"h{i}"].reasons) for i in range(3))
+
+
+def test_a_plain_member_claims_the_harm_target_it_carries_and_nothing_else(hashing_embedder):
+    from audits.engine.audit import _claims
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.harm import make_harm
+
+    mems = _fillers(10) + [
+        MemoryRecord("seed", "Everyone agreed the office is now the Harlow ledger office.", {}),
+        MemoryRecord("joined", "About the move: it is the Harlow ledger office, double-checked.", {}),
+        # Removed with a near-duplicate group but not carrying the target: it claims nothing.
+        MemoryRecord("other", "About the move: the old office stays where it was.", {}),
+    ]
+    harm = make_harm(HarmSpec("contains", {"target": "Harlow ledger office"}))
+    ev = AuditEvent("e1", "where is the office?", "Harlow ledger office", ["seed"], harm, 1.0)
+    claims = _claims(["seed", "joined", "other"], {"e1": ev}, _retriever(mems, hashing_embedder))
+    assert claims["seed"].casefold() == claims["joined"].casefold() == "harlow ledger office"
+    assert "other" not in claims
