@@ -482,7 +482,9 @@ class RecallApi(APIView):
         k = serializers.IntegerField()
         results = serializers.ListField(child=serializers.DictField())
         excluded = serializers.ListField(child=serializers.DictField(),
-                                         help_text="Candidates skipped because their chains failed to verify.")
+                                         help_text="Candidates skipped because their chains failed to verify, and the "
+                                                   "quarantined memories that would have ranked (id, external_id, "
+                                                   "label; never the text). Not part of the signed receipt.")
         receipt = ReceiptSerializer()
         elapsed_ms = serializers.FloatField()
 

@@ -313,6 +313,16 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     )
     receipt = Receipt.objects.create(organization=organization, store=store, body=receipt_body)
     texts = dict(Memory.objects.filter(pk__in=[int(index.pks[r]) for r in adopted]).values_list("pk", "text"))
+    # What the projection withheld: each quarantined memory that would have been among the top k
+    # (scoring above the k-th adopted result), by id and label, never its text. Not in the receipt.
+    withheld = np.flatnonzero(~index.state_mask(excluded_set))
+    if len(withheld):
+        held = _matvec(index.matrix[withheld], embedder.encode_query(query)) * index.weights[withheld]
+        floor = score_of[adopted[-1]] if len(adopted) >= k else -np.inf
+        excluded = excluded + [{
+            "memory": index.ledger_ids[row], "id": int(index.pks[row]), "external_id": index.external_ids[row],
+            "label": index.states[row], "reason": f"quarantined ({index.states[row]}): out of recall",
+        } for row in (int(withheld[p]) for p in np.argsort(-held, kind="stable")[:k] if held[p] > floor)]
     return {
         "receipt_id": receipt.pk,
         "store": store.pk,
