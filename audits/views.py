@@ -212,8 +212,7 @@ def audit_detail(request, audit_run_id: int):
         return render(request, "audits/audit_detail.html", {"run": run, "progress": progress})
     results = ui_selectors.audit_results(organization=request.organization, audit_run_id=run.pk)
     return render(request, "audits/audit_detail.html", {
-        "run": run, "r": results, "graph_data": {"nodes": results["graph"]["nodes"],
-                                                 "edges": results["graph"]["edges"],
+        "run": run, "r": results, "graph_data": {**results["graph_views"],
                                                  "memory_url": reverse("memory-detail", args=[0])},
     })
 
