@@ -120,10 +120,13 @@ def memory_detail(request, memory_id: int):
     memory = store_selectors.memory_get(organization=request.organization, memory_id=memory_id)
     history = ui_selectors.memory_history(memory=memory)
     findings = verification.memory_verify(memory, cached=False)
+    in_recall = not is_quarantined(memory)
+    series = ui_selectors.weight_series(history=history)
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
-        "in_recall": not is_quarantined(memory),
-        "weights_json": json.dumps(history["weights"]),
+        "in_recall": in_recall, "recall": ui_selectors.recall_status(memory=memory, history=history,
+                                                                     in_recall=in_recall),
+        "series": series, "weights_json": json.dumps({k: series[k] for k in ("t", "w", "seq")}),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })
 

@@ -4,6 +4,17 @@
   var config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   var font = { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#1c2330" };
 
+  // A time axis proportional to time with ticks a person reads: at least a minute wide (a few
+  // entries signed in the same second would otherwise be ticked in fractions of a millisecond).
+  function weightAxis(times) {
+    var ms = times.map(function (t) { return Date.parse(t.replace(" ", "T") + "Z"); }).filter(isFinite);
+    var lo = Math.min.apply(null, ms), hi = Math.max.apply(null, ms);
+    var pad = Math.max(30000, (hi - lo) * 0.05);
+    var iso = function (v) { return new Date(v).toISOString().replace("T", " ").replace("Z", ""); };
+    var span = hi - lo + 2 * pad;
+    return { type: "date", gridcolor: "#eef0f4", nticks: 6, range: [iso(lo - pad), iso(hi + pad)],
+             tickformat: span < 3 * 3600e3 ? "%H:%M:%S<br>%b %d" : span < 3 * 86400e3 ? "%H:%M<br>%b %d" : "%b %d<br>%Y" };
+  }
   // Weight timeline: one point per signed weight entry (genesis, then each transition).
   var wc = document.getElementById("weight-chart");
   if (wc) {
@@ -13,7 +24,7 @@
       marker: { size: 8 }, hovertemplate: "seq %{customdata}<br>%{x}<br>weight %{y:.3f}<extra></extra>"
     }], {
       margin: { l: 48, r: 16, t: 8, b: 40 }, font: font, yaxis: { title: { text: "weight" }, rangemode: "tozero", gridcolor: "#eef0f4" },
-      xaxis: { gridcolor: "#eef0f4" }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", showlegend: false
+      xaxis: weightAxis(w.t), paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", showlegend: false
     }, config);
   }
 

@@ -105,7 +105,8 @@ def test_the_memory_page_shows_text_chains_timeline_and_a_live_verified_badge(cl
     r = client.get(f"/memories/{m.pk}/")
     body = r.content.decode()
     assert r.status_code == 200
-    assert "✓ Verified" in body and 'id="weight-chart"' in body and 'id="provenance-timeline"' in body
+    # One signed weight (genesis): a step list, not a one-dot chart (issue 15).
+    assert "✓ Verified" in body and 'id="weight-steps"' in body and 'id="provenance-timeline"' in body
     assert "#0 genesis" in body and 'id="label-timeline"' in body
     assert "plotly.min.js" in body
 
