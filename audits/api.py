@@ -13,7 +13,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audits import endpoints, selectors, services
+from audits import endpoints, selectors, services, ui_selectors
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from audits.tasks import incidents_import_staged_task
 from ledger.api import ImportJobSerializer
@@ -35,8 +35,7 @@ def _issues_response(exc: ScenarioValidationError) -> Response:
     more = f" (the first {len(exc.issues)} are listed)" if exc.total > len(exc.issues) else ""
     return Response({"detail": f"{exc.total:,} problem(s) found{more}; nothing was imported.",
                      "issue_count": exc.total,
-                     "issues": [{"file": i.file, "line": i.line, "field": i.field, "message": i.message}
-                                for i in exc.issues]}, status=status.HTTP_400_BAD_REQUEST)
+                     "issues": ui_selectors.issue_rows(exc.issues)}, status=status.HTTP_400_BAD_REQUEST)
 
 
 class _Scoped(APIView):
@@ -331,9 +330,6 @@ class ReviewListApi(_Scoped):
         f.is_valid(raise_exception=True)
         org = request_organization(request)
         store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
-        # Pick up what the housekeeper has signed meanwhile, and the classifier's flags.
-        services.proposals_sync(organization=org)
-        services.classifier_flags_sync(organization=org)
         st = f.validated_data["status"]
         qs = selectors.proposal_queue(organization=org, status=None if st == "all" else st, store=store)
         return Response(ProposalOutputSerializer(qs, many=True).data)

@@ -50,6 +50,18 @@ def proposals_sync_task() -> int:
     return services.proposals_sync()
 
 
+@shared_task(name="audits.tasks.review_queue_sync_task")
+def review_queue_sync_task() -> int:
+    """Record the decisions the housekeeper has signed and bring the ingest classifier's flags
+    into every organization's review queue (Celery beat; the queue's pages only read)."""
+    from orgs.models import Organization
+
+    n = services.proposals_sync()
+    for org in Organization.objects.all():
+        n += services.classifier_flags_sync(organization=org)
+    return n
+
+
 @shared_task(name="audits.tasks.audit_runs_resume_unfinished_task")
 def audit_runs_resume_unfinished_task() -> int:
     return services.audit_runs_resume_unfinished()

@@ -260,6 +260,12 @@ def memory_evidence(*, organization: Organization, memory: Memory) -> dict[str, 
     return {**suspect_evidence(run=s.run, suspect=_suspect_dict(s)), "run": s.run, "rank": s.rank, "terms": TERMS}
 
 
+def issue_rows(issues) -> list[dict[str, Any]]:
+    """A rejected upload's issues as rows sorted by file and line (file-wide ones first)."""
+    rows = [{"file": i.file, "line": i.line, "field": i.field, "message": i.message} for i in issues]
+    return sorted(rows, key=lambda r: (r["file"] or "", r["line"] is not None, r["line"] or 0))
+
+
 def dashboard(*, organization: Organization) -> dict[str, Any]:
     runs = list(selectors.audit_run_list(organization=organization)[:6])
     return {

@@ -166,7 +166,10 @@ def test_the_ledger_page_verifies_the_whole_organization(client, bob, poisoned):
     client.force_login(bob)
     assert client.get("/ledger/").status_code == 200
     r = client.post("/ledger/verify/")
+    assert r.status_code == 302 and r["Location"] == "/ledger/"  # post/redirect/get (issue 15)
+    r = client.get("/ledger/")
     assert r.status_code == 200 and b'id="verify-result"' in r.content and "✓ Verified".encode() in r.content
+    assert b'id="verify-result"' not in client.get("/ledger/").content  # a reload does not re-run it
 
 
 def test_an_org_admin_issues_a_tree_head(client, dana, poisoned):
