@@ -8,11 +8,24 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
+from django.urls import reverse
 
+from ledger.checkpoints import log_verifier_key
 from ledger.core.canonical import now_utc, parse_time
 from ledger.core.errors import LedgerError
-from ledger.models import EpistemicLabel, ImportJob, KeyEpoch, LogLeaf, Memory, Store, TreeHead
+from ledger.models import (
+    EpistemicLabel,
+    ImportJob,
+    KeyEndorsement,
+    KeyEpoch,
+    LogLeaf,
+    Memory,
+    SigningRefusal,
+    Store,
+    TreeHead,
+)
 from ledger.recall import excluded_states
 from ledger.selectors import memory_entries_get
 from ledger.store_selectors import memory_search
@@ -155,10 +168,7 @@ def tree_head_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
 
 def auditor_pins(*, organization) -> dict[str, Any]:
     """What an outside auditor pins: the epoch-1 anchor, the checkpoint URL, the log's note key."""
-    from django.conf import settings
-    from django.urls import reverse
 
-    from ledger.checkpoints import log_verifier_key
 
     first = KeyEpoch.objects.filter(organization=organization, number=1).values_list("public_key", flat=True).first()
     path = reverse("api-checkpoint", kwargs={"org": organization.slug})
@@ -196,7 +206,6 @@ def key_epoch_list(*, organization) -> list[dict[str, Any]]:
 
 def key_endorsement_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
     """Online and receipt keys endorsed by the epoch keys, newest first (keys page)."""
-    from ledger.models import KeyEndorsement
 
     now = now_utc()
     return [{"seq": r.seq, "purpose": r.purpose, "key_id": r.key_id, "epoch": r.epoch, "not_before": r.not_before,
@@ -206,7 +215,6 @@ def key_endorsement_list(*, organization, limit: int = 50) -> list[dict[str, Any
 
 def signing_refusal_list(*, organization, limit: int = 20) -> list[dict[str, Any]]:
     """The organization's refused signing requests, newest first (keys page)."""
-    from ledger.models import SigningRefusal
 
     return [{"time": r.created_at, "task": r.task, "reason": r.reason, "payload": r.payload}
             for r in SigningRefusal.objects.filter(organization=organization)[:limit]]
