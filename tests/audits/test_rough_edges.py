@@ -111,3 +111,13 @@ def test_issue_tree_head_answers_in_place_and_the_card_shows_the_new_head(client
     assert f'data-newest="{sth.size}:{sth.time}"' in card and "Signed tree heads" in card
     page = client.get("/ledger/").content.decode()
     assert 'data-async' in page and 'data-refresh-url="/ledger/tree-heads/"' in page
+
+
+def test_the_dashboard_without_audits_says_how_many_incidents_wait(client, alice, poisoned):
+    client.force_login(alice)
+    assert "Upload the incidents" in client.get("/").content.decode()
+    services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(), filename="i.jsonl", user=alice)
+    page = client.get("/").content.decode()
+    empty = page[page.index('id="no-audits"'):]
+    assert "Upload the incidents" not in empty[:400] and "incidents recorded" in empty[:400]
+    assert 'href="/audits/new/"' in empty[:400]
