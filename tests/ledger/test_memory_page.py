@@ -11,15 +11,9 @@ import json
 import pytest
 
 from ledger.models import Memory
-from tests.audits.conftest import (  # noqa: F401  (fixtures)
-    _audit_test_settings,
-    acme,
-    globex,
-    housekeeping,
-    org_a,
-    org_b,
-    poisoned,
-)
+
+# tests/audits' fixtures: the personas' organizations, the housekeeper, a poisoned store.
+from tests.audits.conftest import _audit_test_settings, acme, globex, housekeeping, org_a, org_b, poisoned  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
