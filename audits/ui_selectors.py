@@ -123,6 +123,12 @@ def audit_graph_views(*, run: AuditRun, graph: dict[str, Any], focus: list[str])
     return views
 
 
+def graph_views_warm(*, run: AuditRun) -> None:
+    """Lay out and cache a finished run's graph views now (the worker, right after the analysis),
+    so the first person to open the results page does not wait for the layout."""
+    audit_results(organization=run.organization, audit_run_id=run.pk)
+
+
 # ----------------------------------------------------------------------------- evidence
 
 TERMS = {

@@ -142,3 +142,13 @@ def test_the_evidence_panel_draws_the_memorys_neighbourhood(client, run, alice, 
     client.force_login(alice)
     page = client.get(f"/memories/{top['memory_pk']}/").content.decode()
     assert "data-ego" in page and "Neighbourhood in the consistency graph" in page
+
+
+def test_the_worker_can_lay_the_graph_out_before_anyone_opens_the_page(run, acme, monkeypatch):
+    from audits.engine import layout
+
+    # The run finished just now: its cache key (run, finish time, graph digest) is new.
+    ui_selectors.graph_views_warm(run=run)
+    monkeypatch.setattr(layout, "focus_view", lambda *a, **kw: pytest.fail("laid out again on a page view"))
+    monkeypatch.setattr(layout, "full_view", lambda *a, **kw: pytest.fail("laid out again on a page view"))
+    assert ui_selectors.audit_results(organization=acme, audit_run_id=run.pk)["graph_views"]["focus"]["nodes"]
