@@ -186,10 +186,15 @@ def tree_head_issue(request):
     """Any member may ask for a tree head now (the schedule signs one anyway when the log grew).
     From the page's script: 202 with the message, shown beside the button while the card is
     polled; without the script: the message and a redirect."""
-    tasks.tree_head_issue_task.delay(request.organization.pk)
     if _wants_fragment(request):
+        size = LogLeaf.objects.filter(organization=request.organization).count()
+        if TreeHead.objects.filter(organization=request.organization, size__gte=size).exists():
+            return JsonResponse({"message": f"The newest tree head already covers all {size} leaves of the log: "
+                                            "nothing new to sign.", "current": True})
+        tasks.tree_head_issue_task.delay(request.organization.pk)
         return JsonResponse({"message": "Tree head requested: the housekeeper signs it in a moment; the list "
                                         "below updates when it does."}, status=202)
+    tasks.tree_head_issue_task.delay(request.organization.pk)
     messages.info(request, "Tree head requested: the housekeeper signs it in a moment (refresh to see it).")
     return redirect("ledger")
 

@@ -45,7 +45,7 @@
         .then(function (res) {
           say(res.body.message || res.body.detail || (res.ok ? "Done." : "Refused."), !res.ok);
           var target = document.querySelector(f.getAttribute("data-refresh") || "");
-          if (!res.ok || !target) { buttons(true); return; }
+          if (!res.ok || !target || res.body.current) { buttons(true); return; }
           var url = target.getAttribute("data-refresh-url");
           var first = target.firstElementChild;
           var before = first ? first.getAttribute("data-newest") : null;

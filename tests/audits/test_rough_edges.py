@@ -111,6 +111,10 @@ def test_issue_tree_head_answers_in_place_and_the_card_shows_the_new_head(client
     assert f'data-newest="{sth.size}:{sth.time}"' in card and "Signed tree heads" in card
     page = client.get("/ledger/").content.decode()
     assert 'data-async' in page and 'data-refresh-url="/ledger/tree-heads/"' in page
+    # Nothing new in the log: said at once, nothing queued.
+    again = client.post("/ledger/tree-head/", HTTP_X_REQUESTED_WITH="fetch")
+    assert again.status_code == 200 and json.loads(again.content)["current"] is True
+    assert TreeHead.objects.filter(organization=poisoned.store.organization).count() == 1
 
 
 def test_the_dashboard_without_audits_says_how_many_incidents_wait(client, alice, poisoned):

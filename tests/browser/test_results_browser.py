@@ -92,6 +92,8 @@ def _save(b: Browser, name: str, width: int, height: int, scroll_to: str | None 
 
 
 def test_the_results_and_memory_pages_fit_a_phone_and_show_the_evidence(results_world):
+    from memaudit_site.celery import app
+
     base, run, top = results_world
     b = Browser(base)
     try:
@@ -130,5 +132,21 @@ def test_the_results_and_memory_pages_fit_a_phone_and_show_the_evidence(results_
         _save(b, "memory-evidence", 390, 844, scroll_to="#evidence")
         _save(b, "memory", 1280, 800)
         _save(b, "memory-evidence", 1280, 800, scroll_to="#evidence")
+
+        # "Issue tree head" answers beside the button and the card updates without a reload
+        # (the housekeeper's task runs in this process: eager, with the housekeeper role).
+        from ledger.services import transition_append
+
+        transition_append(memory_id=top.memory_id, valence_q=100, evidence=["browser test"])  # the log grows
+        app.conf.task_always_eager = True
+        b.get("/ledger/")
+        b.driver.execute_script("window.notReloaded = true;")
+        newest = lambda: b.css("#sth-card > div").get_attribute("data-newest")  # noqa: E731
+        before = newest()
+        b.css("#issue-sth").click()
+        b.wait(lambda d: "Signed" in b.css("[data-feedback]").text, what="the tree head feedback")
+        assert newest() != before and b.all("#sth-table")
+        assert b.driver.execute_script("return window.notReloaded === true")  # updated in place
     finally:
+        app.conf.task_always_eager = False
         b.driver.quit()
