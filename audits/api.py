@@ -335,9 +335,6 @@ class ReviewListApi(_Scoped):
         f.is_valid(raise_exception=True)
         org = request_organization(request)
         store = _store(request, f.validated_data["store"]) if "store" in f.validated_data else None
-        # Pick up what the housekeeper has signed meanwhile, and the classifier's flags.
-        services.proposals_sync(organization=org)
-        services.classifier_flags_sync(organization=org)
         st = f.validated_data["status"]
         qs = selectors.proposal_queue(organization=org, status=None if st == "all" else st, store=store)
         assignee = f.validated_data.get("assignee")

@@ -10,14 +10,20 @@ is killed is delivered again; every service here is idempotent for that reason.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from celery.signals import worker_ready
 
-from audits import dispatch
+from audits import dispatch, ui_selectors
 from audits.engine.agents import AgentError
+from audits.models import AuditRun
 from audits.services import analysis, incidents, review, runs
 from interchange.issues import ValidationError, issues_as_dicts
 from ledger.imports import import_job_result, import_staged_claim
+from orgs.models import Organization
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="audits.tasks.audit_run_task")
@@ -46,14 +52,33 @@ def audit_analysis_task(audit_run_id: int) -> None:
         analysis.audit_run_analyse(audit_run_id=audit_run_id)
     except AgentError as exc:
         runs.audit_run_fail(audit_run_id=audit_run_id, error=f"agent error: {exc}")
+        return
     except Exception as exc:
         runs.audit_run_fail(audit_run_id=audit_run_id, error=f"analysis failed: {exc}")
         raise
+    # Lay out the results page's graph views once, here, not on the first page view; a failure
+    # only costs that page view the layout, never the finished run.
+    run = AuditRun.objects.filter(pk=audit_run_id).first()
+    if run is not None and run.is_finished:
+        try:
+            ui_selectors.graph_views_warm(run=run)
+        except Exception:
+            logger.exception("graph layout of audit run %s failed; the page lays it out when opened", audit_run_id)
 
 
 @shared_task(name="audits.tasks.proposals_sync_task")
 def proposals_sync_task() -> int:
     return review.proposals_sync()
+
+
+@shared_task(name="audits.tasks.review_queue_sync_task")
+def review_queue_sync_task() -> int:
+    """Record the decisions the housekeeper has signed and bring the ingest classifier's flags
+    into every organization's review queue (Celery beat; the queue's pages only read)."""
+    n = review.proposals_sync()
+    for org in Organization.objects.all():
+        n += review.classifier_flags_sync(organization=org)
+    return n
 
 
 @shared_task(name="audits.tasks.audit_runs_resume_unfinished_task")

@@ -6,10 +6,16 @@ templates compute nothing).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
+from django.core.cache import cache
+
 from audits import selectors
-from audits.models import AuditRun, ReviewProposal
+from audits.engine import layout
+from audits.models import AuditRun, AuditSuspect, ReplayJobRecord, ReviewProposal
+from audits.services import review_ineligibility
 from ledger.models import Memory
 from orgs.models import Membership, Organization
 
@@ -28,9 +34,11 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
     """``selectors.suspects_for_run`` plus: bars in percent, the baselines as table rows beside
     DS, per-event harm before and after the batch, and the graph with the suspects' scores."""
     data = selectors.suspects_for_run(organization=organization, audit_run_id=audit_run_id)
-    replays = _RunReplays(data["run"])
+    replays = _RunReplays(data["run"], graph=data["graph"])
     for s in data["suspects"]:
-        s["bars"] = {k: max(0, min(100, round(100 * float(s[k] or 0)))) for k in ("cmis", "cas", "ds")}
+        # The table shows the normalised CMIS and CAS, the values DS fuses (raw ones in the tooltip).
+        s["bars"] = {k: max(0, min(100, round(100 * float(s[src] or 0))))
+                     for k, src in (("cmis", "cmis_hat"), ("cas", "cas_hat"), ("ds", "ds"))}
         s["events_hit"] = sum(1 for e in s["per_event"] if float(e.get("score") or 0) > 0)
         # The evidence panel for every suspect the audit credits (DS > 0); a zero-score row has none.
         s["evidence"] = suspect_evidence(run=data["run"], suspect=s, replays=replays) if s["ds"] > 0 else None
@@ -77,6 +85,8 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         nodes.append({**n, "ds": s["ds"] if s else None, "rank": s["rank"] if s else None,
                       "in_batch": bool(s and s["in_batch"]), "text": (text_by_pk.get(n.get("memory_pk")) or "")[:140]})
     data["graph"] = {"nodes": nodes, "edges": data["graph"].get("edges", [])}
+    focus = data["batch"] or [s["external_id"] for s in data["suspects"] if s["ds"] > 0][:5]
+    data["graph_views"] = audit_graph_views(run=data["run"], graph=data["graph"], focus=focus)
     data.update({
         "harmful_before": harmful_before, "events_total": len(events), "event_rows": event_rows,
         "harmful_after": harmful_after, "not_reproduced": not_reproduced, "round_rows": rounds,
@@ -96,6 +106,29 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
     return data
 
 
+def audit_graph_views(*, run: AuditRun, graph: dict[str, Any], focus: list[str]) -> dict[str, Any]:
+    """The graph card's two views (``layout.focus_view`` of the batch, ``layout.full_view``),
+    laid out once per finished run and cached: every later view of the page reads them back.
+
+    Keyed by the run, when it finished, and a digest of the graph and the focus, so a run that
+    is resumed and finishes again (or a reused primary key) never reads another's layout.
+    The worker may call it right after the analysis to have it ready for the first view."""
+    digest = hashlib.sha256(json.dumps([sorted(n["id"] for n in graph.get("nodes", [])), len(graph.get("edges", [])),
+                                        focus], separators=(",", ":")).encode()).hexdigest()[:24]
+    key = f"audit-graph-views:1:{run.pk}:{run.finished_at.isoformat() if run.finished_at else '-'}:{digest}"
+    views = cache.get(key)
+    if views is None:
+        views = {"focus": layout.focus_view(graph, focus=focus), "full": layout.full_view(graph)}
+        cache.set(key, views, timeout=None)
+    return views
+
+
+def graph_views_warm(*, run: AuditRun) -> None:
+    """Lay out and cache a finished run's graph views now (the worker, right after the analysis),
+    so the first person to open the results page does not wait for the layout."""
+    audit_results(organization=run.organization, audit_run_id=run.pk)
+
+
 # ----------------------------------------------------------------------------- evidence
 
 TERMS = {
@@ -111,6 +144,16 @@ TERMS = {
     "reproduced": "Whether replaying the incident with every memory in place gave the harmful answer again; a "
                   "harm the replay cannot reproduce cannot be attributed, and is left out of before → after.",
     "now_answers": "What the agent answers to the incident's question when replayed without the batch.",
+    "batch": "The suspects proposed for removal together: the top of the DS ranking, cut where removing more "
+             "stops lowering the incidents' harm.",
+    "residual": "Harm of each incident replayed with the batch removed (0 = harmless, 1 = the harmful answer); "
+                "harmful from 0.50 up.",
+    "rounds": "Later rounds: the audit removes the batch, replays again and adds the suspects that only show "
+              "up once the first batch is gone.",
+    "baselines": "Simpler ways to pick the same number of memories, replayed the same way, for comparison.",
+    "se": "Standard error of the harm drop over the replay samples.",
+    "agent_calls": "How many times the agent was called to replay incidents (cached replays not counted).",
+    "ego": "This memory and its nearest neighbours in the consistency graph; red lines are contradictions.",
 }
 
 
@@ -123,11 +166,10 @@ def _replay_view(result: dict | None) -> dict[str, Any] | None:
 
 
 class _RunReplays:
-    """A finished run's recorded replays and incidents, loaded once for many suspects."""
+    """A finished run's recorded replays, incidents and graph, loaded once for many suspects."""
 
-    def __init__(self, run: AuditRun) -> None:
-        from audits.models import ReplayJobRecord
-
+    def __init__(self, run: AuditRun, graph: dict[str, Any] | None = None) -> None:
+        self.graph = graph if graph is not None else _graph_with_pks(run)
         self.base: dict[str, dict] = {}
         self.single: dict[tuple[str, str], dict] = {}
         self.group: dict[tuple[str, str], dict] = {}
@@ -148,6 +190,24 @@ class _RunReplays:
         if base is None or self.h_observed.get(event) is None:
             return None
         return base["harm"] >= float(self.h_observed[event]) - 1e-9
+
+
+def _graph_with_pks(run: AuditRun) -> dict[str, Any]:
+    graph = (run.results or {}).get("graph") or {"nodes": [], "edges": []}
+    pk_by_ext = dict(Memory.objects.filter(store=run.store, external_id__in=[n["id"] for n in graph["nodes"]])
+                     .values_list("external_id", "pk"))
+    return {"nodes": [{**n, "memory_pk": pk_by_ext.get(n["id"])} for n in graph["nodes"]], "edges": graph["edges"]}
+
+
+def _ego(graph: dict[str, Any], external_id: str) -> dict[str, Any] | None:
+    """``layout.ego_view`` in percent of a 100 x 100 drawing, each label cut short."""
+    ego = layout.ego_view(graph, external_id)
+    if ego is None:
+        return None
+    for n in [ego["center"], *ego["neighbours"]]:
+        n["px"], n["py"], n["ty"] = round(100 * n["x"], 2), round(100 * n["y"], 2), round(100 * n["y"] + 7.5, 2)
+        n["short"] = n["id"] if len(n["id"]) <= 14 else n["id"][:13] + "…"
+    return ego
 
 
 def suspect_evidence(*, run: AuditRun, suspect: dict[str, Any], replays: _RunReplays | None = None
@@ -187,7 +247,7 @@ def suspect_evidence(*, run: AuditRun, suspect: dict[str, Any], replays: _RunRep
               + ": the fused suspicion that ranks the suspects and picks the batch.",
     }
     return {"text": suspect.get("text", ""), "incidents": incidents, "explain": lines, "alpha": alpha,
-            "cmis_hat": cmis_hat, "cas_hat": cas_hat}
+            "cmis_hat": cmis_hat, "cas_hat": cas_hat, "ego": _ego(replays.graph, ext)}
 
 
 def _suspect_dict(s) -> dict[str, Any]:
@@ -198,8 +258,6 @@ def _suspect_dict(s) -> dict[str, Any]:
 def memory_evidence(*, organization: Organization, memory: Memory) -> dict[str, Any] | None:
     """The evidence panel for the memory page: from the latest finished audit that credits it
     (DS > 0), with that run and rank; None when no audit has."""
-    from audits.models import AuditSuspect
-
     s = (AuditSuspect.objects.filter(memory=memory, run__organization=organization, run__status=AuditRun.Status.DONE,
                                      ds__gt=0).select_related("run", "memory").order_by("-run__finished_at", "-pk")
          .first())
@@ -223,8 +281,6 @@ def review_queue(*, organization: Organization, user, store=None,
     """Open proposals (each marked when four-eyes bars this user), those waiting for the
     housekeeper, and the latest decisions with their signed labels. ``items``: the proposals
     to lay out instead of every open one (a filtered page, ``audits.casework``)."""
-    from audits.services import review_ineligibility
-
     open_items = items if items is not None else list(selectors.proposal_queue(
         organization=organization, status=ReviewProposal.Status.OPEN, store=store))
     membership = Membership.objects.filter(organization=organization, user=user).first() if user else None
@@ -249,8 +305,6 @@ def review_queue(*, organization: Organization, user, store=None,
 
 def _attach_evidence(proposals: list[ReviewProposal]) -> None:
     """``p.evidence`` for each audit proposal whose run is finished (None otherwise)."""
-    from audits.models import AuditSuspect
-
     wanted = [p for p in proposals if p.audit_run_id and p.audit_run and p.audit_run.status == AuditRun.Status.DONE]
     rows = {(s.run_id, s.memory_id): s for s in AuditSuspect.objects.filter(
         run_id__in={p.audit_run_id for p in wanted}, memory_id__in={p.memory_id for p in wanted})

@@ -3,6 +3,7 @@ from django.urls import path
 from audits import views
 
 urlpatterns = [
+    path("favicon.ico", views.favicon, name="favicon"),
     path("", views.dashboard, name="dashboard"),
     path("dashboard/runs/", views.dashboard_runs, name="dashboard-runs"),
     path("incidents/", views.incident_list, name="incident-list"),

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -41,6 +43,7 @@ from interchange.importers import INCIDENTS
 from interchange.importers import formats as import_formats
 from interchange.issues import issues_as_dicts
 from ledger import store_selectors
+from ledger import ui_selectors as ledger_ui
 from ledger.imports import import_job_stage, inline_limit
 from orgs.permissions import org_required
 
@@ -59,13 +62,26 @@ def _not_found_outside_org(view):
 
 
 def _issues(exc: FileValidationError) -> list[dict]:
-    """The issues kept (at most MAX_KEPT_ISSUES); the page shows ``exc.total`` beside them."""
+    """The issues kept (at most MAX_KEPT_ISSUES), sorted by file and line (file-wide ones first);
+    the page shows ``exc.total`` beside them."""
     return issues_as_dicts(exc.issues)
+
+
+def _upload_limits() -> dict:
+    return {"max_upload_mb": settings.MAX_UPLOAD_BYTES // (1024 * 1024),
+            "inline_mb": round(settings.IMPORT_INLINE_MAX_BYTES / (1024 * 1024), 1)}
 
 
 def _errors_into(form, exc: DjangoValidationError) -> None:
     for field, errs in exc.message_dict.items():
         form.add_error(field if field in form.fields else None, errs)
+
+
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links: send them to the static file
+    (resolved per request, so the hashed name of the manifest storage is used)."""
+    return redirect(static("favicon.ico"), permanent=True)
 
 
 # ----------------------------------------------------------------------------- dashboard
@@ -74,8 +90,6 @@ def _errors_into(form, exc: DjangoValidationError) -> None:
 @org_required()
 @require_GET
 def dashboard(request):
-    from ledger import ui_selectors as ledger_ui
-
     ctx = ui_selectors.dashboard(organization=request.organization)
     ctx["stores"] = store_selectors.store_list(organization=request.organization)
     ctx["activity"] = ledger_ui.log_activity_recent(organization=request.organization, limit=8)
@@ -131,14 +145,16 @@ def incident_list(request):
         "store": store, "upload": upload, "single": single, "errors": errors,
         "issue_count": issue_count, "issue_total": f"{issue_count:,}",
         "incident_formats": [f.describe() for f in import_formats(INCIDENTS)],
-        "stores": store_selectors.store_list(organization=org),
+        "stores": store_selectors.store_list(organization=org), **_upload_limits(),
     }, status=400 if (errors or upload.errors or filters.errors) else 200)
 
 
 @org_required("propose")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def incident_create(request):
     org = request.organization
+    if request.method == "GET":  # the form lives on the incidents page (a bookmark or a reload lands here)
+        return redirect(f"{reverse('incident-list')}#single-incident")
     form = IncidentForm(request.POST, organization=org)
     errors = None
     if form.is_valid():
@@ -158,7 +174,8 @@ def incident_create(request):
     return render(request, "audits/incident_list.html", {
         "incidents": selectors.incident_list(organization=org)[:500], "store": None, "single": form,
         "upload": IncidentUploadForm(organization=org), "errors": errors, "single_open": True,
-        "stores": store_selectors.store_list(organization=org),
+        "stores": store_selectors.store_list(organization=org), **_upload_limits(),
+        "incident_formats": [f.describe() for f in import_formats(INCIDENTS)],
     }, status=400)
 
 
@@ -231,8 +248,7 @@ def audit_detail(request, audit_run_id: int):
         return render(request, "audits/audit_detail.html", {"run": run, "progress": progress})
     results = ui_selectors.audit_results(organization=request.organization, audit_run_id=run.pk)
     return render(request, "audits/audit_detail.html", {
-        "run": run, "r": results, "graph_data": {"nodes": results["graph"]["nodes"],
-                                                 "edges": results["graph"]["edges"],
+        "run": run, "r": results, "graph_data": {**results["graph_views"],
                                                  "memory_url": reverse("memory-detail", args=[0])},
     })
 
@@ -289,10 +305,9 @@ def audit_resume(request, audit_run_id: int):
 @org_required()
 @require_GET
 def review_queue(request):
+    # A GET only reads: the housekeeper's signed decisions are recorded by the sync linked to each
+    # label task, and the classifier's flags join the queue by ``review_queue_sync_task`` (beat).
     org = request.organization
-    # Bring in what the housekeeper has signed since the last look, and the classifier's flags.
-    services.proposals_sync(organization=org)
-    services.classifier_flags_sync(organization=org)
     listing, form = _queue_listing(request)
     ctx = ui_selectors.review_queue(organization=org, user=request.user, items=list(listing.page.object_list))
     casework.notes_attach(organization=org, proposals=ctx["open"])
@@ -305,8 +320,7 @@ def review_queue(request):
 @org_required()
 @require_GET
 def review_pending(request):
-    """Partial: decisions waiting for the housekeeper (polled until none are left)."""
-    services.proposals_sync(organization=request.organization)
+    """Partial: decisions waiting for the housekeeper (polled until none are left; read only)."""
     pending = ui_selectors.pending_decisions(organization=request.organization)
     return render(request, "audits/_pending.html", {"applying": pending})
 

@@ -34,8 +34,10 @@ class Issue:
 
 
 def issues_as_dicts(issues: Iterable[Issue]) -> list[dict]:
-    """Issues as JSON objects ``{file, line, field, message}`` (API answers, pages, stored jobs)."""
-    return [i.as_dict() for i in issues]
+    """Issues as JSON objects ``{file, line, field, message}`` (API answers, pages, stored jobs),
+    sorted by file and line, file-wide ones (no line) first."""
+    rows = [i.as_dict() for i in issues]
+    return sorted(rows, key=lambda r: (r["file"] or "", r["line"] is not None, r["line"] or 0))
 
 
 class ValidationError(Exception):

@@ -20,6 +20,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from interchange.importers import formats
 from ledger.agent_tokens import (
     AgentTokenAuthentication,
     agent_token_create,
@@ -28,8 +29,10 @@ from ledger.agent_tokens import (
     agent_token_revoke,
 )
 from ledger.imports import memories_import, memories_import_upload
-from ledger.models import AgentToken, ImportJob, Memory, Store
+from ledger.models import AgentToken, ImportJob, Memory, ReceiptKey, Store
 from ledger.recall import excluded_states, outcome_record, recall
+from ledger.services import store_create
+from ledger.signing import epochs_for, receipt_key_endorsement_for
 from ledger.store_selectors import (
     MEMORY_STATES,
     import_job_get,
@@ -39,6 +42,7 @@ from ledger.store_selectors import (
     store_get,
     store_list,
 )
+from ledger.verification import memory_verify
 from orgs.api import StrictFloatField
 from orgs.parsers import JSONParser
 from orgs.permissions import OrgMember, membership_allows, request_membership, request_organization
@@ -117,8 +121,6 @@ class StoreListCreateApi(APIView):
 
     @extend_schema(operation_id="stores_create", request=CreateInputSerializer, responses={201: StoreSerializer})
     def post(self, request):
-        from ledger.services import store_create
-
         data = self.CreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         store = store_create(organization=request_organization(request), **data.validated_data)
@@ -220,8 +222,6 @@ class StoreMemoriesApi(APIView):
         qs = memory_search(store=store, **filters.validated_data).select_related("store")
         if isinstance(request.auth, AgentToken):
             # An agent reads what recall would serve it: never a quarantined memory.
-            from ledger.recall import excluded_states
-
             qs = qs.exclude(epistemic_state__in=excluded_states(store))
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
@@ -285,8 +285,6 @@ class ImportFormatsApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer(many=True)})
     def get(self, request):
-        from interchange.importers import formats
-
         return Response(self.OutputSerializer([f.describe() for f in formats()], many=True).data)
 
 
@@ -312,8 +310,6 @@ class MemoryDetailApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, memory_id: int):
-        from ledger.verification import memory_verify
-
         memory = memory_get(organization=request_organization(request), memory_id=memory_id)
         genesis = getattr(memory, "genesis", None) if memory.is_signed else None
         memory.chains = {
@@ -482,7 +478,9 @@ class RecallApi(APIView):
         k = serializers.IntegerField()
         results = serializers.ListField(child=serializers.DictField())
         excluded = serializers.ListField(child=serializers.DictField(),
-                                         help_text="Candidates skipped because their chains failed to verify.")
+                                         help_text="Candidates skipped because their chains failed to verify, and the "
+                                                   "quarantined memories that would have ranked (id, external_id, "
+                                                   "label; never the text). Not part of the signed receipt.")
         receipt = ReceiptSerializer()
         elapsed_ms = serializers.FloatField()
 
@@ -525,9 +523,6 @@ class ReceiptDetailApi(APIView):
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request, receipt_id: int):
-        from ledger.models import ReceiptKey
-        from ledger.signing import epochs_for, receipt_key_endorsement_for
-
         receipt = _receipt_for(request, receipt_id)
         key = ReceiptKey.objects.filter(organization_id=receipt.organization_id,
                                         key_id=receipt.body["body"]["key_id"]).first()

@@ -190,9 +190,10 @@ def _latest_tree_head(organization_id: int) -> tuple[int, str]:
 
 
 def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str]
-            ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float]]:
+            ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float], list[int]]:
     """Steps 1-3 of the module docstring: the adopted rows best first, the excluded candidates,
-    and each adopted row's cosine and score.
+    each adopted row's cosine and score, and the withheld rows: the quarantined memories that
+    would have been among the top k (scoring above the k-th adopted row), best first.
 
     Brute force over the whole matrix; or, for a store with an ANN graph, over a pool of its
     nearest rows by cosine plus every row whose live weight exceeds the initial 1.0 (the graph
@@ -204,7 +205,7 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
     global verification_alerts
     n = len(index)
     if not n:
-        return [], [], {}, {}
+        return [], [], {}, {}, []
     q = embedder.encode_query(query)
     allowed = index.state_mask(excluded_set)
     want_all = min(k, int(allowed.sum()))
@@ -268,7 +269,11 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
                 want = min(want, len(adopted) + remaining)
             take = min(remaining, take * 2) if remaining else 0
         if pool >= n or (len(adopted) >= want and score_of[adopted[-1]] >= bound):
-            return adopted, excluded, cosine_of, score_of
+            out = np.flatnonzero(~allowed)
+            held = _matvec(index.matrix[out], q) * index.weights[out] if len(out) else np.zeros(0)
+            floor = score_of[adopted[-1]] if len(adopted) >= k else -np.inf
+            withheld = [int(out[p]) for p in np.argsort(-held, kind="stable")[:k] if held[p] > floor]
+            return adopted, excluded, cosine_of, score_of, withheld
         pool = min(n, pool * 4)
 
 
@@ -287,12 +292,12 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     with index.query_cache_lock:
         hit = index.query_cache.get(key)
     if hit is not None:
-        adopted, excluded, cosine_of, score_of = hit
+        adopted, excluded, cosine_of, score_of, withheld = hit
     else:
-        adopted, excluded, cosine_of, score_of = _search(store, index, embedder, query, k, excluded_set)
+        adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set)
         if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
             with index.query_cache_lock:
-                index.query_cache[key] = (adopted, excluded, cosine_of, score_of)
+                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld)
                 while len(index.query_cache) > QUERY_CACHE_SIZE:
                     index.query_cache.pop(next(iter(index.query_cache)))
     results = [{
@@ -326,7 +331,11 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             "weight": int(index.weight_q[row]) / 1000,
             "state": index.states[row] or None,
         } for i, row in enumerate(adopted)],
-        "excluded": excluded,
+        # Chain failures, then what the projection withheld: ids and labels, never the text.
+        "excluded": excluded + [{
+            "memory": index.ledger_ids[row], "id": int(index.pks[row]), "external_id": index.external_ids[row],
+            "label": index.states[row], "reason": f"quarantined ({index.states[row]}): out of recall",
+        } for row in withheld],
         "receipt": receipt_body,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
     }

@@ -8,11 +8,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
+from django.urls import reverse
 
+from ledger.checkpoints import log_verifier_key
 from ledger.core.canonical import now_utc, parse_time
 from ledger.core.errors import LedgerError
-from ledger.models import EpistemicLabel, ImportJob, KeyEpoch, LogLeaf, Memory, Store, TreeHead
+from ledger.models import (
+    EpistemicLabel,
+    ImportJob,
+    KeyEndorsement,
+    KeyEpoch,
+    LogLeaf,
+    Memory,
+    SigningRefusal,
+    Store,
+    TreeHead,
+)
+from ledger.recall import excluded_states
 from ledger.selectors import memory_entries_get
 from ledger.store_selectors import memory_search
 
@@ -71,6 +85,42 @@ def memory_history(*, memory: Memory) -> dict[str, Any]:
             "transitions": len(me.transitions), "signed": me.genesis is not None}
 
 
+def recall_status(*, memory: Memory, history: dict[str, Any], in_recall: bool) -> dict[str, Any]:
+    """Since when, and by whose word, ``memory`` is in or out of recall: the first label of the
+    latest run of labels that left it on the side it is on now (under the store's exclusion
+    rule, ``ledger.recall.excluded_states``); with no such label, since it was signed."""
+    excluded = excluded_states(memory.store)
+    since = None
+    for lab in reversed(history["labels"]):
+        if (lab["label"] in excluded) == in_recall:
+            break
+        since = lab
+    if since is not None:
+        return {"in_recall": in_recall, "since": since["time"], "by": since["actor"], "label": since["label"],
+                "seq": since["seq"]}
+    genesis = history["provenance"][0] if history["provenance"] else None
+    return {"in_recall": in_recall, "since": genesis["time"] if genesis else None,
+            "by": "signed at import" if genesis else None, "label": None, "seq": None}
+
+
+# Below this many signed weights the timeline is a step list (a chart of one or two dots says less).
+WEIGHT_CHART_MIN_POINTS = 3
+
+
+def weight_series(*, history: dict[str, Any]) -> dict[str, Any]:
+    """The weight timeline as Plotly wants it (times as "YYYY-MM-DD HH:MM:SS.ffffff" UTC, which
+    Plotly reads as dates; the signed RFC 3339 strings end in "Z", which it does not), and as
+    steps (time, weight, change) for the list shown when there are few points."""
+    w = history["weights"]
+    steps, prev = [], None
+    for t, weight, seq in zip(w["t"], w["w"], w["seq"]):
+        steps.append({"time": t.replace("T", " ").rstrip("Z"), "weight": weight, "seq": seq,
+                      "change": None if prev is None else weight - prev})
+        prev = weight
+    return {"t": [s["time"] for s in steps], "w": list(w["w"]), "seq": list(w["seq"]), "steps": steps,
+            "chart": len(steps) >= WEIGHT_CHART_MIN_POINTS}
+
+
 def log_activity_recent(*, organization, limit: int = 12) -> list[dict[str, Any]]:
     """The newest leaves of the organization's log, labels with their label and actor."""
     leaves = list(LogLeaf.objects.filter(organization=organization).select_related("memory", "memory__store")
@@ -118,10 +168,7 @@ def tree_head_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
 
 def auditor_pins(*, organization) -> dict[str, Any]:
     """What an outside auditor pins: the epoch-1 anchor, the checkpoint URL, the log's note key."""
-    from django.conf import settings
-    from django.urls import reverse
 
-    from ledger.checkpoints import log_verifier_key
 
     first = KeyEpoch.objects.filter(organization=organization, number=1).values_list("public_key", flat=True).first()
     path = reverse("api-checkpoint", kwargs={"org": organization.slug})
@@ -159,7 +206,6 @@ def key_epoch_list(*, organization) -> list[dict[str, Any]]:
 
 def key_endorsement_list(*, organization, limit: int = 50) -> list[dict[str, Any]]:
     """Online and receipt keys endorsed by the epoch keys, newest first (keys page)."""
-    from ledger.models import KeyEndorsement
 
     now = now_utc()
     return [{"seq": r.seq, "purpose": r.purpose, "key_id": r.key_id, "epoch": r.epoch, "not_before": r.not_before,
@@ -169,7 +215,6 @@ def key_endorsement_list(*, organization, limit: int = 50) -> list[dict[str, Any
 
 def signing_refusal_list(*, organization, limit: int = 20) -> list[dict[str, Any]]:
     """The organization's refused signing requests, newest first (keys page)."""
-    from ledger.models import SigningRefusal
 
     return [{"time": r.created_at, "task": r.task, "reason": r.reason, "payload": r.payload}
             for r in SigningRefusal.objects.filter(organization=organization)[:limit]]

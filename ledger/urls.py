@@ -11,6 +11,7 @@ urlpatterns = [
     path("memories/<int:memory_id>/", views.memory_detail, name="memory-detail"),
     path("ledger/", views.ledger_page, name="ledger"),
     path("ledger/verify/", views.ledger_verify, name="ledger-verify"),
+    path("ledger/tree-heads/", views.ledger_tree_heads, name="ledger-tree-heads"),
     path("ledger/tree-head/", views.tree_head_issue, name="ledger-tree-head"),
     path("ledger/export/", views.ledger_export, name="ledger-export"),
     path("keys/", views.keys_page, name="keys"),

@@ -8,22 +8,29 @@ the web process does not hold the housekeeper role, so anything that signs is qu
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import asdict
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from ledger import export, services, store_selectors, ui_selectors, verification
+from interchange.importers import MEMORIES, formats
+from ledger import export, services, store_selectors, tasks, ui_selectors, verification
 from ledger.agent_tokens import agent_token_create, agent_token_get_for_org, agent_token_list, agent_token_revoke
-from ledger.forms import MemoryFilterForm, StoreCreateForm, TokenCreateForm, UploadForm
+from ledger.checkpoints import receipt_check as check_receipt
+from ledger.checkpoints import witness_key_add, witness_key_list, witness_key_revoke
+from ledger.forms import LedgerFilterForm, MemoryFilterForm, StoreCreateForm, TokenCreateForm, UploadForm
 from ledger.imports import memories_import_upload
-from ledger.models import ImportJob
+from ledger.models import ImportJob, KeyEndorsement, LogLeaf, TreeHead, WitnessKey
 from ledger.recall import is_quarantined
+from ledger.signing import signer_backend_describe
 from orgs.forms import add_validation_errors
 from orgs.permissions import org_required
 from orgs.services import activity_record
@@ -74,10 +81,6 @@ def store_detail(request, store_id: int):
 @org_required()
 @require_http_methods(["GET", "POST"])
 def store_import(request, store_id: int):
-    from django.conf import settings
-
-    from interchange.importers import MEMORIES, formats
-
     store = store_selectors.store_get(organization=request.organization, store_id=store_id)
     form = UploadForm(request.POST or None, request.FILES or None)
     job = None
@@ -120,10 +123,13 @@ def memory_detail(request, memory_id: int):
     memory = store_selectors.memory_get(organization=request.organization, memory_id=memory_id)
     history = ui_selectors.memory_history(memory=memory)
     findings = verification.memory_verify(memory, cached=False)
+    in_recall = not is_quarantined(memory)
+    series = ui_selectors.weight_series(history=history)
     return render(request, "ledger/memory_detail.html", {
         "memory": memory, "store": memory.store, "history": history, "findings": findings,
-        "in_recall": not is_quarantined(memory),
-        "weights_json": json.dumps(history["weights"]),
+        "in_recall": in_recall, "recall": ui_selectors.recall_status(memory=memory, history=history,
+                                                                     in_recall=in_recall),
+        "series": series, "weights_json": json.dumps({k: series[k] for k in ("t", "w", "seq")}),
         "metadata_json": json.dumps(memory.metadata, indent=2, ensure_ascii=False, sort_keys=True),
     })
 
@@ -132,8 +138,6 @@ def memory_detail(request, memory_id: int):
 
 
 def _ledger_context(org) -> dict:
-    from django.conf import settings
-
     return {"tree_heads": ui_selectors.tree_head_list(organization=org),
             "log_size": ui_selectors.log_size(organization=org),
             "activity": ui_selectors.log_activity_recent(organization=org, limit=20),
@@ -141,12 +145,15 @@ def _ledger_context(org) -> dict:
             **ui_selectors.auditor_pins(organization=org)}
 
 
+VERIFY_RESULT_KEY = "ledger_verify_result"
+
+
 @org_required()
 @require_GET
 def ledger_page(request):
-    """The ledger page; its log entries are filtered (kind, memory) and paged (issue 15)."""
-    from ledger.forms import LedgerFilterForm
-
+    """The ledger page; its log entries are filtered (kind, memory) and paged (issue 15). "Verify
+    now" posts, stores its result for this one page view and redirects here (post/redirect/get: a
+    reload shows the page again, it does not re-post)."""
     form = LedgerFilterForm(request.GET or None)
     f = form.cleaned_data if form.is_valid() else {}
     qs = ui_selectors.log_leaves_filtered(organization=request.organization, kind=f.get("kind") or "",
@@ -154,10 +161,20 @@ def ledger_page(request):
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    result = request.session.pop(VERIFY_RESULT_KEY, None)
+    extra = {"verified": True, "findings": result["findings"], "verified_at": result["at"]} \
+        if result and result.get("org") == request.organization.pk else {}
     return render(request, "ledger/ledger.html", {
-        **_ledger_context(request.organization), "filters": form, "page": page, "query": query.urlencode(),
-        "activity": ui_selectors.log_leaf_rows(leaves=list(page.object_list)),
+        **_ledger_context(request.organization), **extra, "filters": form, "page": page,
+        "query": query.urlencode(), "activity": ui_selectors.log_leaf_rows(leaves=list(page.object_list)),
     }, status=400 if form.errors else 200)
+
+
+@org_required()
+@require_GET
+def ledger_tree_heads(request):
+    """Partial: the signed tree heads card (polled by "Issue tree head" until a new one shows)."""
+    return render(request, "ledger/_tree_heads.html", _ledger_context(request.organization))
 
 
 @org_required()
@@ -165,17 +182,30 @@ def ledger_page(request):
 def ledger_verify(request):
     """"Verify now": the portable verifier's checks over the whole organization, live."""
     findings = verification.organization_verify(request.organization)
-    return render(request, "ledger/ledger.html", {**_ledger_context(request.organization),
-                                                  "verified": True, "findings": findings})
+    request.session[VERIFY_RESULT_KEY] = {"org": request.organization.pk, "at": timezone.now().isoformat(),
+                                          "findings": [asdict(f) for f in findings]}
+    return redirect("ledger")
+
+
+def _wants_fragment(request) -> bool:
+    return request.headers.get("X-Requested-With") == "fetch"
 
 
 @org_required()
 @require_POST
 def tree_head_issue(request):
-    """Any member may ask for a tree head now (the schedule signs one anyway when the log grew)."""
-    from ledger.tasks import tree_head_issue_task
-
-    tree_head_issue_task.delay(request.organization.pk)
+    """Any member may ask for a tree head now (the schedule signs one anyway when the log grew).
+    From the page's script: 202 with the message, shown beside the button while the card is
+    polled; without the script: the message and a redirect."""
+    if _wants_fragment(request):
+        size = LogLeaf.objects.filter(organization=request.organization).count()
+        if TreeHead.objects.filter(organization=request.organization, size__gte=size).exists():
+            return JsonResponse({"message": f"The newest tree head already covers all {size} leaves of the log: "
+                                            "nothing new to sign.", "current": True})
+        tasks.tree_head_issue_task.delay(request.organization.pk)
+        return JsonResponse({"message": "Tree head requested: the housekeeper signs it in a moment; the list "
+                                        "below updates when it does."}, status=202)
+    tasks.tree_head_issue_task.delay(request.organization.pk)
     messages.info(request, "Tree head requested: the housekeeper signs it in a moment (refresh to see it).")
     return redirect("ledger")
 
@@ -187,16 +217,11 @@ def _await_covering_tree_head(organization) -> None:
     """Ask the housekeeper for a tree head over the whole log and wait (briefly) for it, so the
     export's every leaf is under a signed tree head; past the wait the export goes out as it is
     and the verifier reports the uncovered leaves."""
-    import time
-
-    from ledger.models import LogLeaf, TreeHead
-    from ledger.tasks import tree_head_after_labels_task
-
     size = LogLeaf.objects.filter(organization=organization).count()
     covered = lambda: TreeHead.objects.filter(organization=organization, size__gte=size).exists()  # noqa: E731
     if size == 0 or covered():
         return
-    tree_head_after_labels_task.delay(organization.pk)  # logs, never raises, when it cannot sign
+    tasks.tree_head_after_labels_task.delay(organization.pk)  # logs, never raises, when it cannot sign
     deadline = time.monotonic() + EXPORT_TREE_HEAD_WAIT_S
     while not covered() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -219,9 +244,6 @@ def ledger_export(request):
 @org_required("admin")
 @require_GET
 def keys_page(request):
-    from ledger.checkpoints import witness_key_list
-    from ledger.signing import signer_backend_describe
-
     return render(request, "ledger/keys.html", {
         "epochs": ui_selectors.key_epoch_list(organization=request.organization),
         "witnesses": witness_key_list(request.organization),
@@ -235,9 +257,6 @@ def keys_page(request):
 @org_required("admin")
 @require_POST
 def witness_add(request):
-    from ledger.checkpoints import witness_key_add
-    from orgs.services import activity_record
-
     try:
         w = witness_key_add(organization=request.organization, vkey=request.POST.get("vkey", ""), user=request.user)
     except ValidationError as exc:
@@ -252,15 +271,9 @@ def witness_add(request):
 @org_required("admin")
 @require_POST
 def witness_revoke(request, witness_id: int):
-    from ledger.checkpoints import witness_key_revoke
-    from ledger.models import WitnessKey
-    from orgs.services import activity_record
-
     try:
         w = witness_key_revoke(organization=request.organization, witness_id=witness_id)
     except WitnessKey.DoesNotExist:
-        from django.http import Http404
-
         raise Http404("no such witness") from None
     activity_record(organization=request.organization, verb="witness.revoke", actor=request.user, target=w.name,
                     request=request)
@@ -277,9 +290,7 @@ def receipt_check(request):
     pasted = ""
     if request.method == "POST":
         pasted = request.POST.get("receipt", "")
-        from ledger.checkpoints import receipt_check as check
-
-        result = check(request.organization, pasted)
+        result = check_receipt(request.organization, pasted)
     return render(request, "ledger/receipt_check.html", {"pasted": pasted, "result": result,
                                                          **ui_selectors.auditor_pins(
                                                              organization=request.organization)})
@@ -288,8 +299,6 @@ def receipt_check(request):
 @org_required("admin")
 @require_POST
 def keys_rotate(request):
-    from ledger import tasks
-
     tasks.housekeeper_rotate_task.delay(request.organization.pk)
     messages.info(request, "Rotation requested: the housekeeper creates the new epoch, endorsed by the "
                            "current one (refresh to see it).")
@@ -299,10 +308,6 @@ def keys_rotate(request):
 @org_required("admin")
 @require_POST
 def keys_receipt_revoke(request):
-    from ledger import tasks
-    from ledger.models import KeyEndorsement
-    from orgs.services import activity_record
-
     key_id = (request.POST.get("key_id") or "").strip()
     if not key_id or not KeyEndorsement.objects.filter(organization=request.organization, purpose="receipt",
                                                        key_id=key_id).exists():

@@ -302,8 +302,11 @@ TREE_HEAD_INTERVAL_S = envint("TREE_HEAD_INTERVAL_S", "60")
 # URL naming this deployment; witnesses key their state by it, so keep it stable).
 CHECKPOINT_ORIGIN_PREFIX = envstr("CHECKPOINT_ORIGIN_PREFIX",
                                   SITE_ROOT.split("://", 1)[-1].rstrip("/") + "/memaudit")
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE = {**CELERY_BEAT_SCHEDULE,  # keeps the MEMAUDIT_SYNC entries set above
     "tree-heads": {"task": "ledger.tasks.tree_heads_issue_due_task", "schedule": float(TREE_HEAD_INTERVAL_S)},
+    # The review queue's pages only read: signed decisions and classifier flags are synced here.
+    "review-queue-sync": {"task": "audits.tasks.review_queue_sync_task",
+                          "schedule": float(envint("REVIEW_SYNC_INTERVAL_S", "15"))},
 }
 RECEIPT_KEY_DIR = Path(envstr("RECEIPT_KEY_DIR", str(VAR_DIR / "receipt-keys")))
 # Where the epoch keys' private halves live: "file" (seeds under HOUSEKEEPER_KEY_DIR; development)

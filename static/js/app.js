@@ -27,6 +27,48 @@
     }
     setTimeout(tick, every);
   });
+  // Forms marked data-async post with fetch and say what happened beside the button
+  // ([data-feedback], a live region); data-refresh="#id" then polls that element's
+  // data-refresh-url every second (up to a minute) until its first child's data-newest changes.
+  document.querySelectorAll("form[data-async]").forEach(function (f) {
+    var out = f.querySelector("[data-feedback]");
+    var say = function (text, bad) { if (out) { out.textContent = text; out.classList.toggle("bad-text", !!bad); } };
+    var buttons = function (on) { f.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = !on; }); };
+    f.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+      buttons(false);
+      say("Sending…");
+      fetch(f.action, { method: "POST", body: new FormData(f), credentials: "same-origin",
+                        headers: { "X-Requested-With": "fetch" } })
+        .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, body: j }; }); })
+        .then(function (res) {
+          say(res.body.message || res.body.detail || (res.ok ? "Done." : "Refused."), !res.ok);
+          var target = document.querySelector(f.getAttribute("data-refresh") || "");
+          if (!res.ok || !target || res.body.current) { buttons(true); return; }
+          var url = target.getAttribute("data-refresh-url");
+          var first = target.firstElementChild;
+          var before = first ? first.getAttribute("data-newest") : null;
+          var tries = 0;
+          var poll = function () {
+            tries += 1;
+            fetch(url, { headers: { "X-Requested-With": "fetch" }, credentials: "same-origin" })
+              .then(function (r) { return r.text(); })
+              .then(function (html) {
+                var box = document.createElement("div");
+                box.innerHTML = html;
+                var now = box.firstElementChild ? box.firstElementChild.getAttribute("data-newest") : null;
+                if (now !== before) { target.innerHTML = html; say("Signed: the list below now shows it."); buttons(true); return; }
+                if (tries >= 60) { say("Not signed yet: the housekeeper may be busy or stopped; it will appear here on a later visit.", true); buttons(true); return; }
+                setTimeout(poll, 1000);
+              })
+              .catch(function () { if (tries < 60) { setTimeout(poll, 2000); } });
+          };
+          setTimeout(poll, 500);
+        })
+        .catch(function () { say("Could not reach the server; try again.", true); buttons(true); });
+    });
+  });
   // Forms marked data-once disable their submit buttons after the first submit (no double posts).
   document.querySelectorAll("form[data-once]").forEach(function (f) {
     f.addEventListener("submit", function () {

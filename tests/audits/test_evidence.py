@@ -93,3 +93,62 @@ def test_the_memory_page_shows_its_latest_evidence_and_review_history(client, ru
     assert f"audit #{run.pk}" in evidence and "Replayed without it" in evidence
     assert f"#{p.pk}" in page[page.index('id="review-history"'):]
     assert "in recall (flagged" in page
+
+
+def test_the_table_shows_the_normalised_parts_that_add_up_to_ds(client, run, alice, acme):
+    client.force_login(alice)
+    page = html.unescape(client.get(f"/audits/{run.pk}/").content.decode())
+    top = AuditSuspect.objects.filter(run=run).order_by("rank")[0]
+    row = page[page.index(f'data-memory="{top.memory_id}"'):]
+    row = row[:row.index("</tr>")]
+    values = [v.split("<")[0] for v in row.split('<span class="val">')[1:]]
+    assert values[0] == f"{top.cmis_hat:.3f}" and values[1] == f"{top.cas_hat:.3f}"
+    assert f"raw {top.cas:.3f}" in row  # the raw value stays in the tooltip
+    # Every term of the page is explained in place and in the glossary.
+    glossary = page[page.index('id="glossary"'):]
+    for term in ("CMIS", "CAS", "DS", "In R*", "Single / Group", "Reproduced", "Residual harm", "Now answers"):
+        assert f"<dt>{term}</dt>" in glossary
+    assert 'title="Whether the agent actually retrieved' in page
+
+
+def test_the_graph_defaults_to_the_batch_and_its_neighbours_laid_out_once(client, run, alice, acme, monkeypatch):
+    from audits.engine import layout
+
+    calls = []
+    real = layout.focus_view
+    monkeypatch.setattr(layout, "focus_view", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
+    first = ui_selectors.audit_results(organization=acme, audit_run_id=run.pk)
+    again = ui_selectors.audit_results(organization=acme, audit_run_id=run.pk)
+
+    assert len(calls) <= 1 and first["graph_views"] == again["graph_views"]  # cached (or already warm)
+    focus, full = first["graph_views"]["focus"], first["graph_views"]["full"]
+    batch = set((run.results or {}).get("batch") or [])
+    assert batch and batch <= {n["id"] for n in focus["nodes"] if n["kind"] == "memory"}
+    assert len(focus["nodes"]) < len(full["nodes"]) == len(first["graph"]["nodes"])
+    client.force_login(alice)
+    page = client.get(f"/audits/{run.pk}/").content.decode()
+    data = json.loads(page.split('<script id="graph-data" type="application/json">')[1].split("</script>")[0])
+    assert set(data) == {"focus", "full", "memory_url"}
+    assert 'data-graph-view="full"' in page and "Batch and neighbours" in page
+
+
+def test_the_evidence_panel_draws_the_memorys_neighbourhood(client, run, alice, acme):
+    r = ui_selectors.audit_results(organization=acme, audit_run_id=run.pk)
+    top = r["suspects"][0]
+    ego = top["evidence"]["ego"]
+    node = next(n for n in r["graph"]["nodes"] if n["id"] == top["external_id"])
+    assert ego["center"]["id"] == node["id"] and ego["degree"] == sum(
+        1 for e in r["graph"]["edges"] if node["id"] in (e["source"], e["target"]) and e["source"] != e["target"])
+    client.force_login(alice)
+    page = client.get(f"/memories/{top['memory_pk']}/").content.decode()
+    assert "data-ego" in page and "Neighbourhood in the consistency graph" in page
+
+
+def test_the_worker_can_lay_the_graph_out_before_anyone_opens_the_page(run, acme, monkeypatch):
+    from audits.engine import layout
+
+    # The run finished just now: its cache key (run, finish time, graph digest) is new.
+    ui_selectors.graph_views_warm(run=run)
+    monkeypatch.setattr(layout, "focus_view", lambda *a, **kw: pytest.fail("laid out again on a page view"))
+    monkeypatch.setattr(layout, "full_view", lambda *a, **kw: pytest.fail("laid out again on a page view"))
+    assert ui_selectors.audit_results(organization=acme, audit_run_id=run.pk)["graph_views"]["focus"]["nodes"]

@@ -105,7 +105,8 @@ def test_the_memory_page_shows_text_chains_timeline_and_a_live_verified_badge(cl
     r = client.get(f"/memories/{m.pk}/")
     body = r.content.decode()
     assert r.status_code == 200
-    assert "✓ Verified" in body and 'id="weight-chart"' in body and 'id="provenance-timeline"' in body
+    # One signed weight (genesis): a step list, not a one-dot chart (issue 15).
+    assert "✓ Verified" in body and 'id="weight-steps"' in body and 'id="provenance-timeline"' in body
     assert "#0 genesis" in body and 'id="label-timeline"' in body
     assert "plotly.min.js" in body
 
@@ -165,7 +166,10 @@ def test_the_ledger_page_verifies_the_whole_organization(client, bob, poisoned):
     client.force_login(bob)
     assert client.get("/ledger/").status_code == 200
     r = client.post("/ledger/verify/")
+    assert r.status_code == 302 and r["Location"] == "/ledger/"  # post/redirect/get (issue 15)
+    r = client.get("/ledger/")
     assert r.status_code == 200 and b'id="verify-result"' in r.content and "✓ Verified".encode() in r.content
+    assert b'id="verify-result"' not in client.get("/ledger/").content  # a reload does not re-run it
 
 
 def test_an_org_admin_issues_a_tree_head(client, dana, poisoned):
