@@ -59,7 +59,7 @@ def audit_analysis_task(audit_run_id: int) -> None:
     # Lay out the results page's graph views once, here, not on the first page view; a failure
     # only costs that page view the layout, never the finished run.
     run = AuditRun.objects.filter(pk=audit_run_id).first()
-    if run is not None and run.is_finished:
+    if run is not None and run.status == AuditRun.Status.DONE:
         try:
             ui_selectors.graph_views_warm(run=run)
         except Exception:
