@@ -318,17 +318,25 @@ def parse_incidents(data: bytes, filename: str) -> list[IncidentCase]:
     Each element is numbered by the line where it starts in the upload, so the issues name
     lines the analyst sees. No incident at all is an issue.
     """
+    incidents, col = parse_incidents_collecting(data, filename)
+    col.raise_if_any()
+    return incidents
+
+
+def parse_incidents_collecting(data: bytes, filename: str) -> tuple[list[IncidentCase], _Collector]:
+    """As :func:`parse_incidents`, without raising: the incidents that parsed and the collector
+    holding every issue found, so a caller can add its own checks of those incidents (a store's
+    memory ids) and report everything in one pass."""
     col = _Collector()
     try:
         _, message, items = incidents_parse(data, filename)
     except ValidationError as exc:
         col.extend(exc.issues, exc.total)
-        col.raise_if_any()
+        return [], col
     incidents = _incidents_from(items, filename, col)
     if not incidents and not col.total:
         col.add(filename, None, None, f"no incidents found ({message})")
-    col.raise_if_any()
-    return incidents
+    return incidents, col
 
 
 def parse_agent_config(obj: Mapping[str, Any], *, filename: str = "agent.json") -> AgentConfig:

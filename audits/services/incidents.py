@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings as conf
 from django.db import IntegrityError, transaction
 
-from audits.engine.scenario import HarmSpec, IncidentCase, parse_incidents
+from audits.engine.scenario import HarmSpec, IncidentCase, parse_incidents_collecting
 from audits.models import Incident
 from interchange.issues import Issue, ValidationError
 from interchange.readers import chunks, line_of
@@ -20,13 +20,13 @@ from orgs.permissions import require
 
 def incidents_validate(*, store: Store, data: bytes, filename: str) -> list[IncidentCase]:
     """Parse an upload and check it against the store; raise ``interchange.issues.ValidationError``
-    naming file, line and field for every problem (unknown memory ids, ids already used)."""
+    naming file, line and field for every problem (unknown memory ids, ids already used), the
+    store's checks of the incidents that parsed reported in the same pass as the parse problems."""
     limit = getattr(conf, "MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
     if len(data) > limit:
         raise ValidationError([Issue(filename, None, None,
                                      f"file is {len(data):,} bytes, over the {limit:,}-byte upload limit")])
-    incidents = parse_incidents(data, filename)
-    issues: list[Issue] = []
+    incidents, issues = parse_incidents_collecting(data, filename)
     wanted = list({m for inc in incidents for m in inc.retrieved})
     known: set[str] = set()
     for chunk in chunks(wanted, 500):
@@ -37,14 +37,11 @@ def incidents_validate(*, store: Store, data: bytes, filename: str) -> list[Inci
         unknown = [m for m in inc.retrieved if m not in known]
         if unknown:
             more = f" (+{len(unknown) - 5} more)" if len(unknown) > 5 else ""
-            issues.append(Issue(filename, line_of(data, inc.id), "retrieved",
-                                f"unknown memory id(s) in store {store.name!r}: "
-                                f"{', '.join(map(repr, unknown[:5]))}{more}"))
+            issues.add(filename, line_of(data, inc.id), "retrieved",
+                       f"unknown memory id(s) in store {store.name!r}: {', '.join(map(repr, unknown[:5]))}{more}")
         if inc.id in existing:
-            issues.append(Issue(filename, line_of(data, inc.id), "id",
-                                f"incident {inc.id!r} already exists in this store"))
-    if issues:
-        raise ValidationError(issues)
+            issues.add(filename, line_of(data, inc.id), "id", f"incident {inc.id!r} already exists in this store")
+    issues.raise_if_any()
     return incidents
 
 

@@ -89,9 +89,6 @@ def test_upload_errors_are_listed_by_line(client, alice, poisoned, monkeypatch):
     assert [r["line"] for r in issues_as_dicts(issues)] == [None, 2, 5, 9]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: audits.services.incidents_validate raises on a parse "
-                                       "problem before it checks the store, so an unknown id in 'retrieved' "
-                                       "is only reported once the other errors are fixed")
 def test_an_unknown_retrieved_id_is_reported_in_the_same_pass_as_other_errors(client, alice, poisoned):
     good = poisoned.incidents[0]
     data = jsonl([{**good, "id": "inc-a", "retrieved": ["no-such-memory"]}, {**good, "id": "inc-b", "query": ""}])
