@@ -6,14 +6,14 @@ through ``required_capability`` and again by the services."""
 from __future__ import annotations
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from audits import endpoints, selectors, services
+from audits import casework, endpoints, exports, selectors, services
 from audits.engine.agents import endpoint_connectors
 from audits.engine.scenario import ValidationError as ScenarioValidationError
 from audits.tasks import incidents_import_staged_task
@@ -517,8 +517,6 @@ class ProposalNotesApi(_Scoped):
 
     @extend_schema(responses=NoteOutputSerializer(many=True))
     def get(self, request, proposal_id: int):
-        from audits import casework
-
         org = request_organization(request)
         p = selectors.proposal_get(organization=org, proposal_id=proposal_id)
         return Response(NoteOutputSerializer(casework.notes_for_proposal(organization=org, proposal=p),
@@ -526,8 +524,6 @@ class ProposalNotesApi(_Scoped):
 
     @extend_schema(request=_NoteInput, responses={201: NoteOutputSerializer})
     def post(self, request, proposal_id: int):
-        from audits import casework
-
         s = _NoteInput(data=request.data)
         s.is_valid(raise_exception=True)
         note = casework.note_add(organization=request_organization(request), user=request.user,
@@ -540,8 +536,6 @@ class SuspectNotesApi(_Scoped):
 
     @extend_schema(responses=NoteOutputSerializer(many=True))
     def get(self, request, audit_run_id: int, memory_id: int):
-        from audits import casework
-
         org = request_organization(request)
         suspect = casework.suspect_get(organization=org, audit_run_id=audit_run_id, memory_id=memory_id)
         return Response(NoteOutputSerializer(casework.notes_for_suspect(organization=org, suspect=suspect),
@@ -549,8 +543,6 @@ class SuspectNotesApi(_Scoped):
 
     @extend_schema(request=_NoteInput, responses={201: NoteOutputSerializer})
     def post(self, request, audit_run_id: int, memory_id: int):
-        from audits import casework
-
         s = _NoteInput(data=request.data)
         s.is_valid(raise_exception=True)
         note = casework.note_add(organization=request_organization(request), user=request.user,
@@ -569,8 +561,6 @@ class ReviewAssignApi(_Scoped):
 
     @extend_schema(request=InputSerializer, responses=ProposalOutputSerializer)
     def post(self, request, proposal_id: int):
-        from audits import casework
-
         s = self.InputSerializer(data=request.data)
         s.is_valid(raise_exception=True)
         p = casework.proposal_assign(organization=request_organization(request), proposal_id=proposal_id,
@@ -585,10 +575,6 @@ class AuditRunExportApi(_Scoped):
 
     @extend_schema(responses={(200, "text/csv"): str, (200, "application/json"): dict})
     def get(self, request, audit_run_id: int, fmt: str):
-        from django.http import HttpResponse
-
-        from audits import exports
-
         org = request_organization(request)
         run = selectors.audit_run_get(organization=org, audit_run_id=audit_run_id)
         try:

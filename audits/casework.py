@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.core.paginator import Page, Paginator
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
@@ -313,8 +313,6 @@ def proposals_filtered(*, organization: Organization, user, store=None, audit_ru
 
 
 def audits_filtered(*, organization: Organization, store=None, status: str = "") -> QuerySet[AuditRun]:
-    from django.db.models import Count
-
     qs = AuditRun.objects.filter(organization=organization).select_related("store", "created_by")
     if store is not None:
         qs = qs.filter(store=store)
@@ -324,8 +322,6 @@ def audits_filtered(*, organization: Organization, store=None, status: str = "")
 
 
 def incidents_filtered(*, organization: Organization, store=None, q: str = "") -> QuerySet[Incident]:
-    from django.db.models import Count
-
     qs = Incident.objects.filter(organization=organization).select_related("store", "created_by")
     if store is not None:
         qs = qs.filter(store=store)
@@ -358,8 +354,6 @@ def suspects_filtered(*, run: AuditRun, ds_min: float | None = None, ds_max: flo
 def suspect_rows(*, organization: Organization, suspects: list[AuditSuspect]) -> list[dict[str, Any]]:
     """Table rows for a page of suspects: scores, state, the memory's live proposal or latest
     decision, and how many notes it has in this audit."""
-    from django.db.models import Count
-
     memory_ids = [s.memory_id for s in suspects]
     run_ids = {s.run_id for s in suspects}
     proposals: dict[int, ReviewProposal] = {}

