@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from interchange.issues import Collector
+
+T = TypeVar("T")
 
 
 def decode(data: bytes, filename: str, col: Collector) -> str | None:
@@ -190,10 +192,24 @@ def is_rfc3339(s: str) -> bool:
     return dt.tzinfo is not None
 
 
-def first_line_containing(data: bytes, needle: bytes) -> int | None:
-    """Best-effort line of a record found after parsing (the records keep no line): the first
-    line of the upload holding ``needle``."""
+def line_of(data: bytes, needle: str | bytes) -> int | None:
+    """Best-effort line of a record found after parsing (the records keep no line): the
+    1-based number of the first line of the upload holding ``needle`` (a str is taken as
+    UTF-8), or None. To match an id as a whole JSON string, pass ``json.dumps(id)``."""
+    if isinstance(needle, str):
+        needle = needle.encode("utf-8")
     for n, raw in enumerate(data.splitlines(), start=1):
         if needle in raw:
             return n
     return None
+
+
+first_line_containing = line_of  # the older name, still used by the audit engine
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of ``items`` of at most ``size`` (> 0) elements."""
+    if size < 1:
+        raise ValueError("chunk size must be at least 1")
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

@@ -37,8 +37,8 @@ from django.utils import timezone
 
 from interchange.importers import MEMORIES, Head, detect, memories_parse
 from interchange.importers.registry import HEAD_BYTES, SQLITE_MAGIC
-from interchange.issues import Collector, Issue, ValidationError
-from interchange.readers import first_line_containing
+from interchange.issues import Collector, Issue, ValidationError, issues_as_dicts
+from interchange.readers import chunks, line_of
 from interchange.records import MemoryRecord, Parsed
 from ledger.models import ImportJob, Memory, ProvenanceNode, Store
 
@@ -72,20 +72,15 @@ def memories_validate(*, store: Store, data: bytes, filename: str, fmt: str | No
                 .values_list("external_id", flat=True)) if named else set()
     if named - known:
         missing = sorted(named - known)
-        issues = [Issue(filename, first_line_containing(data, m.encode("utf-8")), "supersedes",
+        issues = [Issue(filename, line_of(data, m), "supersedes",
                         f"memory {m!r} is neither in this file nor in store {store.slug!r}") for m in missing[:100]]
         raise ValidationError(issues, total=len(missing))
     if existing:
         dups = [r for r in parsed.records if r.id in existing]
-        issues = [Issue(filename, first_line_containing(data, r.id.encode("utf-8")), "id",
+        issues = [Issue(filename, line_of(data, r.id), "id",
                         f"duplicate id {r.id!r}: already in store {store.slug!r}") for r in dups[:100]]
         raise ValidationError(issues, total=len(dups))
     return importer.name, message, parsed
-
-
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
 
 
 def _stage(job: ImportJob, chunks: Iterable[bytes]) -> None:
@@ -158,7 +153,7 @@ def _import_into(job: ImportJob, data: bytes, *, inline: bool, progress=None, cl
     try:
         name, message, parsed = memories_validate(store=store, data=data, filename=filename, fmt=fmt or None)
     except ValidationError as exc:
-        return _job_failed(job, [i.as_dict() for i in exc.issues], exc.total)
+        return _job_failed(job, issues_as_dicts(exc.issues), exc.total)
     job.format, job.format_message = name, message[:255]
     job.history = [e.as_dict() for e in parsed.events]
     job.save(update_fields=["format", "format_message", "history"])
@@ -285,7 +280,7 @@ def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> Impo
     if col.total:
         path.unlink(missing_ok=True)
         ImportJob.objects.filter(pk=job.pk).update(staged_path="")
-        return _job_failed(job, [i.as_dict() for i in col.issues], col.total)
+        return _job_failed(job, issues_as_dicts(col.issues), col.total)
     job.format, job.format_message = importer.name, message[:255]
     job.history = [e.as_dict() for e in events]
     job.save(update_fields=["format", "format_message", "history"])
@@ -364,7 +359,7 @@ def import_pipeline_enqueue(*, job_id: int, memory_ids: list[int]) -> None:
     from ledger.recall_tasks import embeddings_compute_task, ingest_classify_task
     from ledger.tasks import import_history_apply_task, memory_genesis_sign_task
 
-    for chunk in _chunks(memory_ids, CHUNK):
+    for chunk in chunks(memory_ids, CHUNK):
         chain(memory_genesis_sign_task.si(list(chunk)), embeddings_compute_task.si(job_id, list(chunk))).apply_async()
     if ImportJob.objects.filter(pk=job_id).exclude(history=[]).exists():
         # The history first (it waits for the genesis entries), so the job is "done" only
@@ -381,7 +376,7 @@ def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None, cl
     from ledger.services import memory_genesis_sign
 
     job = ImportJob.objects.select_related("store").get(pk=job_id)
-    for chunk in _chunks(memory_ids, CHUNK):
+    for chunk in chunks(memory_ids, CHUNK):
         memory_genesis_sign(memory_ids=list(chunk))
         import_chunk_embed(job_id=job_id, memory_ids=list(chunk))
         if progress is not None:
