@@ -347,20 +347,20 @@ def _insert_streamed(job: ImportJob, records: Iterable[MemoryRecord]) -> tuple[i
     """Insert the records a chunk per transaction, each chunk queued for signing and embedding
     once committed; skip the records a previous run of this job committed (pass 1 found none of
     the file's ids in the store, so an id there now is this job's). Return the range of the
-    memories' primary keys. Nothing per record outlives its chunk."""
+    memories' primary keys. Nothing per record outlives its chunk. A refusal by the database
+    (a constraint the validation cannot see, e.g. the same id stored meanwhile by another job)
+    fails the job; the chunks committed before it stay, signed, as any memory would."""
     store = job.store
     lo = hi = None
     for chunk in _batched(records, CHUNK):
-        done = dict(Memory.objects.filter(store=store, external_id__in=[r.id for r in chunk])
-                    .values_list("external_id", "chain_head"))
-        fresh = [r for r in chunk if r.id not in done]
+        committed = set(_existing_ids(store, [r.id for r in chunk]))
+        fresh = [r for r in chunk if r.id not in committed]
         with transaction.atomic():
             pks = [m.pk for m in memories_create(store=store, records=_rows(fresh))] if fresh else []
-        if done:  # committed by a run that died: queue again what the housekeeper has not signed
-            pks += list(Memory.objects.filter(store=store, external_id__in=list(done), chain_head__isnull=True)
-                        .values_list("pk", flat=True))
-            lo_hi = Memory.objects.filter(store=store, external_id__in=list(done)).values_list("pk", flat=True)
-            lo, hi = _widen(lo, hi, list(lo_hi))
+        if committed:  # by a run that died: queue again what the housekeeper has not signed
+            earlier = Memory.objects.filter(store=store, external_id__in=list(committed))
+            lo, hi = _widen(lo, hi, list(earlier.values_list("pk", flat=True)))
+            pks += list(earlier.filter(chain_head__isnull=True).values_list("pk", flat=True))
         lo, hi = _widen(lo, hi, pks)
         if pks:
             transaction.on_commit(lambda pks=pks: dispatch.import_chunk(job.pk, pks))
