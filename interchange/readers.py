@@ -12,9 +12,11 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from interchange.issues import Collector
+
+T = TypeVar("T")
 
 
 def decode(data: bytes, filename: str, col: Collector) -> str | None:
@@ -190,28 +192,33 @@ def is_rfc3339(s: str) -> bool:
     return dt.tzinfo is not None
 
 
-def first_line_containing(data: bytes, needle: bytes) -> int | None:
-    """Best-effort line of a record found after parsing (the records keep no line): the first
-    line of the upload holding ``needle``."""
+def line_of(data: bytes, needle: str | bytes) -> int | None:
+    """Best-effort line of a record found after parsing (the records keep no line): the
+    1-based number of the first line of the upload holding ``needle`` (a str is taken as
+    UTF-8), or None. To match an id as a whole JSON string, pass ``json.dumps(id)``."""
+    if isinstance(needle, str):
+        needle = needle.encode("utf-8")
     for n, raw in enumerate(data.splitlines(), start=1):
         if needle in raw:
             return n
     return None
 
 
-def line_of(data: bytes, value: str) -> int | None:
-    """Best-effort line of the record whose id is ``value``, found after parsing: the first
-    line holding ``value`` as a JSON string (so an id that is a substring of another's text is
-    not matched), written as is or with its non-ASCII characters escaped."""
-    for needle in dict.fromkeys((json.dumps(value, ensure_ascii=False), json.dumps(value))):
-        n = first_line_containing(data, needle.encode("utf-8"))
+def line_of_id(data: bytes, record_id: str) -> int | None:
+    """Best-effort line of the record whose id is ``record_id``: the first line holding it as a
+    JSON string (so an id that is a substring of another's text is not matched), written as is
+    or with its non-ASCII characters escaped; else the first line holding it at all (CSV)."""
+    for needle in dict.fromkeys((json.dumps(record_id, ensure_ascii=False), json.dumps(record_id), record_id)):
+        n = line_of(data, needle)
         if n is not None:
             return n
     return None
 
 
-def chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    """``items`` in consecutive slices of at most ``size`` (queries with bounded ``IN`` lists,
-    task fan-out)."""
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """Consecutive slices of ``items`` of at most ``size`` (> 0) elements (queries with bounded
+    ``IN`` lists, task fan-out)."""
+    if size < 1:
+        raise ValueError("chunk size must be at least 1")
     for i in range(0, len(items), size):
         yield items[i:i + size]

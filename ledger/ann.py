@@ -28,7 +28,7 @@ SAMPLE = 32  # vectors compared with the matrix when a saved graph is reopened
 
 def available() -> bool:
     try:
-        import hnswlib  # noqa: F401
+        import hnswlib  # noqa: F401  # local: optional library, probed
     except ImportError:
         return False
     return True
@@ -38,7 +38,7 @@ class AnnIndex:
     """One store's HNSW graph over (primary key, vector); safe to share between threads."""
 
     def __init__(self, dim: int, *, capacity: int = 1024, index=None) -> None:
-        import hnswlib
+        import hnswlib  # local: optional library, only stores over RECALL_ANN_MIN need it
 
         self.dim = dim
         if index is None:
@@ -96,7 +96,7 @@ class AnnIndex:
     def open(cls, path: str, *, dim: int, pks: np.ndarray, matrix: np.ndarray) -> AnnIndex | None:
         """The graph saved at ``path`` if it describes these rows (a sample of its vectors equals
         the matrix's rows with the same key), else None."""
-        import hnswlib
+        import hnswlib  # local: optional library, only stores over RECALL_ANN_MIN need it
 
         if not os.path.exists(path):
             return None

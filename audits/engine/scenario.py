@@ -26,7 +26,7 @@ from interchange.issues import Collector as _Collector
 from interchange.issues import Issue, ValidationError
 from interchange.readers import decode as _decode
 from interchange.readers import iter_jsonl as _iter_jsonl
-from interchange.readers import line_of
+from interchange.readers import line_of_id
 from interchange.readers import loads as _loads
 from interchange.records import MemoryRecord
 
@@ -274,7 +274,7 @@ def parse_scenario_files(files: Mapping[str, bytes], *, source: str | None = Non
             for inc in incidents:
                 unknown = [r for r in inc.retrieved if r not in mem_ids]
                 if unknown:
-                    col.add("incidents.jsonl", line_of(by_name["incidents.jsonl"], inc.id),
+                    col.add("incidents.jsonl", line_of_id(by_name["incidents.jsonl"], inc.id),
                             "retrieved", f"unknown memory id(s): {', '.join(map(repr, unknown[:5]))}")
     probes: list[Probe] = []
     if "probes.jsonl" in by_name:

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from audits.engine.scenario import HarmSpec, IncidentCase, parse_incidents_collecting
 from audits.models import Incident
 from interchange.issues import Issue, ValidationError
-from interchange.readers import chunks, line_of
+from interchange.readers import chunks, line_of_id
 from ledger.models import Memory, Store
 from orgs.permissions import require
 
@@ -37,10 +37,10 @@ def incidents_validate(*, store: Store, data: bytes, filename: str) -> list[Inci
         unknown = [m for m in inc.retrieved if m not in known]
         if unknown:
             more = f" (+{len(unknown) - 5} more)" if len(unknown) > 5 else ""
-            issues.add(filename, line_of(data, inc.id), "retrieved",
+            issues.add(filename, line_of_id(data, inc.id), "retrieved",
                        f"unknown memory id(s) in store {store.name!r}: {', '.join(map(repr, unknown[:5]))}{more}")
         if inc.id in existing:
-            issues.add(filename, line_of(data, inc.id), "id", f"incident {inc.id!r} already exists in this store")
+            issues.add(filename, line_of_id(data, inc.id), "id", f"incident {inc.id!r} already exists in this store")
     issues.raise_if_any()
     return incidents
 

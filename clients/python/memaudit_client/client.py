@@ -97,7 +97,7 @@ class MemAuditClient:
         result's Merkle inclusion. Raises on any mismatch. The check is MemAudit's portable
         verifier (``ledger.core``: stdlib + PyNaCl), which must be importable."""
         try:
-            from ledger.core.receipts import verify_receipt
+            from ledger.core.receipts import verify_receipt  # local: optional, outside the client package
         except ImportError as exc:  # pragma: no cover - depends on the caller's environment
             raise RuntimeError("verifying receipts needs MemAudit's portable verifier (ledger.core) on the path") from exc
         stored = self.receipt(recall.receipt_id)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ledger.imports import memories_import
 from ledger.models import ImportJob, Store
+from ledger.signing import housekeeper_role
 
 
 def _store(spec: str) -> Store:
@@ -42,8 +44,6 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="poll the job until the workers finish")
 
     def handle(self, *args, store: str, file: str, inline: bool, wait: bool, **options):
-        from ledger.imports import memories_import
-        from ledger.signing import housekeeper_role
 
         target = _store(store)
         path = Path(file)

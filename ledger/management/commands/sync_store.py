@@ -9,7 +9,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from interchange.issues import ValidationError
+from ledger.imports import store_sync
 from ledger.management.commands.import_memories import _store
+from ledger.signing import housekeeper_role
 
 
 class Command(BaseCommand):
@@ -25,8 +27,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, store: str, mem0_history: str | None, langgraph_sqlite: str | None, inline: bool,
                **options):
-        from ledger.imports import store_sync
-        from ledger.signing import housekeeper_role
 
         target = _store(store)
         source, path = ("mem0-history", mem0_history) if mem0_history else ("langgraph-sqlite", langgraph_sqlite)
