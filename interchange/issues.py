@@ -75,9 +75,3 @@ class Collector:
     def raise_if_any(self) -> None:
         if self.total:
             raise ValidationError(self.issues, total=self.total)
-
-
-def issues_as_dicts(issues: Iterable[Issue]) -> list[dict]:
-    """The issues as the API and the pages return them: ``file``, ``line``, ``field``,
-    ``message`` each."""
-    return [i.as_dict() for i in issues]

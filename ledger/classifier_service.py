@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ledger import dispatch
 from ledger.classifier import ACTOR, Flag, classify
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
 from ledger.embeddings import HashingEmbedder
 from ledger.models import ClassifierFinding, EpistemicLabel, Memory, Store
 from ledger.services import decision_labels_sign
-from ledger.tasks import label_append_task
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +89,10 @@ def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, in
             memory_id=pk, classifier=ACTOR,
             defaults={"organization_id": store.organization_id, "reason": flag.reason,
                       "evidence": signable_evidence(flag.evidence), "content_sha256": bytes(hashes[pk])})
-        decision = f"finding:{finding.pk}"
         if inline:
-            decision_labels_sign(decision=decision)
+            decision_labels_sign(decision=f"finding:{finding.pk}")
         else:
-            label_append_task.delay(decision=decision)
+            dispatch.finding_label(finding.pk)
     if flagged:
         logger.warning("ingest classifier %s flagged %d memories in store %s", ACTOR, len(flagged), store.pk)
     return len(flagged)

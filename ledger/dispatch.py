@@ -60,6 +60,12 @@ def history_apply(job_id: int) -> None:
     send(HISTORY_APPLY, job_id)
 
 
+def finding_label(finding_id: int) -> None:
+    """Ask the housekeeper to sign the label an ingest-classifier finding calls for (it re-checks
+    the finding first; the message carries the finding's id, never a label)."""
+    send(LABEL_APPEND, decision=f"finding:{finding_id}")
+
+
 def receipt_key_endorse(organization_id: int, receipt_key_id: int) -> None:
     """Ask the housekeeper to endorse a recall-receipt key (eager mode: done on return)."""
     send(RECEIPT_KEY_ENDORSE, organization_id, receipt_key_id)
