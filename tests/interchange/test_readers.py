@@ -5,7 +5,7 @@ import json
 import pytest
 
 from interchange.issues import Issue, issues_as_dicts
-from interchange.readers import chunks, line_of
+from interchange.readers import chunks, line_of, line_of_id
 
 
 def test_chunks_cuts_a_sequence_into_slices_of_at_most_size():
@@ -30,17 +30,17 @@ def test_line_of_matches_text_beyond_ascii():
     assert line_of('x\n{"id": "caf\u00e9"}\n'.encode(), "caf\u00e9") == 2
 
 
-def test_issues_as_dicts_gives_what_the_api_returns():
-    issues = [Issue("m.jsonl", 3, "text", "missing"), Issue("m.jsonl", None, None, "empty")]
+def test_issues_as_dicts_gives_what_the_api_returns_sorted_by_line():
+    issues = [Issue("m.jsonl", 3, "text", "missing"), Issue("m.jsonl", None, None, "empty"),
+              Issue("m.jsonl", 2, "id", "duplicate")]
     assert issues_as_dicts(issues) == [
-        {"file": "m.jsonl", "line": 3, "field": "text", "message": "missing"},
         {"file": "m.jsonl", "line": None, "field": None, "message": "empty"},
+        {"file": "m.jsonl", "line": 2, "field": "id", "message": "duplicate"},
+        {"file": "m.jsonl", "line": 3, "field": "text", "message": "missing"},
     ]
 
 
 def test_line_of_id_matches_an_id_as_a_whole_json_string_then_anywhere():
-    from interchange.readers import line_of_id
-
     data = b'{"id": "x", "text": "about ab"}\n{"id": "ab"}\nab,plain csv\n'
     assert line_of_id(data, "ab") == 2  # not line 1, where "ab" is inside another record's text
     assert line_of_id('{"id": "caf\\u00e9"}\n'.encode(), "caf\u00e9") == 1  # escaped in the file
