@@ -380,7 +380,8 @@ def test_an_analyst_finds_the_poison_and_a_reviewer_quarantines_it(live_server, 
         timeline = b.css("#label-timeline").text
         assert "poison_likely" in timeline and "user:bob" in timeline and "signed" in timeline
         assert "Verified" in b.css("#verify-badge").text
-        b.wait(lambda d: b.all("#weight-chart .main-svg"), what="the weight chart")
+        # Few signed weights are listed as steps; more are drawn as a dated chart.
+        b.wait(lambda d: b.all("#weight-chart .main-svg") or b.all("#weight-steps li"), what="the weight timeline")
         b.shot("memory-detail")
         assert top.external_id not in _recalled(store, incident.query)
 
