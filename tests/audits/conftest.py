@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from audits import services
+from audits.models import AuditRun
 from orgs.models import Organization
 from tests.audits.factories import PoisonedStore, poisoned_store_import
 
@@ -72,3 +74,20 @@ def globex_store(globex, housekeeping) -> PoisonedStore:
 
 def jsonl(rows) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+@pytest.fixture
+def incidents(poisoned, alice):
+    """The poisoned store's incidents, uploaded by Alice."""
+    return services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
+                                     filename="incidents.jsonl", user=alice)
+
+
+@pytest.fixture
+def run(poisoned, alice, incidents, django_capture_on_commit_callbacks) -> AuditRun:
+    """A finished audit of every incident (Celery eager; on_commit callbacks run)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        r = services.audit_run_create(store=poisoned.store, incident_ids=[i.pk for i in incidents], user=alice)
+    r.refresh_from_db()
+    assert r.status == AuditRun.Status.DONE, r.error
+    return r

@@ -14,21 +14,10 @@ from django.core import mail
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 
 from audits import casework, exports, services
-from audits.models import AuditRun, AuditSuspect, CaseNote, ReviewProposal
+from audits.models import AuditSuspect, CaseNote, ReviewProposal
 from orgs.models import ActivityEvent, WebhookDelivery
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run(poisoned, alice, django_capture_on_commit_callbacks) -> AuditRun:
-    incidents = services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
-                                          filename="incidents.jsonl", user=alice)
-    with django_capture_on_commit_callbacks(execute=True):
-        r = services.audit_run_create(store=poisoned.store, incident_ids=[i.pk for i in incidents], user=alice)
-    r.refresh_from_db()
-    assert r.status == AuditRun.Status.DONE, r.error
-    return r
 
 
 @pytest.fixture

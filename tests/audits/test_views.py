@@ -15,21 +15,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def incidents(poisoned, alice):
-    return services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
-                                     filename="incidents.jsonl", user=alice)
-
-
-@pytest.fixture
-def run(poisoned, alice, incidents, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        r = services.audit_run_create(store=poisoned.store, incident_ids=[i.pk for i in incidents], user=alice)
-    r.refresh_from_db()
-    assert r.status == AuditRun.Status.DONE, r.error
-    return r
-
-
-@pytest.fixture
 def proposals(run, alice, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         created = services.proposals_create_from_run(audit_run=run, user=alice)

@@ -16,27 +16,10 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from ledger.models import ImportJob, Memory
-from orgs.models import Role
-from tests.conftest import _member
 from tests.interchange.test_signed_imports import FIXTURES, _upload
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hashing_embedder")]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _hashing_embedder(settings):
-    from ledger.embedding_store import index_invalidate
-
-    settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    index_invalidate()
-    yield
-    index_invalidate()
-
-
-@pytest.fixture
-def ana(organization):
-    return _member(organization, "ana", Role.ANALYST)
 
 
 def _verify(bundle: Path, anchor: str) -> subprocess.CompletedProcess:

@@ -11,27 +11,10 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from ledger.models import ImportJob, Memory, ProvenanceNode
-from orgs.models import Role
-from tests.conftest import _member
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hashing_embedder")]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(autouse=True)
-def _hashing_embedder(settings):
-    from ledger.embedding_store import index_invalidate
-
-    settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    index_invalidate()
-    yield
-    index_invalidate()
-
-
-@pytest.fixture
-def ana(organization):
-    return _member(organization, "ana", Role.ANALYST)
 
 
 def _upload(name: str, data: bytes) -> SimpleUploadedFile:

@@ -8,17 +8,7 @@ from django.core.management import call_command
 
 from ledger.models import ImportJob, Memory, ProvenanceNode
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _hashing_embedder(settings):
-    from ledger.embedding_store import index_invalidate
-
-    settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
-    index_invalidate()
-    yield
-    index_invalidate()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hashing_embedder")]
 
 
 def _sync(store, *args) -> str:
