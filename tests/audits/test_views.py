@@ -287,3 +287,16 @@ def test_a_decision_waiting_for_the_housekeeper_shows_as_pending(client, bob, pr
     assert "Waiting for the housekeeper" in page and 'data-poll="/review/pending/"' in page
     partial = client.get("/review/pending/").content.decode()
     assert 'data-done="false"' in partial and "pending" in partial
+
+
+def test_the_propose_button_says_why_it_counts_fewer_than_the_batch(client, alice, run,
+                                                                     django_capture_on_commit_callbacks):
+    client.force_login(alice)
+    batch = list(run.suspects.filter(in_batch=True).order_by("rank"))
+    assert len(batch) >= 2
+    assert 'id="propose-note"' not in client.get(f"/audits/{run.pk}/").content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.proposals_create_from_run(audit_run=run, user=alice, memory_ids=[batch[0].memory_id])
+    page = client.get(f"/audits/{run.pk}/").content.decode()
+    assert f"Propose batch for review ({len(batch) - 1})" in page
+    assert f"{len(batch) - 1} of the {len(batch)} in the batch" in page
