@@ -15,6 +15,7 @@ The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fa
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
@@ -44,7 +45,7 @@ from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
 from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
-from .harm import Harm, make_harm
+from .harm import Harm, HarmSpec, make_harm
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
@@ -138,25 +139,39 @@ class AuditResult:
         }
 
 
-def _harm_resolver(harm: Harm | Callable[[IncidentCase], Harm] | None,
-                   embedder: QueryEncoder | None) -> Callable[[IncidentCase], Harm]:
+def harm_resolver(build: Callable[[dict[str, Any]], Harm], *, default: Harm | None = None,
+                  observed: Mapping[str, Any] | None = None) -> Callable[[IncidentCase], Harm]:
+    """Each incident's harm: its own spec (built by ``build`` once per distinct spec), else
+    ``default``, else, for an incident that gives only an observed harm value, ``observed`` (a
+    spec judging replays against the observed output); otherwise a ValueError names it."""
     cache: dict[str, Harm] = {}
 
+    def built(spec: HarmSpec | Mapping[str, Any]) -> Harm:
+        d = spec.to_dict() if isinstance(spec, HarmSpec) else dict(spec)
+        key = json.dumps(d, sort_keys=True)
+        if key not in cache:
+            cache[key] = build(d)
+        return cache[key]
+
     def resolve(inc: IncidentCase) -> Harm:
-        if harm is not None and not isinstance(harm, Harm):
-            # The caller's resolver decides for every incident, its own spec included (the
-            # Django side builds an llm-judge under the deployment's egress policy and judge).
-            return harm(inc)
         if inc.harm is not None:
-            key = repr(sorted(inc.harm.to_dict().items()))
-            if key not in cache:
-                cache[key] = make_harm(inc.harm, embedder=embedder)
-            return cache[key]
-        if isinstance(harm, Harm):
-            return harm
+            return built(inc.harm)
+        if default is not None:
+            return default
+        if observed is not None and inc.harm_value is not None:
+            return built(observed)
         raise ValueError(f"incident {inc.id!r} has no harm spec and no default harm was given")
 
     return resolve
+
+
+def _harm_resolver(harm: Harm | Callable[[IncidentCase], Harm] | None,
+                   embedder: QueryEncoder | None) -> Callable[[IncidentCase], Harm]:
+    if harm is not None and not isinstance(harm, Harm):
+        # The caller's resolver decides for every incident, its own spec included (the Django
+        # side builds an llm-judge under the deployment's egress policy and judge).
+        return harm
+    return harm_resolver(lambda d: make_harm(d, embedder=embedder), default=harm)
 
 
 # Harm types cheap enough to apply to every group member's content (no agent call).

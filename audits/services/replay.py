@@ -3,7 +3,6 @@ the agent connector, and the per-process run context that holds them between a r
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
@@ -15,7 +14,7 @@ from django.conf import settings as conf
 
 from audits.endpoints import agent_config_resolve, egress_policy, judge_spec_resolve
 from audits.engine.agents import Agent, make_agent
-from audits.engine.audit import AuditParams
+from audits.engine.audit import AuditParams, harm_resolver
 from audits.engine.cmis import AuditEvent, events_from_incidents
 from audits.engine.harm import Harm, make_harm
 from audits.engine.replay import Replayer
@@ -194,23 +193,9 @@ def run_context(run: AuditRun) -> RunContext:
         return make_harm(d, embedder=embedder, egress=policy)
 
     default_harm = harm_of(s["harm"], embedder=view.embedder) if s["harm"] else None
-    harms: dict[str, Harm] = {}
-
-    def harm_for(inc: IncidentCase) -> Harm:
-        if inc.harm is not None:
-            k = json.dumps(inc.harm.to_dict(), sort_keys=True)
-            if k not in harms:
-                harms[k] = harm_of(inc.harm, embedder=view.embedder)
-            return harms[k]
-        if default_harm is not None:
-            return default_harm
-        if inc.harm_value is not None:
-            # The observed harm is given; replays are judged against the observed output.
-            k = "similarity-default"
-            if k not in harms:
-                harms[k] = harm_of({"type": "similarity"}, embedder=view.embedder)
-            return harms[k]
-        raise ValueError(f"incident {inc.id!r} has no harm spec and the run has no default harm")
+    # An incident with only an observed harm value: replays are judged against the observed output.
+    harm_for = harm_resolver(lambda d: harm_of(d, embedder=view.embedder), default=default_harm,
+                             observed={"type": "similarity"})
 
     params = audit_params(s)
     retriever = Retriever(view.records, view.embeddings, view.weights, embedder=view.embedder, blocked=view.blocked)
