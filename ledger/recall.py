@@ -97,10 +97,11 @@ def excluded_states(store: Store) -> frozenset[str]:
 def quarantined_q(*, organization, prefix: str = "") -> Q:
     """``excluded_states`` as a filter over memories of any store of ``organization``
     (``prefix``: the path to the memory, e.g. ``"memory__"``)."""
-    q = Q(**{f"{prefix}epistemic_state": EpistemicLabel.Label.LIKELY.value})
-    if not organization.four_eyes:
-        q |= Q(**{f"{prefix}epistemic_state": EpistemicLabel.Label.SUSPECT.value,
-                  f"{prefix}store__exclude_suspect": True})
+    always = quarantine_states(four_eyes=organization.four_eyes, exclude_suspect=False)
+    if_store_excludes = quarantine_states(four_eyes=organization.four_eyes, exclude_suspect=True) - always
+    q = Q(**{f"{prefix}epistemic_state__in": sorted(always)})
+    if if_store_excludes:
+        q |= Q(**{f"{prefix}epistemic_state__in": sorted(if_store_excludes), f"{prefix}store__exclude_suspect": True})
     return q
 
 
