@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orgs.dispatch import task
+from orgs.dispatch import send, signature, task
 
 AUDIT_RUN = "audits.tasks.audit_run_task"
 AUDIT_REPLAY = "audits.tasks.audit_replay_task"
@@ -21,30 +21,30 @@ TREE_HEAD_AFTER_LABELS = "ledger.tasks.tree_head_after_labels_task"
 
 def audit_run_enqueue(run_id: int) -> None:
     """Step 1 of a run: plan and fan out (``services.runs.audit_run_execute``)."""
-    task(AUDIT_RUN).delay(run_id)
+    send(AUDIT_RUN, run_id)
 
 
 def audit_replays_enqueue(run_id: int, job_ids: Sequence[str]) -> None:
     """Step 2: one chunk of replay jobs (``services.runs.audit_run_replay``)."""
-    task(AUDIT_REPLAY).delay(run_id, list(job_ids))
+    send(AUDIT_REPLAY, run_id, list(job_ids))
 
 
 def audit_analysis_enqueue(run_id: int) -> None:
     """Step 3: the analysis (``services.analysis.audit_run_analyse``)."""
-    task(AUDIT_ANALYSIS).delay(run_id)
+    send(AUDIT_ANALYSIS, run_id)
 
 
 def audit_runs_resume_enqueue() -> None:
-    task(RESUME_UNFINISHED).delay()
+    send(RESUME_UNFINISHED)
 
 
 def proposal_label_enqueue(proposal_id: int) -> None:
     """Ask the housekeeper (the only process holding signing keys) to sign what the proposal's
     recorded state calls for; once signed, the linked sync marks the proposal decided."""
     task(LABEL_APPEND).apply_async(kwargs={"decision": f"proposal:{proposal_id}"},
-                                   link=task(PROPOSALS_SYNC).si())
+                                   link=signature(PROPOSALS_SYNC))
 
 
 def tree_head_after_labels_enqueue(organization_id: int) -> None:
     """After a batch of labels (one housekeeper worker, FIFO): a tree head covering them."""
-    task(TREE_HEAD_AFTER_LABELS).delay(organization_id)
+    send(TREE_HEAD_AFTER_LABELS, organization_id)
