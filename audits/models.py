@@ -15,7 +15,7 @@ from django.conf import settings as conf
 from django.db import models
 from django.db.models import Q
 
-from ledger.models import EpistemicLabel, Memory, Store
+from ledger.models import EpistemicLabel, Memory, ProvenanceNode, Store
 from orgs.models import Organization
 
 
@@ -175,16 +175,29 @@ class ReplayJobRecord(models.Model):
 
 
 class ReviewProposal(models.Model):
-    """A proposal that a memory is poisoned, decided by a reviewer.
+    """A proposal about a memory, decided by a reviewer: that it is poisoned, or (issue 16) that
+    it is an honest error to correct.
 
-    Proposing appends a signed ``poison_suspect`` label (recall leaves suspects out by store
-    policy); approving appends ``poison_likely``, refuting ``poison_refuted``. Labels are
-    appended by the housekeeper worker; until it has done so the proposal is ``applying``.
+    ``kind = poison``: proposing appends a signed ``poison_suspect`` label (recall leaves suspects
+    out by store policy); approving appends ``poison_likely``, refuting ``poison_refuted``.
+    ``kind = correction``: proposing signs nothing (an honest error is not a suspect); approving
+    appends a signed down-weight transition whose evidence links the correcting memory, the
+    audit and the proposal; rejecting (``refute``) signs nothing. Signed entries are appended by
+    the housekeeper worker; until it has done so the proposal is ``applying``.
     """
 
     class Source(models.TextChoices):
         AUDIT = "audit", "Audit run"
         CLASSIFIER = "classifier", "Ingest classifier"
+
+    class Kind(models.TextChoices):
+        POISON = "poison", "Poison suspect"
+        CORRECTION = "correction", "Correction (honest error)"
+
+    class CorrectionKind(models.TextChoices):
+        NONE = "", "None"
+        OUTDATED = "outdated", "Outdated (a newer record corrects it)"
+        HONEST_ERROR = "honest-error", "Honest error (isolated)"
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -201,10 +214,16 @@ class ReviewProposal(models.Model):
     store = models.ForeignKey(Store, on_delete=models.PROTECT, related_name="review_proposals")
     memory = models.ForeignKey(Memory, on_delete=models.PROTECT, related_name="review_proposals")
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.AUDIT)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.POISON)
     audit_run = models.ForeignKey(AuditRun, null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="proposals")
+    # A correction: outdated or isolated, and the newer memory that corrects it (outdated only).
+    correction_kind = models.CharField(max_length=16, choices=CorrectionKind.choices, default=CorrectionKind.NONE,
+                                       blank=True)
+    corrected_by = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Blank for a correction (it proposes a down-weight, not a label).
     proposed_label = models.CharField(max_length=16, choices=EpistemicLabel.Label.choices,
-                                      default=EpistemicLabel.Label.LIKELY)
+                                      default=EpistemicLabel.Label.LIKELY, blank=True)
     reason = models.TextField()
     scores = models.JSONField(default=dict, blank=True)  # rank, ds, cmis, cas at proposal time
     proposed_by = models.ForeignKey(conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -221,6 +240,9 @@ class ReviewProposal(models.Model):
     flag_label = models.ForeignKey(EpistemicLabel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     # The reviewer's signed decision (poison_likely or poison_refuted), once appended.
     label = models.ForeignKey(EpistemicLabel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # A correction's signed down-weight (provenance node), once appended.
+    transition = models.ForeignKey(ProvenanceNode, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
     # Passed to ledger label_append: a redelivered task never appends the decision twice.
     idempotency_key = models.CharField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -252,6 +274,10 @@ class ReviewProposal(models.Model):
     @property
     def flag_key(self) -> str:
         return f"{self.idempotency_key}:flag"
+
+    @property
+    def is_correction(self) -> bool:
+        return self.kind == self.Kind.CORRECTION
 
 
 class CaseNote(models.Model):

@@ -158,36 +158,46 @@ def proposal_history(*, organization: Organization, memory_ids: list[int]) -> di
     return out
 
 
-def _refutations(memory_ids: Iterable[int]) -> dict[int, ReviewProposal]:
-    """The latest refutation of each memory (decided, or still being signed)."""
+def _refutations(memory_ids: Iterable[int], kind: str = ReviewProposal.Kind.POISON) -> dict[int, ReviewProposal]:
+    """The latest refutation of each memory among proposals of ``kind`` (decided, or still being
+    signed): a rejected correction says nothing about poison, nor a refuted poison about a correction."""
     latest: dict[int, ReviewProposal] = {}
-    for p in (ReviewProposal.objects.filter(memory_id__in=list(memory_ids), decision=ReviewProposal.Decision.REFUTE)
+    for p in (ReviewProposal.objects.filter(memory_id__in=list(memory_ids), decision=ReviewProposal.Decision.REFUTE,
+                                            kind=kind)
               .exclude(decided_at=None).select_related("decided_by").order_by("decided_at", "pk")):
         latest[p.memory_id] = p
     return latest
 
 
-def proposal_blockers(*, audit_run: AuditRun, suspects: Iterable[AuditSuspect]) -> dict[int, str]:
-    """Why each of these suspects of ``audit_run`` cannot be proposed now ({memory id: why});
-    a memory missing from the answer can be.
+def proposal_blockers(*, audit_run: AuditRun, suspects: Iterable[AuditSuspect],
+                      kind: str = ReviewProposal.Kind.POISON) -> dict[int, str]:
+    """Why each of these suspects of ``audit_run`` cannot be proposed now as ``kind`` ({memory
+    id: why}); a memory missing from the answer can be.
 
     A memory already under review or already ``poison_likely`` is not proposed twice. A refuted
     memory is proposed again only on new evidence: an audit that finished after the refutation
     and ranks it (a positive score); otherwise one person could undo a reviewer's decision by
-    pressing "Propose batch" again.
+    pressing "Propose batch" again. The same holds for a rejected correction; a memory this
+    audit's correction already down-weighted is not corrected twice for the same audit.
     """
     suspects = list(suspects)
     ids = [s.memory_id for s in suspects]
     live = dict(ReviewProposal.objects.filter(
         memory_id__in=ids, status__in=[ReviewProposal.Status.OPEN, ReviewProposal.Status.APPLYING])
         .values_list("memory_id", "pk"))
-    refuted = _refutations(ids)
+    refuted = _refutations(ids, kind)
+    corrected = dict(ReviewProposal.objects.filter(
+        memory_id__in=ids, audit_run=audit_run, kind=ReviewProposal.Kind.CORRECTION,
+        status=ReviewProposal.Status.APPROVED).values_list("memory_id", "pk")) \
+        if kind == ReviewProposal.Kind.CORRECTION else {}
     out: dict[int, str] = {}
     for s in suspects:
         if s.memory_id in live:
             out[s.memory_id] = f"already under review (proposal #{live[s.memory_id]})"
         elif s.memory.epistemic_state == EpistemicLabel.Label.LIKELY:
             out[s.memory_id] = "already out of recall (poison_likely)"
+        elif s.memory_id in corrected:
+            out[s.memory_id] = f"already corrected for this audit (proposal #{corrected[s.memory_id]})"
         elif s.memory_id in refuted:
             r = refuted[s.memory_id]
             who = r.decided_by.get_username() if r.decided_by else "a reviewer"

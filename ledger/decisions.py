@@ -18,6 +18,13 @@ SigningRefusal` shown on the keys page — anything that is not, at that moment,
 
 So a message written straight into the broker (or a task called with a label and an actor of
 its choosing) signs nothing: the queue is no longer trusted with what to sign, only with when.
+
+A decision may also call for a signed weight transition (:class:`TransitionSpec`): a review
+proposal of kind ``correction`` (issue 16), once approved by a member whom the same rules allow,
+down-weights the memory with the correcting memory, the audit and the proposal in the signed
+evidence. The same references and resolvers serve both; the label task signs only the labels
+(:func:`decision_resolve`), ``ledger.tasks.correction_transition_task`` only the transitions
+(:func:`decision_transitions_resolve`).
 """
 
 from __future__ import annotations
@@ -74,10 +81,25 @@ def active_membership(user, organization):
     return Membership.objects.filter(user=user, organization=organization, is_active=True).first()
 
 
+@dataclass(frozen=True)
+class TransitionSpec:
+    """One signed weight transition to append, rebuilt entirely from a recorded decision.
+
+    ``idempotency_key`` is also written into ``evidence`` (as ``key:<key>``): a transition has no
+    side table, so the signed evidence itself is how a redelivery finds it was already appended.
+    """
+
+    memory_id: int
+    valence_q: int
+    eta_q: int
+    evidence: tuple[str, ...]
+    idempotency_key: str
+
+
 # Who can tell what a decision id means. ``finding`` is the ledger's own; ``proposal`` belongs
 # to the review app, which registers it when it loads (``audits.apps``): the ledger never
 # imports the review app (tests/test_architecture.py).
-Resolver = Callable[[int], list[LabelSpec]]
+Resolver = Callable[[int], list[LabelSpec | TransitionSpec]]
 _RESOLVERS: dict[str, Resolver] = {}
 
 
@@ -86,8 +108,7 @@ def resolver_register(kind: str, resolver: Resolver) -> None:
     _RESOLVERS[kind] = resolver
 
 
-def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
-    """Parse ``decision`` and rebuild the labels it calls for; raises Refused."""
+def _specs(decision: object) -> tuple[str, int, list[LabelSpec | TransitionSpec]]:
     kind, pk = parse_ref(decision)
     if kind == "finding":
         return kind, pk, [finding_spec(pk)]
@@ -95,6 +116,29 @@ def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
     if resolver is None:
         raise Refused(f"no resolver for {kind!r} decisions is installed")
     return kind, pk, resolver(pk)
+
+
+def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
+    """Parse ``decision`` and rebuild the labels it calls for; raises Refused."""
+    kind, pk, specs = _specs(decision)
+    return kind, pk, [s for s in specs if isinstance(s, LabelSpec)]
+
+
+def decision_transitions_resolve(decision: object) -> tuple[str, int, list[TransitionSpec]]:
+    """Parse ``decision`` and rebuild the weight transitions it calls for; raises Refused when the
+    decision calls for none (a transition task for anything else is a forged or stale message)."""
+    kind, pk, specs = _specs(decision)
+    out = [s for s in specs if isinstance(s, TransitionSpec)]
+    if not out:
+        m = Memory.objects.select_related("organization").filter(pk=specs[0].memory_id).first() if specs else None
+        raise Refused(f"{kind} {pk} calls for no signed weight transition",
+                      organization=m.organization if m is not None else None)
+    return kind, pk, out
+
+
+def transition_key_in(evidence: object, key: str) -> bool:
+    """Whether a provenance node's signed evidence carries ``key`` (see TransitionSpec)."""
+    return isinstance(evidence, list) and f"key:{key}" in evidence
 
 
 def finding_spec(finding_id: int) -> LabelSpec:

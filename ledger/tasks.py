@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 
 from ledger.core.errors import LedgerError
 from ledger.imports import import_history_apply, import_history_ready
-from ledger.services import keys, tree_heads, writes
+from ledger.services import corrections, keys, tree_heads, writes
 from ledger.signing import housekeeper_role
 from orgs.models import Organization
 
@@ -101,3 +101,17 @@ def import_history_apply_task(self, import_job_id: int) -> int:
     with housekeeper_role():
         return import_history_apply(job_id=import_job_id)
 
+
+
+@shared_task
+def correction_transition_task(*args, **kwargs) -> int:
+    """Sign the down-weight a recorded correction calls for (issue 16):
+    ``correction_transition_task(decision="proposal:<id>")``; returns how many transitions it signed
+    or found already signed. As for labels, the message carries the decision's id and nothing else;
+    any other shape is refused and recorded (``ledger.services.corrections``)."""
+    with housekeeper_role():
+        if len(args) == 1 and not kwargs:
+            args, kwargs = (), {"decision": args[0]}
+        decision = kwargs.pop("decision", None)
+        return len(corrections.decision_transitions_sign(decision=decision, unexpected_args=args,
+                                                         unexpected_kwargs=kwargs))

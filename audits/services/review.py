@@ -9,6 +9,12 @@ memory is proposed again only on new evidence (``selectors.proposal_blockers``).
 claimed with a conditional UPDATE ``open -> applying`` (a double click decides once) and the
 label is appended by the housekeeper worker with an idempotency key (a redelivered task appends
 nothing twice); ``proposal_sync`` marks the proposal decided once its label exists.
+
+Corrections (issue 16): an audit's honest errors are proposed with ``corrections_create_from_run``
+as proposals of kind ``correction`` — no flag, the memory stays in recall at its weight. The same
+review rules decide them; approval has the housekeeper append a signed down-weight transition
+with the correcting memory linked in its evidence (``audits.decisions``,
+``ledger.tasks.correction_transition_task``); rejection signs nothing and closes the proposal.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from django.utils import timezone
 from audits import dispatch, selectors
 from audits.models import AuditRun, ReviewProposal
 from ledger.models import EpistemicLabel, Memory
+from ledger.services import transition_for_key
+from orgs.dispatch import signature, task
 from orgs.models import Membership, Organization
 from orgs.permissions import require
 from orgs.services import activity_record
@@ -114,6 +122,90 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
     return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
 
 
+# The housekeeper task that signs a correction's down-weight. Named here rather than in
+# ``audits.dispatch`` (owned elsewhere this round); it belongs there with the label task.
+CORRECTION_TRANSITION = "ledger.tasks.correction_transition_task"
+
+
+def correction_transition_enqueue(proposal_id: int) -> None:
+    """Ask the housekeeper to sign what an approved correction calls for (the message names the
+    proposal only); once signed, the linked sync marks the proposal approved."""
+    task(CORRECTION_TRANSITION).apply_async(kwargs={"decision": f"proposal:{proposal_id}"},
+                                            link=signature(dispatch.PROPOSALS_SYNC))
+
+
+def _signing_enqueue(p: ReviewProposal) -> None:
+    if p.kind == ReviewProposal.Kind.CORRECTION:
+        correction_transition_enqueue(p.pk)
+    else:
+        dispatch.proposal_label_enqueue(p.pk)
+
+
+def run_corrections(audit_run: AuditRun) -> dict[str, dict[str, Any]]:
+    """The run's honest errors by external id: the engine's ``corrections`` rows, else (runs
+    analysed before they were written) its ``honest-error`` verdicts, as the same rows."""
+    res = audit_run.results or {}
+    rows = {str(c["memory_id"]): dict(c) for c in res.get("corrections") or [] if c.get("memory_id")}
+    for ext, v in (res.get("verdicts") or {}).items():
+        if v.get("verdict") == "honest-error" and ext not in rows:
+            rows[ext] = {"memory_id": ext, "kind": "outdated" if v.get("corrected_by") else "honest-error",
+                         "corrected_by": v.get("corrected_by"), "action": "down_weight",
+                         "reasons": list(v.get("reasons") or [])}
+    return rows
+
+
+def corrections_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable[int] | None = None,
+                                reason: str = "") -> ProposedBatch:
+    """Propose the run's honest errors (or the chosen ones) as corrections (issue 16).
+
+    Each becomes a proposal of kind ``correction`` naming its correcting memory (an outdated
+    record's newer version, when the engine found one). Nothing is signed until a reviewer
+    approves; then the housekeeper down-weights the memory. Memories that
+    ``selectors.proposal_blockers`` names are skipped; the answer's ``skipped`` says why.
+    """
+    require(user=user, organization=audit_run.organization, capability="propose")
+    if audit_run.status != AuditRun.Status.DONE:
+        raise DjangoValidationError({"audit_run": ["the audit has not finished"]})
+    rows = run_corrections(audit_run)
+    suspects = audit_run.suspects.select_related("memory").filter(memory__external_id__in=list(rows))
+    if memory_ids is not None:
+        wanted = {int(m) for m in memory_ids}
+        suspects = suspects.filter(memory_id__in=wanted)
+        found = set(suspects.values_list("memory_id", flat=True))
+        if found != wanted:
+            raise DjangoValidationError({"memory_ids": [
+                f"not honest errors of this run (only those are proposed as corrections): {sorted(wanted - found)}"]})
+    suspects = list(suspects)
+    correcting = dict(Memory.objects.filter(store=audit_run.store, external_id__in=[
+        str(r["corrected_by"]) for r in rows.values() if r.get("corrected_by")]).values_list("external_id", "pk"))
+    created: list[ReviewProposal] = []
+    actor = actor_for(user)
+    with transaction.atomic():
+        list(Memory.objects.select_for_update().filter(pk__in=[s.memory_id for s in suspects]).values_list("pk"))
+        skipped = selectors.proposal_blockers(audit_run=audit_run, suspects=suspects,
+                                              kind=ReviewProposal.Kind.CORRECTION)
+        for s in suspects:
+            if s.memory_id in skipped:
+                continue
+            row = rows[s.memory.external_id]
+            cb = correcting.get(str(row.get("corrected_by") or ""))
+            kind = ReviewProposal.CorrectionKind.OUTDATED if cb else ReviewProposal.CorrectionKind.HONEST_ERROR
+            why = reason or (f"Audit #{audit_run.pk}: {kind.label.lower()}"
+                             + (f", corrected by {row['corrected_by']}" if cb else "")
+                             + "; " + "; ".join(row.get("reasons", [])[:3]))
+            scores = {"rank": s.rank, "ds": s.ds, "cmis": s.cmis, "cas": s.cas, "in_batch": s.in_batch}
+            created.append(ReviewProposal.objects.create(
+                organization=audit_run.organization, store=audit_run.store, memory=s.memory,
+                source=ReviewProposal.Source.AUDIT, kind=ReviewProposal.Kind.CORRECTION, correction_kind=kind,
+                corrected_by_id=cb, audit_run=audit_run, proposed_label="", reason=why, scores=scores,
+                proposed_by=user, proposed_by_actor=actor, idempotency_key=f"correction-{uuid.uuid4().hex}"))
+    if created and audit_run.organization_id:
+        activity_record(organization=audit_run.organization, verb="review.corrections_proposed", actor=user,
+                        target=f"audit #{audit_run.pk}",
+                        detail={"proposals": [p.pk for p in created], "skipped": len(skipped)})
+    return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
+
+
 def _proposal_for(*, organization: Organization, proposal_id: int) -> ReviewProposal:
     # Another organization's proposal does not exist for this one (the views answer 404).
     return ReviewProposal.objects.select_related("store", "memory", "organization", "proposed_by").get(
@@ -157,10 +249,12 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
     blocked = review_ineligibility(proposal=p, user=user, decision=decision)
     if blocked:
         raise DjangoValidationError({"proposal": [blocked]})
+    # A rejected correction signs nothing (the memory keeps its weight): it is decided at once.
+    signs = not (p.kind == ReviewProposal.Kind.CORRECTION and decision == ReviewProposal.Decision.REFUTE)
     with transaction.atomic():
         n = ReviewProposal.objects.filter(pk=p.pk, status=ReviewProposal.Status.OPEN).update(
-            status=ReviewProposal.Status.APPLYING, decision=decision, decided_by=user, decision_reason=reason,
-            decided_at=timezone.now())
+            status=ReviewProposal.Status.APPLYING if signs else ReviewProposal.Status.REFUTED, decision=decision,
+            decided_by=user, decision_reason=reason, decided_at=timezone.now())
         if n != 1:
             # Someone (or a double click) got there first: the first decision stands.
             p.refresh_from_db()
@@ -169,19 +263,23 @@ def _decide(*, organization: Organization, proposal_id: int, user, reason: str, 
             raise DjangoValidationError({"proposal": [f"already decided: {p.get_status_display().lower()}"]})
         p.refresh_from_db()
         activity_record(organization=organization, verb=f"review.{decision}", actor=user,
-                        target=f"proposal #{p.pk}", detail={"memory": p.memory_id, "reason": reason[:500]})
-        transaction.on_commit(lambda: dispatch.proposal_label_enqueue(p.pk))
+                        target=f"proposal #{p.pk}", detail={"memory": p.memory_id, "reason": reason[:500],
+                                                            "kind": p.kind})
+        if signs:
+            transaction.on_commit(lambda: _signing_enqueue(p))
     return proposal_sync(proposal_id=p.pk)
 
 
 def proposal_approve(*, organization: Organization, proposal_id: int, user, reason: str) -> ReviewProposal:
-    """Approve: the housekeeper appends a signed ``poison_likely``; the memory leaves recall."""
+    """Approve: the housekeeper appends a signed ``poison_likely``; the memory leaves recall. For a
+    correction: a signed down-weight transition linking the correcting memory."""
     return _decide(organization=organization, proposal_id=proposal_id, user=user, reason=reason,
                    decision=ReviewProposal.Decision.APPROVE)
 
 
 def proposal_refute(*, organization: Organization, proposal_id: int, user, reason: str) -> ReviewProposal:
-    """Refute: the housekeeper appends a signed ``poison_refuted``; the memory returns to recall."""
+    """Refute: the housekeeper appends a signed ``poison_refuted``; the memory returns to recall.
+    For a correction: rejected, nothing is signed."""
     return _decide(organization=organization, proposal_id=proposal_id, user=user, reason=reason,
                    decision=ReviewProposal.Decision.REFUTE)
 
@@ -222,6 +320,14 @@ def proposal_sync(*, proposal_id: int) -> ReviewProposal:
     """Record labels the housekeeper has appended: the flag on an open proposal, the decision
     on an applying one (``applying -> approved/refuted``, once)."""
     p = ReviewProposal.objects.get(pk=proposal_id)
+    if p.kind == ReviewProposal.Kind.CORRECTION:
+        if p.status == ReviewProposal.Status.APPLYING:
+            node = transition_for_key(memory_id=p.memory_id, key=p.decision_key)
+            if node is not None:
+                ReviewProposal.objects.filter(pk=p.pk, status=ReviewProposal.Status.APPLYING).update(
+                    status=ReviewProposal.Status.APPROVED, transition=node)
+        p.refresh_from_db()
+        return p
     if p.flag_label_id is None:
         flag = _label_for_key(memory_id=p.memory_id, key=p.flag_key)
         if flag is not None:
@@ -240,7 +346,8 @@ def proposal_sync(*, proposal_id: int) -> ReviewProposal:
 def proposals_sync(*, organization: Organization | None = None) -> int:
     """Sync every proposal waiting on the housekeeper; return how many got decided."""
     qs = ReviewProposal.objects.filter(Q(status=ReviewProposal.Status.APPLYING) | Q(
-        status=ReviewProposal.Status.OPEN, flag_label__isnull=True, source=ReviewProposal.Source.AUDIT))
+        status=ReviewProposal.Status.OPEN, flag_label__isnull=True, source=ReviewProposal.Source.AUDIT,
+        kind=ReviewProposal.Kind.POISON))
     if organization is not None:
         qs = qs.filter(organization=organization)
     n = 0
@@ -259,7 +366,7 @@ def proposals_requeue(*, organization: Organization | None = None) -> int:
         qs = qs.filter(organization=organization)
     n = 0
     for p in qs.select_related("decided_by"):
-        dispatch.proposal_label_enqueue(p.pk)
+        _signing_enqueue(p)
         n += 1
     return n
 
