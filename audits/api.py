@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from audits import casework, endpoints, exports, selectors, services
 from audits.engine.agents import endpoint_connectors
 from audits.engine.scenario import ValidationError as ScenarioValidationError
+from audits.services.review import corrections_create_from_run
 from audits.tasks import incidents_import_staged_task
 from interchange.issues import issues_as_dicts
 from ledger.api import ImportJobSerializer
@@ -151,7 +152,12 @@ class ProposalOutputSerializer(serializers.Serializer):
     memory_external_id = serializers.CharField(source="memory.external_id")
     source = serializers.CharField()
     audit_run = serializers.IntegerField(source="audit_run_id", allow_null=True)
-    proposed_label = serializers.CharField()
+    kind = serializers.CharField(help_text="poison, or correction (an honest error to down-weight; issue 16)")
+    correction_kind = serializers.CharField(help_text="outdated or honest-error for a correction; blank otherwise")
+    corrected_by = serializers.IntegerField(source="corrected_by_id", allow_null=True,
+                                            help_text="The memory that corrects it (an outdated record's newer version)")
+    corrected_by_external_id = serializers.CharField(source="corrected_by.external_id", default=None)
+    proposed_label = serializers.CharField(allow_blank=True)
     reason = serializers.CharField()
     scores = serializers.JSONField()
     proposed_by = serializers.CharField(source="proposed_by_actor")
@@ -161,6 +167,8 @@ class ProposalOutputSerializer(serializers.Serializer):
     decision_reason = serializers.CharField()
     decided_at = serializers.DateTimeField(allow_null=True)
     label = serializers.IntegerField(source="label_id", allow_null=True)
+    transition = serializers.IntegerField(source="transition_id", allow_null=True,
+                                          help_text="A correction's signed down-weight (provenance node), once appended")
     created_at = serializers.DateTimeField()
     assigned_to = serializers.CharField(source="assigned_to.username", default=None)
 
@@ -316,6 +324,33 @@ class AuditRunProposeApi(_Scoped):
                                                  memory_ids=s.validated_data.get("memory_ids"),
                                                  reason=s.validated_data["reason"])
         return Response(ProposalOutputSerializer(got, many=True).data, status=status.HTTP_201_CREATED)
+
+
+class AuditRunCorrectApi(_Scoped):
+    """Propose the run's honest errors (or chosen ones) as corrections (issue 16). Nothing is
+    signed until a reviewer approves; then the housekeeper signs a down-weight for each."""
+
+    required_capability = "propose"
+
+    class InputSerializer(serializers.Serializer):
+        memory_ids = serializers.ListField(child=DbIdField(), required=False)
+        reason = serializers.CharField(required=False, allow_blank=True, default="")
+
+    class OutputSerializer(serializers.Serializer):
+        proposals = ProposalOutputSerializer(many=True)
+        skipped = serializers.DictField(child=serializers.CharField(), help_text="{memory id: why not proposed}")
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer})
+    def post(self, request, audit_run_id: int):
+        s = self.InputSerializer(data=request.data)
+        s.is_valid(raise_exception=True)
+        run = selectors.audit_run_get(organization=request_organization(request), audit_run_id=audit_run_id)
+        got = corrections_create_from_run(audit_run=run, user=request.user,
+                                          memory_ids=s.validated_data.get("memory_ids"),
+                                          reason=s.validated_data["reason"])
+        return Response(self.OutputSerializer({"proposals": list(got),
+                                               "skipped": {str(k): v for k, v in got.skipped.items()}}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 # ============================================================================ reviews

@@ -13,6 +13,7 @@ urlpatterns = [
     path("audits/<int:audit_run_id>/progress/", api.AuditRunProgressApi.as_view(), name="api-audit-progress"),
     path("audits/<int:audit_run_id>/suspects/", api.AuditRunSuspectsApi.as_view(), name="api-audit-suspects"),
     path("audits/<int:audit_run_id>/propose/", api.AuditRunProposeApi.as_view(), name="api-audit-propose"),
+    path("audits/<int:audit_run_id>/corrections/", api.AuditRunCorrectApi.as_view(), name="api-audit-corrections"),
     path("agent-endpoints/", api.AgentEndpointListApi.as_view(), name="api-agent-endpoints"),
     path("agent-endpoints/<int:endpoint_id>/", api.AgentEndpointDetailApi.as_view(), name="api-agent-endpoint"),
     path("reviews/", api.ReviewListApi.as_view(), name="api-reviews"),

@@ -16,6 +16,7 @@ from audits import selectors
 from audits.engine import layout
 from audits.models import AuditRun, AuditSuspect, ReplayJobRecord, ReviewProposal
 from audits.services import review_ineligibility
+from audits.services.review import run_corrections
 from ledger.models import Memory
 from orgs.models import Membership, Organization
 
@@ -95,15 +96,57 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
         "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]
                           and verdicts.get(s["external_id"], {}).get("verdict") != "honest-error"),
-        "verdict_groups": {
-            "poison_like": [{**v, "suspect": suspect_by_ext.get(ext)} for ext, v in sorted(verdicts.items())
-                            if v.get("verdict") != "honest-error"],
-            "honest_errors": [{**v, "suspect": suspect_by_ext.get(ext)} for ext, v in sorted(verdicts.items())
-                              if v.get("verdict") == "honest-error"],
-        },
-        "collateral": {k: v for k, v in (res.get("collateral") or {}).items() if k != "rows"},
     })
+    data.update(verdict_groups(run=data["run"], suspect_by_ext=suspect_by_ext))
     return data
+
+
+def verdict_groups(*, run: AuditRun, suspect_by_ext: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The results page's "Poison or honest error" card (issue 16).
+
+    ``verdict_groups``: ``poison_like`` rows (reasons, the suspect, ``breaking`` when the
+    collateral check found that removing it changes a clean answer the store supported) and
+    ``honest_errors`` rows (reasons, kind, the correcting memory with its pk for a link, the
+    correction proposal of this run if any, and why it cannot be proposed now);
+    ``correctable``: how many honest errors can be proposed as corrections now;
+    ``collateral``: the batch's utility cost (questions checked, answers changed, supported
+    answers broken, as counts and percent) and whether the batch is flagged.
+    """
+    res = run.results or {}
+    verdicts = res.get("verdicts") or {}
+    corrections = run_corrections(run)
+    collateral = {k: v for k, v in (res.get("collateral") or {}).items() if k != "rows"}
+    breaking = set(collateral.get("breaking") or [])
+    n = collateral.get("questions") or 0
+    if n:
+        collateral["changed_percent"] = round(100 * (collateral.get("changed") or 0) / n, 1)
+        collateral["broken_percent"] = round(100 * (collateral.get("broken") or 0) / n, 1)
+    poison_like = [{**v, "suspect": suspect_by_ext.get(ext), "breaking": ext in breaking}
+                   for ext, v in sorted(verdicts.items()) if v.get("verdict") != "honest-error"]
+    honest_ext = sorted(corrections)
+    correcting = dict(Memory.objects.filter(store=run.store, external_id__in=[
+        str(c["corrected_by"]) for c in corrections.values() if c.get("corrected_by")]).values_list("external_id", "pk"))
+    suspects = list(AuditSuspect.objects.filter(run=run, memory__external_id__in=honest_ext).select_related("memory"))
+    blockers = selectors.proposal_blockers(audit_run=run, suspects=suspects, kind=ReviewProposal.Kind.CORRECTION)
+    blocked_by_ext = {s.memory.external_id: blockers.get(s.memory_id) for s in suspects}
+    pk_by_ext = {s.memory.external_id: s.memory_id for s in suspects}
+    proposals: dict[str, ReviewProposal] = {}
+    for p in (ReviewProposal.objects.filter(audit_run=run, kind=ReviewProposal.Kind.CORRECTION)
+              .select_related("memory", "decided_by", "transition").order_by("created_at", "pk")):
+        proposals[p.memory.external_id] = p  # the latest one per memory
+    honest = []
+    for ext in honest_ext:
+        c = corrections[ext]
+        cb = str(c.get("corrected_by") or "") or None
+        honest.append({**(verdicts.get(ext) or {}), "memory_id": ext, "kind": c.get("kind"),
+                       "reasons": c.get("reasons") or (verdicts.get(ext) or {}).get("reasons") or [],
+                       "corrected_by": cb, "corrected_by_pk": correcting.get(cb) if cb else None,
+                       "suspect": suspect_by_ext.get(ext), "memory_pk": pk_by_ext.get(ext),
+                       "proposal": proposals.get(ext), "blocked": blocked_by_ext.get(ext),
+                       "proposable": ext in pk_by_ext and not blocked_by_ext.get(ext),
+                       "breaking": ext in breaking})
+    return {"verdict_groups": {"poison_like": poison_like, "honest_errors": honest},
+            "correctable": sum(1 for h in honest if h["proposable"]), "collateral": collateral}
 
 
 def audit_graph_views(*, run: AuditRun, graph: dict[str, Any], focus: list[str]) -> dict[str, Any]:
@@ -298,7 +341,7 @@ def review_queue(*, organization: Organization, user, store=None,
                                              store=store))
     decided = list(ReviewProposal.objects.filter(
         organization=organization, status__in=[ReviewProposal.Status.APPROVED, ReviewProposal.Status.REFUTED])
-        .select_related("memory", "store", "decided_by", "label").order_by("-decided_at", "-pk")[:15])
+        .select_related("memory", "store", "decided_by", "label", "transition").order_by("-decided_at", "-pk")[:15])
     return {"open": open_items, "applying": applying, "decided": decided, "four_eyes": organization.four_eyes,
             "terms": TERMS}
 

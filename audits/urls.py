@@ -14,6 +14,7 @@ urlpatterns = [
     path("audits/<int:audit_run_id>/", views.audit_detail, name="audit-detail"),
     path("audits/<int:audit_run_id>/progress/", views.audit_progress, name="audit-progress"),
     path("audits/<int:audit_run_id>/propose/", views.audit_propose, name="audit-propose"),
+    path("audits/<int:audit_run_id>/corrections/", views.audit_propose_corrections, name="audit-propose-corrections"),
     path("audits/<int:audit_run_id>/resume/", views.audit_resume, name="audit-resume"),
     path("agents/", views.agent_endpoint_list, name="agent-endpoint-list"),
     path("agents/<int:endpoint_id>/", views.agent_endpoint_edit, name="agent-endpoint-edit"),

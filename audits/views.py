@@ -38,6 +38,7 @@ from audits.forms import (
     IncidentForm,
     IncidentUploadForm,
 )
+from audits.services.review import corrections_create_from_run
 from audits.tasks import incidents_import_staged_task
 from interchange.importers import INCIDENTS
 from interchange.importers import formats as import_formats
@@ -292,6 +293,30 @@ def audit_propose(request, audit_run_id: int):
 @org_required("propose")
 @require_POST
 @_not_found_outside_org
+def audit_propose_corrections(request, audit_run_id: int):
+    """Propose the run's honest errors (all, or the ``memory`` posted) as corrections (issue 16)."""
+    run = selectors.audit_run_get(organization=request.organization, audit_run_id=audit_run_id)
+    chosen = [int(m) for m in request.POST.getlist("memory") if m.isdigit()]
+    try:
+        created = corrections_create_from_run(audit_run=run, user=request.user, memory_ids=chosen or None)
+    except DjangoValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+        return redirect("audit-detail", audit_run_id=run.pk)
+    if created:
+        messages.success(request, f"{len(created)} correction{'s' if len(created) != 1 else ''} proposed for review; "
+                                  "on approval the housekeeper signs a down-weight for each.")
+    elif not created.skipped:
+        messages.info(request, "Nothing to propose: this audit found no honest errors.")
+    names = dict(run.suspects.filter(memory_id__in=list(created.skipped)).values_list("memory_id",
+                                                                                    "memory__external_id"))
+    for memory_id, why in sorted(created.skipped.items(), key=lambda kv: names.get(kv[0], ""))[:20]:
+        messages.warning(request, f"{names.get(memory_id, memory_id)} not proposed as a correction: {why}.")
+    return redirect(f"{reverse('audit-detail', args=[run.pk])}#verdicts")
+
+
+@org_required("propose")
+@require_POST
+@_not_found_outside_org
 def audit_resume(request, audit_run_id: int):
     run = selectors.audit_run_get(organization=request.organization, audit_run_id=audit_run_id)
     services.audit_run_resume(audit_run_id=run.pk, user=request.user)
@@ -342,6 +367,17 @@ def review_decide(request, proposal_id: int):
         messages.error(request, f"Proposal #{proposal_id}: {'; '.join(exc.messages)}")
         return redirect("review-queue")
     verb = "approved" if form.cleaned_data["decision"] == "approve" else "refuted"
+    if p.is_correction:
+        if p.status == "refuted":
+            messages.success(request, f"Correction of {p.memory.external_id} rejected; nothing signed, its weight stays.")
+        elif p.transition_id:
+            messages.success(request, f"Correction of {p.memory.external_id} approved: signed down-weight appended "
+                                      f"(weight {p.transition.prev_weight_q / 1000:.3f} → "
+                                      f"{p.transition.new_weight_q / 1000:.3f}).")
+        else:
+            messages.info(request, f"Correction of {p.memory.external_id} approved; waiting for the housekeeper to "
+                                   "sign the down-weight.")
+        return redirect("review-queue")
     if p.label_id:
         messages.success(request, f"{p.memory.external_id} {verb}: signed {p.label.label} appended "
                                   f"(label #{p.label.seq}).")

@@ -1,0 +1,156 @@
+"""Issue 16 through the API and the pages: propose an audit's honest errors as corrections, the
+reviewer approves or rejects them, the results page shows both groups, the correcting memory,
+the collateral (utility cost) and a batch that breaks correct answers; the memory page shows the
+signed down-weight."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from audits import services
+from audits.models import AuditRun, ReviewProposal
+from ledger.models import Memory, ProvenanceNode
+from tests.audits.corrections_factory import OutdatedStore, outdated_store_import
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def client_for(user) -> APIClient:
+    c = APIClient()
+    c.force_authenticate(user)
+    return c
+
+
+@pytest.fixture
+def outdated(acme, housekeeping) -> OutdatedStore:
+    return outdated_store_import(organization=acme)
+
+
+@pytest.fixture
+def corrected_run(outdated, alice) -> AuditRun:
+    ids = [i.pk for i in services.incidents_import(store=outdated.store, data=outdated.incidents_jsonl(),
+                                                   filename="incidents.jsonl", user=alice)]
+    run = services.audit_run_create(store=outdated.store, incident_ids=ids, settings={}, user=alice)
+    run.refresh_from_db()
+    assert run.status == AuditRun.Status.DONE, run.error
+    return run
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def test_alice_proposes_corrections_and_bob_approves_them_through_the_api(corrected_run, alice, bob, outdated):
+    r = client_for(alice).post(f"/api/v1/audits/{corrected_run.pk}/corrections/", {}, format="json")
+    assert r.status_code == 201, r.data
+    got = r.data["proposals"]
+    assert {p["memory_external_id"] for p in got} == outdated.stale and r.data["skipped"] == {}
+    new_pk = Memory.objects.get(store=outdated.store, external_id=outdated.correcting).pk
+    for p in got:
+        assert p["kind"] == "correction" and p["correction_kind"] == "outdated"
+        assert p["corrected_by"] == new_pk and p["corrected_by_external_id"] == outdated.correcting
+        assert p["status"] == "open" and p["transition"] is None and p["proposed_label"] == ""
+    # Proposing again adds nothing and says why.
+    again = client_for(alice).post(f"/api/v1/audits/{corrected_run.pk}/corrections/", {}, format="json")
+    assert again.data["proposals"] == [] and all("already under review" in v for v in again.data["skipped"].values())
+    r = client_for(bob).post(f"/api/v1/reviews/{got[0]['id']}/approve/", {"reason": "newer note"}, format="json")
+    assert r.status_code == 200 and r.data["status"] == "approved" and r.data["transition"]
+    node = ProvenanceNode.objects.get(pk=r.data["transition"])
+    assert f"corrected_by:{outdated.store.slug}/{outdated.correcting}" in node.evidence
+    r = client_for(bob).post(f"/api/v1/reviews/{got[1]['id']}/refute/", {"reason": "still right"}, format="json")
+    assert r.status_code == 200 and r.data["status"] == "refuted" and r.data["transition"] is None
+    listed = client_for(bob).get("/api/v1/reviews/?status=all").data
+    assert {p["kind"] for p in listed} == {"correction"}
+
+
+def test_the_corrections_api_names_what_is_wrong(corrected_run, alice, bob, charlie, outdated):
+    filler = Memory.objects.get(store=outdated.store, external_id="f2")
+    r = client_for(alice).post(f"/api/v1/audits/{corrected_run.pk}/corrections/", {"memory_ids": [filler.pk]},
+                               format="json")
+    assert r.status_code == 400 and "not honest errors of this run" in str(r.data)
+    # Bob reviews; he does not propose. Charlie is in another organization: the run does not exist for him.
+    assert client_for(bob).post(f"/api/v1/audits/{corrected_run.pk}/corrections/", {}, format="json").status_code == 403
+    assert client_for(charlie).post(f"/api/v1/audits/{corrected_run.pk}/corrections/", {},
+                                    format="json").status_code == 404
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+def test_the_results_page_shows_the_honest_errors_with_the_correcting_memory_and_the_collateral(
+        client, corrected_run, alice, outdated):
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    new_pk = Memory.objects.get(store=outdated.store, external_id=outdated.correcting).pk
+    assert "Honest errors (2)" in page and "Poison-like (" in page
+    assert f'class="corrected-by" href="/memories/{new_pk}/"' in page
+    assert 'id="propose-corrections"' in page and "Propose corrections (2)" in page
+    coll = corrected_run.results["collateral"]
+    assert "Collateral check" in page and f"of {coll['questions']} clean questions" in page
+
+
+def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked_to_split(client, corrected_run,
+                                                                                         alice):
+    res = dict(corrected_run.results)
+    member = res["batch_external_ids"][0]
+    # As the engine's collateral check writes it when removing a member changes a supported answer.
+    res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 3, "broken": 2,
+                         "flagged": True, "breaking": [member], "utility_cost": 0.1}
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert 'id="collateral-flag"' in page and "This batch breaks correct answers" in page
+    assert "2 of 20 clean questions (10.0%)" in page and "3 (15.0%)" in page
+    assert f'id="collateral-breaking">{member}<' in page and "split: breaks a clean answer" in page
+
+
+def test_an_unflagged_batch_shows_no_flag(client, corrected_run, alice):
+    res = dict(corrected_run.results)
+    res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 0, "broken": 0,
+                         "flagged": False, "breaking": []}
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert "0 of 20 clean questions" in page and "collateral-flag" not in page
+
+
+def test_proposing_one_correction_from_the_page_then_approving_it_in_the_queue(client, corrected_run, alice, bob,
+                                                                               outdated):
+    old1 = Memory.objects.get(store=outdated.store, external_id="old1")
+    client.force_login(alice)
+    r = client.post(f"/audits/{corrected_run.pk}/corrections/", {"memory": [old1.pk]})
+    assert r.status_code == 302 and r["Location"].endswith(f"/audits/{corrected_run.pk}/#verdicts")
+    p = ReviewProposal.objects.get(memory=old1)
+    assert p.kind == "correction" and ReviewProposal.objects.count() == 1
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert f"correction open (#{p.pk})" in page and "Propose corrections (1)" in page
+    client.force_login(bob)
+    queue = client.get("/review/").content.decode()
+    assert "correction · outdated" in queue and "Approve correction" in queue and ">Reject<" in queue
+    r = client.post(f"/review/{p.pk}/decide/", {"decision": "approve", "reason": "the newer note corrects it"},
+                    follow=True)
+    assert "signed down-weight appended (weight 1.000 → 0.100)" in r.content.decode()
+    p.refresh_from_db()
+    assert p.status == "approved" and p.transition_id
+    # The memory page shows the signed correction in its history; the results page its status.
+    mem = client.get(f"/memories/{old1.pk}/").content.decode()
+    assert f"correction:proposal:{p.pk}" in mem and f"corrected_by:{outdated.store.slug}/new" in mem
+    assert "weight 1.000 → <strong>0.100</strong>" in mem
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert f"correction approved (#{p.pk})" in page and "1000‰ → 100‰, signed" in page
+
+
+def test_the_reviewer_rejects_a_correction_in_the_queue(client, corrected_run, alice, bob):
+    made = services.review.corrections_create_from_run(audit_run=corrected_run, user=alice)
+    client.force_login(bob)
+    r = client.post(f"/review/{made[0].pk}/decide/", {"decision": "refute", "reason": "still right"}, follow=True)
+    assert "rejected; nothing signed" in r.content.decode()
+    assert not ProvenanceNode.objects.filter(memory_id=made[0].memory_id).exists()
+
+
+def test_only_proposers_see_the_button_and_may_post(client, corrected_run, bob):
+    client.force_login(bob)  # a reviewer
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert 'id="propose-corrections"' not in page
+    assert client.post(f"/audits/{corrected_run.pk}/corrections/").status_code == 403
+    assert not ReviewProposal.objects.exists()
