@@ -153,7 +153,8 @@ def proposal_history(*, organization: Organization, memory_ids: list[int]) -> di
     and why: the reviewer sees a memory's earlier decisions before deciding again."""
     out: dict[int, list[ReviewProposal]] = {m: [] for m in memory_ids}
     for p in (ReviewProposal.objects.filter(organization=organization, memory_id__in=memory_ids)
-              .select_related("decided_by", "proposed_by", "label", "audit_run").order_by("created_at", "pk")):
+              .select_related("decided_by", "proposed_by", "label", "audit_run", "corrected_by", "transition")
+              .order_by("created_at", "pk")):
         out[p.memory_id].append(p)
     return out
 

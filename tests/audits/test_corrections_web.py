@@ -136,6 +136,9 @@ def test_proposing_one_correction_from_the_page_then_approving_it_in_the_queue(c
     mem = client.get(f"/memories/{old1.pk}/").content.decode()
     assert f"correction:proposal:{p.pk}" in mem and f"corrected_by:{outdated.store.slug}/new" in mem
     assert "weight 1.000 → <strong>0.100</strong>" in mem
+    # ... and in its review history: the correction, what corrects it, the signed down-weight.
+    assert f'class="corrected-by" href="/memories/{p.corrected_by_id}/"' in mem
+    assert f"signed down-weight, seq {p.transition.seq}: 1000‰ → 100‰" in mem
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
     assert f"correction approved (#{p.pk})" in page and "1000‰ → 100‰, signed" in page
 
