@@ -222,3 +222,40 @@ def test_the_housekeeper_down_the_correction_waits_then_applies_once(corrections
     assert services.proposals_requeue(organization=acme) == 1
     assert services.proposal_sync(proposal_id=p.pk).status == ReviewProposal.Status.APPROVED
     assert len(_nodes(p.memory_id)) == 1
+
+
+def test_two_deliveries_at_once_append_one_transition(corrections, bob, acme, monkeypatch):
+    """The row lock makes a concurrent redelivery see the first one's node (PostgreSQL: SQLite
+    serialises writers anyway)."""
+    import threading
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite serialises writers")
+    from audits.services import review
+
+    monkeypatch.setattr(review, "correction_transition_enqueue", lambda pid: None)
+    p = services.proposal_approve(organization=acme, proposal_id=corrections[0].pk, user=bob, reason="outdated")
+    assert p.status == ReviewProposal.Status.APPLYING
+    start, got, errors = threading.Barrier(3), [], []
+
+    def deliver():
+        from django.db import connections
+
+        try:
+            start.wait()
+            got.append(tasks.correction_transition_task(decision=f"proposal:{p.pk}"))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=deliver) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and got == [1, 1, 1]
+    assert len(_nodes(p.memory_id)) == 1 and Memory.objects.get(pk=p.memory_id).live_weight_q == 100
+    assert services.proposal_sync(proposal_id=p.pk).transition_id == _nodes(p.memory_id)[0].pk
