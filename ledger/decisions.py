@@ -119,9 +119,14 @@ def _specs(decision: object) -> tuple[str, int, list[LabelSpec | TransitionSpec]
 
 
 def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:
-    """Parse ``decision`` and rebuild the labels it calls for; raises Refused."""
+    """Parse ``decision`` and rebuild the labels it calls for; raises Refused (also when it calls
+    only for weight transitions: a label task naming it is a forged or misrouted message)."""
     kind, pk, specs = _specs(decision)
-    return kind, pk, [s for s in specs if isinstance(s, LabelSpec)]
+    out = [s for s in specs if isinstance(s, LabelSpec)]
+    if specs and not out:
+        m = Memory.objects.select_related("organization").filter(pk=specs[0].memory_id).first()
+        raise Refused(f"{kind} {pk} calls for no signed label", organization=m.organization if m else None)
+    return kind, pk, out
 
 
 def decision_transitions_resolve(decision: object) -> tuple[str, int, list[TransitionSpec]]:

@@ -138,6 +138,10 @@ def test_redelivery_appends_nothing_twice(corrections, bob, acme):
     p = services.proposal_approve(organization=acme, proposal_id=corrections[0].pk, user=bob, reason="outdated")
     for _ in range(3):
         assert tasks.correction_transition_task(decision=f"proposal:{p.pk}") == 1
+    # A label task naming the approved correction signs no label; the refusal is recorded.
+    assert tasks.label_append_task(decision=f"proposal:{p.pk}") == 0
+    assert SigningRefusal.objects.filter(reason__contains="calls for no signed label").exists()
+    assert not EpistemicLabel.objects.filter(memory_id=p.memory_id).exists()
     services.proposals_requeue(organization=acme)
     assert [n.pk for n in _nodes(p.memory_id)] == [p.transition_id]
     assert Memory.objects.get(pk=p.memory_id).live_weight_q == 100
