@@ -102,6 +102,8 @@ def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked_t
     assert 'id="collateral-flag"' in page and "This batch breaks correct answers" in page
     assert "2 of 20 clean questions (10.0%)" in page and "3 (15.0%)" in page
     assert f'id="collateral-breaking">{member}<' in page and "split: breaks a clean answer" in page
+    # ... and beside the button that proposes the batch.
+    assert 'id="propose-collateral"' in page and f"breaks 2 correct answers (split out: {member})" in page
 
 
 def test_an_unflagged_batch_shows_no_flag(client, corrected_run, alice):
@@ -111,7 +113,7 @@ def test_an_unflagged_batch_shows_no_flag(client, corrected_run, alice):
     AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
     client.force_login(alice)
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
-    assert "0 of 20 clean questions" in page and "collateral-flag" not in page
+    assert "0 of 20 clean questions" in page and "collateral-flag" not in page and "propose-collateral" not in page
 
 
 def test_proposing_one_correction_from_the_page_then_approving_it_in_the_queue(client, corrected_run, alice, bob,
