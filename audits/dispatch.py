@@ -16,6 +16,7 @@ AUDIT_ANALYSIS = "audits.tasks.audit_analysis_task"
 PROPOSALS_SYNC = "audits.tasks.proposals_sync_task"
 RESUME_UNFINISHED = "audits.tasks.audit_runs_resume_unfinished_task"
 LABEL_APPEND = "ledger.tasks.label_append_task"
+CORRECTION_TRANSITION = "ledger.tasks.correction_transition_task"
 TREE_HEAD_AFTER_LABELS = "ledger.tasks.tree_head_after_labels_task"
 
 
@@ -43,6 +44,13 @@ def proposal_label_enqueue(proposal_id: int) -> None:
     recorded state calls for; once signed, the linked sync marks the proposal decided."""
     task(LABEL_APPEND).apply_async(kwargs={"decision": f"proposal:{proposal_id}"},
                                    link=signature(PROPOSALS_SYNC))
+
+
+def correction_transition_enqueue(proposal_id: int) -> None:
+    """Ask the housekeeper to sign what an approved correction calls for (its down-weight; the
+    message names the proposal only); once signed, the linked sync marks the proposal approved."""
+    task(CORRECTION_TRANSITION).apply_async(kwargs={"decision": f"proposal:{proposal_id}"},
+                                            link=signature(PROPOSALS_SYNC))
 
 
 def tree_head_after_labels_enqueue(organization_id: int) -> None:

@@ -34,7 +34,6 @@ from audits import dispatch, selectors
 from audits.models import AuditRun, ReviewProposal
 from ledger.models import EpistemicLabel, Memory
 from ledger.services import transition_for_key
-from orgs.dispatch import signature, task
 from orgs.models import Membership, Organization
 from orgs.permissions import require
 from orgs.services import activity_record
@@ -122,21 +121,9 @@ def proposals_create_from_run(*, audit_run: AuditRun, user, memory_ids: Iterable
     return ProposedBatch([ReviewProposal.objects.get(pk=p.pk) for p in created], skipped)
 
 
-# The housekeeper task that signs a correction's down-weight. Named here rather than in
-# ``audits.dispatch`` (owned elsewhere this round); it belongs there with the label task.
-CORRECTION_TRANSITION = "ledger.tasks.correction_transition_task"
-
-
-def correction_transition_enqueue(proposal_id: int) -> None:
-    """Ask the housekeeper to sign what an approved correction calls for (the message names the
-    proposal only); once signed, the linked sync marks the proposal approved."""
-    task(CORRECTION_TRANSITION).apply_async(kwargs={"decision": f"proposal:{proposal_id}"},
-                                            link=signature(dispatch.PROPOSALS_SYNC))
-
-
 def _signing_enqueue(p: ReviewProposal) -> None:
     if p.kind == ReviewProposal.Kind.CORRECTION:
-        correction_transition_enqueue(p.pk)
+        dispatch.correction_transition_enqueue(p.pk)
     else:
         dispatch.proposal_label_enqueue(p.pk)
 

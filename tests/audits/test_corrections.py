@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from audits import services
+from audits import dispatch, services
 from audits.decisions import CORRECTION_ETA_Q, CORRECTION_VALENCE_Q
 from audits.models import AuditRun, ReviewProposal
 from audits.services.review import corrections_create_from_run, run_corrections
@@ -216,10 +216,9 @@ def test_a_memory_that_is_not_an_honest_error_of_the_run_is_refused_by_name(corr
 
 
 def test_the_housekeeper_down_the_correction_waits_then_applies_once(corrections, bob, acme, monkeypatch):
-    from audits.services import review
 
     sent = []
-    monkeypatch.setattr(review, "correction_transition_enqueue", sent.append)
+    monkeypatch.setattr(dispatch, "correction_transition_enqueue", sent.append)
     p = services.proposal_approve(organization=acme, proposal_id=corrections[0].pk, user=bob, reason="outdated")
     assert p.status == ReviewProposal.Status.APPLYING and sent == [p.pk] and _nodes(p.memory_id) == []
     monkeypatch.undo()
@@ -237,9 +236,8 @@ def test_two_deliveries_at_once_append_one_transition(corrections, bob, acme, mo
 
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's; SQLite serialises writers")
-    from audits.services import review
 
-    monkeypatch.setattr(review, "correction_transition_enqueue", lambda pid: None)
+    monkeypatch.setattr(dispatch, "correction_transition_enqueue", lambda pid: None)
     p = services.proposal_approve(organization=acme, proposal_id=corrections[0].pk, user=bob, reason="outdated")
     assert p.status == ReviewProposal.Status.APPLYING
     start, got, errors = threading.Barrier(3), [], []
