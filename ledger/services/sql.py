@@ -8,13 +8,14 @@ statement still goes through Django's connection (its transaction, its converter
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Max
-from psycopg import ClientCursor
+from psycopg import ClientCursor, Cursor
 from psycopg.types.json import Jsonb
 
 from ledger.models import KeyEpoch, LogLeaf, Memory, Store
@@ -312,3 +313,73 @@ def _guard_sql(memories: list[Memory]) -> list[_Statement]:
                      f"'the key epochs') FROM {ke} e WHERE e.organization_id = %s",
                      [*counts, org_id, newest, org_id])])
     return out
+
+
+# --------------------------------------------------------------------------- one call (PostgreSQL)
+#
+# The warm append of transitions to one organization's memories as one call of the server-side
+# function ``ledger_append_transitions`` (migration 0010): one array per column, a statement
+# prepared once per connection, plans cached by the server. It runs the same checks as
+# :func:`_guard_sql` and the same writes as ``writes._write``; the triggers still check each row.
+
+_APPEND_TYPES = (
+    "bigint", "bigint", "bigint", "bigint", "text", "bytea",  # organization, key-epoch marks
+    "bigint[]", "integer[]", "bytea[]", "integer[]", "integer[]",  # memories and their expected tips
+    "integer[]", "bytea[]", "integer[]",  # their new live state
+    "bigint[]", "integer[]", "integer[]", "integer[]", "integer[]", "integer[]", "text[]", "bytea[]",
+    "integer[]", "text[]", "bytea[]", "bytea[]",  # provenance nodes
+    "bigint[]", "integer[]", "integer[]", "bytea[]", "integer[]", "text[]", "bytea[]",  # commitments
+    "bigint[]", "text[]", "integer[]", "bytea[]",  # log leaves
+)
+APPEND_CALL = "SELECT ledger_append_transitions(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
+
+
+def _array_literal(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of ``values`` (ints, bytes, strings; no None), cast to the
+    parameter's array type by :data:`APPEND_CALL`. psycopg's list adaptation, in Python, cost
+    more per append than the two signatures; these are one join per column."""
+    if not values:
+        return "{}"
+    t = type(values[0])
+    if t is int and all(type(v) is int for v in values):
+        return "{" + ",".join(map(str, values)) + "}"
+    if t is bytes and all(type(v) is bytes for v in values):
+        return '{"\\\\x' + '","\\\\x'.join(v.hex() for v in values) + '"}'
+    if t is str and all(type(v) is str for v in values):
+        if any("\x00" in v for v in values):
+            raise ValueError("PostgreSQL text cannot contain NUL characters")
+        return '{"' + '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in values) + '"}'
+    raise TypeError(f"no array literal for {sorted({type(v).__name__ for v in values})}")
+
+
+def _append_call(params: Sequence[Any]) -> list[int]:
+    """Run :data:`APPEND_CALL` with ``params`` (autocommit: one implicit transaction); return the
+    provenance node ids. On the raw psycopg connection, prepared once per connection: Django's
+    cursor wrapper and client-side binding cost more than the call. Errors come out as Django's
+    (``wrap_database_errors``); a query log that is on (DEBUG, a test counting queries) still
+    records the call, and execute wrappers, when installed, see it through Django's cursor."""
+    if len(params) != len(_APPEND_TYPES):
+        raise ValueError(f"ledger_append_transitions takes {len(_APPEND_TYPES)} arguments, got {len(params)}")
+    params = [_array_literal(p) if type(p) is list else p for p in params]
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    if db.execute_wrappers:
+        with db.cursor() as cur:
+            cur.execute(APPEND_CALL, params)
+            return cur.fetchone()[0]
+    raw = db.connection
+    if raw is None or raw.closed:
+        db.ensure_connection()
+        raw = db.connection
+    cached = getattr(db, "_ledger_call_cursor", None)
+    if cached is None or cached[0] is not raw:
+        cached = db._ledger_call_cursor = (raw, Cursor(raw))  # server-side binding, reused per connection
+    cur = cached[1]
+    logged = db.queries_logged
+    t0 = time.monotonic() if logged else 0.0
+    try:
+        with db.wrap_database_errors:
+            cur.execute(APPEND_CALL, params, prepare=True)
+            return cur.fetchone()[0]
+    finally:
+        if logged:  # as Django's debug cursor does: refused calls are logged too
+            db.queries_log.append({"sql": APPEND_CALL, "time": f"{time.monotonic() - t0:.3f}"})

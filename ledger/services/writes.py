@@ -31,6 +31,7 @@ mode serializes writers instead of row locks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +41,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 
-from ledger.core.canonical import format_time, now_utc
+from ledger.core.canonical import format_time, now_utc, parse_time
 from ledger.core.entries import (
     GENESIS,
     LABEL,
@@ -76,6 +77,7 @@ from ledger.models import (
 )
 from ledger.services.keys import _epoch_set_of
 from ledger.services.sql import (
+    _append_call,
     _guard_sql,
     _insert_sql,
     _leaves_sql,
@@ -87,7 +89,7 @@ from ledger.services.sql import (
     _tips_key,
     _tips_remember,
 )
-from ledger.signing import housekeeper_signer, require_housekeeper
+from ledger.signing import OnlineSigner, endorsement_generation, housekeeper_signer, require_housekeeper
 from orgs.models import Organization
 from orgs.notifications import notification_emit, site_url
 
@@ -373,10 +375,95 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
         _tips_remember(written)
 
 
-def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime
+# The online signer the warm path last used per (database, organization), with the key-epoch
+# marks and endorsement generation it was looked up under (see :func:`_warm_signer`).
+_signers: dict[tuple, tuple[tuple, OnlineSigner]] = {}
+
+
+def _warm_signer(memory: Memory, now: datetime) -> Any:
+    """``housekeeper_signer`` for the warm path without its per-call lookup (a stat of the key
+    directory's epochs.json, the online-key list): the signer found last time is reused while
+    the key-epoch marks it was found under are the ones the call's check will require in the
+    database (a rotation or revocation changes them: the check fails and the locked path looks
+    the signer up afresh), its endorsement has committed, it is valid at ``now``, and its epoch
+    is the newest one, valid at ``now`` (so the lookup would pick that epoch again)."""
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    key = (db.alias, db.settings_dict["NAME"], memory.organization_id)
+    mark = (memory.epoch_mark, endorsement_generation())
+    hit = _signers.get(key)
+    if hit is not None and hit[0] == mark:
+        signer, epochs = hit[1], _epoch_set_of(memory)
+        if signer.confirmed and signer.epoch == max(epochs.by_number):
+            t = format_time(now)
+            try:
+                epochs.check_time(tenant=memory.organization.slug, number=signer.epoch, time=t)
+                if signer.valid_at(parse_time(t)):
+                    return signer
+            except LedgerError:
+                pass
+    signer = housekeeper_signer(memory.organization, now=now)
+    if isinstance(signer, OnlineSigner):
+        _signers[key] = (mark, signer)
+    return signer
+
+
+def _write_call(chains: list[_Chain]) -> None:
+    """:func:`_write` of verified transitions to one organization's remembered memories, as one
+    call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
+    first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and the
+    key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
+    entries were verified against. Not inside a transaction (the call is its own)."""
+    chains = [c for c in chains if c.changed]
+    if not chains:
+        return
+    first = chains[0].memory
+    org_id = first.organization_id
+    *counts, newest = first.epoch_mark
+    m_cols: tuple[list, ...] = ([], [], [], [], [], [], [], [])
+    n_cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [], [], [], [])
+    t_cols: tuple[list, ...] = ([], [], [], [], [], [], [])
+    l_cols: tuple[list, ...] = ([], [], [], [])
+    node_rows: list[_Row] = []
+    for c in chains:
+        m = c.memory
+        if m.organization_id != org_id or m.epoch_mark != first.epoch_mark or c.label_seq != m.label_seq:
+            raise RuntimeError("_write_call takes transitions to one organization's memories under one key ring")
+        for col, v in zip(m_cols, (m.pk, m.live_seq, bytes(m.chain_head), m.live_weight_q, m.label_seq,
+                                   c.seq, bytes.fromhex(c.head), c.weight_q)):
+            col.append(v)
+        for row in c.rows:
+            v = row.values
+            if row.model is ProvenanceNode:
+                for col, x in zip(n_cols, (m.pk, v["seq"], v["prev_weight_q"], v["new_weight_q"], v["valence_q"],
+                                           v["eta_q"], json.dumps(v["evidence"]), v["prev"], v["epoch"],
+                                           v["time"], v["signature"], v["entry_hash"])):
+                    col.append(x)
+                node_rows.append(row)
+            elif row.model is TransitionCommitment:
+                for col, x in zip(t_cols, (m.pk, v["seq"], v["new_weight_q"], v["provenance_hash"], v["epoch"],
+                                           v["time"], v["signature"])):
+                    col.append(x)
+            else:
+                raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
+        for kind, seq, digest in c.leaves:
+            for col, x in zip(l_cols, (m.pk, kind, seq, leaf_hash(digest))):
+                col.append(x)
+    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols])
+    if len(ids) != len(node_rows):
+        raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
+    for row, pk in zip(node_rows, ids):
+        row.pk = pk
+    for c in chains:
+        m = c.memory
+        m.live_seq, m.live_weight_q, m.chain_head = c.seq, c.weight_q, bytes.fromhex(c.head)
+    _tips_remember([c.memory for c in chains])
+
+
+def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime, *, warm: bool = False
                         ) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
-    name one memory); the chains to write and the provenance rows, in item order."""
+    name one memory); the chains to write and the provenance rows, in item order. ``warm``: the
+    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached."""
     t = format_time(now)
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
@@ -386,7 +473,10 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
         if m is None:
             raise ValidationError(f"memory {it['memory_id']} does not exist")
         if m.organization_id not in keys:
-            keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
+            # The signer first: looking it up may endorse a new online key, which the key ring
+            # must then include.
+            signer = _warm_signer(m, now) if warm else housekeeper_signer(m.organization, now=now)
+            keys[m.organization_id] = (signer, _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
         entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
@@ -407,9 +497,15 @@ def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[Proven
         if m is None:
             return None
         memories[m.pk] = m
-    chains, nodes = _transitions_signed(items, memories, now)
+    one_org = len({(m.organization_id, m.epoch_mark) for m in memories.values()}) == 1
+    if not one_org and len({m.organization_id for m in memories.values()}) == 1:
+        return None  # remembered under different key-epoch marks: one of them is stale
+    chains, nodes = _transitions_signed(items, memories, now, warm=True)
     try:
-        _write(list(chains.values()), guard=_guard_sql([c.memory for c in chains.values()]))
+        if one_org:
+            _write_call(list(chains.values()))
+        else:
+            _write(list(chains.values()), guard=_guard_sql([c.memory for c in chains.values()]))
     except DatabaseError:
         # Moved by another process (the check), or refused (a constraint, a trigger): nothing
         # was written. The locked path re-reads the tips and raises a refusal properly.
