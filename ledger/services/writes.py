@@ -377,7 +377,7 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
 
 # The online signer the warm path last used per (database, organization), with the key-epoch
 # marks and endorsement generation it was looked up under (see :func:`_warm_signer`).
-_signers: dict[tuple, tuple[tuple, OnlineSigner]] = {}
+_signers: dict[tuple, tuple[tuple, OnlineSigner, datetime, datetime]] = {}
 
 
 def _warm_signer(memory: Memory, now: datetime) -> Any:
@@ -385,25 +385,26 @@ def _warm_signer(memory: Memory, now: datetime) -> Any:
     directory's epochs.json, the online-key list): the signer found last time is reused while
     the key-epoch marks it was found under are the ones the call's check will require in the
     database (a rotation or revocation changes them: the check fails and the locked path looks
-    the signer up afresh), its endorsement has committed, it is valid at ``now``, and its epoch
-    is the newest one, valid at ``now`` (so the lookup would pick that epoch again)."""
+    the signer up afresh), its endorsement has committed, and ``now`` lies in its window and in
+    its epoch's (not revoked), that epoch being the newest (so the lookup would pick it again).
+    Anything else, or a ``now`` without a time zone, takes the full lookup."""
     db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     key = (db.alias, db.settings_dict["NAME"], memory.organization_id)
     mark = (memory.epoch_mark, endorsement_generation())
     hit = _signers.get(key)
-    if hit is not None and hit[0] == mark:
-        signer, epochs = hit[1], _epoch_set_of(memory)
-        if signer.confirmed and signer.epoch == max(epochs.by_number):
-            t = format_time(now)
-            try:
-                epochs.check_time(tenant=memory.organization.slug, number=signer.epoch, time=t)
-                if signer.valid_at(parse_time(t)):
-                    return signer
-            except LedgerError:
-                pass
+    if hit is not None and hit[0] == mark and hit[1].confirmed and now.tzinfo is not None \
+            and hit[2] <= now < hit[3]:
+        return hit[1]
     signer = housekeeper_signer(memory.organization, now=now)
     if isinstance(signer, OnlineSigner):
-        _signers[key] = (mark, signer)
+        epochs = _epoch_set_of(memory)
+        if signer.epoch == max(epochs.by_number):
+            ep = epochs.by_number[signer.epoch]
+            end = min(signer.not_after, parse_time(ep.not_after),
+                      *([parse_time(ep.revoked_at)] if ep.revoked_at else []))
+            # the marks as they are now: the lookup may have endorsed a new key
+            _signers[key] = ((memory.epoch_mark, endorsement_generation()), signer,
+                             max(signer.not_before, parse_time(ep.not_before)), end)
     return signer
 
 

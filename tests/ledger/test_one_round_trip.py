@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from ledger import services
 from ledger.core.canonical import format_time
-from ledger.models import KeyEpoch, LogLeaf, Memory, ProvenanceNode, TransitionCommitment
+from ledger.models import KeyEndorsement, KeyEpoch, LogLeaf, Memory, ProvenanceNode, TransitionCommitment
 from ledger.services.sql import APPEND_CALL
 from ledger.verification import organization_verify
 from orgs.models import Organization
@@ -169,4 +169,18 @@ def test_warm_evidence_with_quotes_backslashes_and_braces_is_stored_verbatim(mem
         node = services.transition_append(memory_id=m.pk, valence_q=100, evidence=evidence)
     assert len(queries.captured_queries) == 1
     assert ProvenanceNode.objects.get(pk=node.pk).evidence == evidence
+    assert organization_verify(organization) == []
+
+
+def test_a_warm_append_past_the_online_keys_window_gets_a_new_key(memories, organization, housekeeper, settings):
+    m = memories[0]
+    _append(m, "warm", now=housekeeper.now)  # may endorse an online key valid from then
+    _, sql = _append(m, "cached signer", now=housekeeper.now + timedelta(seconds=1))
+    assert len(sql) == 1  # the signer came from the cache: no lookup, no endorsement
+    later = housekeeper.now + timedelta(hours=2 * settings.ONLINE_KEY_VALIDITY_HOURS)
+    node, sql = _append(m, "two days later", now=later)
+    # the cached key's window is over: the lookup endorses a new one, the append is one call still
+    assert node.seq == 3 and node.time == format_time(later) and len(sql) > 1
+    assert sql[-1].startswith("SELECT ledger_append_transitions(")
+    assert KeyEndorsement.objects.filter(organization=organization, purpose="online").count() >= 2
     assert organization_verify(organization) == []
