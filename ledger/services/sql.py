@@ -2,7 +2,9 @@
 sent as one query (PostgreSQL), insert templates, log leaves, and the one-round-trip guard.
 
 Raw SQL because the ORM compiles these statements slower than the database runs them; every
-statement still goes through Django's connection (its transaction, its converters).
+statement goes through Django's connection (its transaction, its converters), except the warm
+append's call of ``ledger_append_transitions`` (:func:`_append_call`), which runs on that
+connection's libpq handle outside any transaction, its errors still wrapped as Django's.
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ Cost (PostgreSQL): an append is four round trips — BEGIN; one statement that l
 rows and reads their organization's key-epoch marks (the EpochSet is cached while they match);
 one multi-statement write (organization lock, bulk inserts, log leaves, memory update); COMMIT.
 Transitions to memories this process wrote before, outside a transaction, take one round trip
-(see "one round trip" below): the same statements behind a check of the remembered tips.
+(see "one round trip" in ``sql.py``): to one organization's memories, one call of the server-side
+function ``ledger_append_transitions`` (migration 0010: the same checks and writes, one array per
+column, prepared once per connection; :func:`_write_call`); across organizations, the same
+statements as the locked path behind a check of the remembered tips (:func:`_write` with a guard).
 The organization lock is held until COMMIT (the log must stay gap-free), so one organization's
 appends commit one after another: each pays its own WAL flush.
 
@@ -420,35 +423,37 @@ def _write_call(chains: list[_Chain]) -> None:
     first = chains[0].memory
     org_id = first.organization_id
     *counts, newest = first.epoch_mark
-    m_cols: tuple[list, ...] = ([], [], [], [], [], [], [], [])
-    n_cols: tuple[list, ...] = ([], [], [], [], [], [], [], [], [], [], [], [])
-    t_cols: tuple[list, ...] = ([], [], [], [], [], [], [])
-    l_cols: tuple[list, ...] = ([], [], [], [])
-    node_rows: list[_Row] = []
+    nodes: list[_Row] = []
+    tcs: list[_Row] = []
+    leaves: list[tuple[int, str, int, bytes]] = []
     for c in chains:
         m = c.memory
         if m.organization_id != org_id or m.epoch_mark != first.epoch_mark or c.label_seq != m.label_seq:
             raise RuntimeError("_write_call takes transitions to one organization's memories under one key ring")
-        for col, v in zip(m_cols, (m.pk, m.live_seq, bytes(m.chain_head), m.live_weight_q, m.label_seq,
-                                   c.seq, bytes.fromhex(c.head), c.weight_q)):
-            col.append(v)
         for row in c.rows:
-            v = row.values
             if row.model is ProvenanceNode:
-                for col, x in zip(n_cols, (m.pk, v["seq"], v["prev_weight_q"], v["new_weight_q"], v["valence_q"],
-                                           v["eta_q"], json.dumps(v["evidence"]), v["prev"], v["epoch"],
-                                           v["time"], v["signature"], v["entry_hash"])):
-                    col.append(x)
-                node_rows.append(row)
+                nodes.append(row)
             elif row.model is TransitionCommitment:
-                for col, x in zip(t_cols, (m.pk, v["seq"], v["new_weight_q"], v["provenance_hash"], v["epoch"],
-                                           v["time"], v["signature"])):
-                    col.append(x)
+                tcs.append(row)
             else:
                 raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
-        for kind, seq, digest in c.leaves:
-            for col, x in zip(l_cols, (m.pk, kind, seq, leaf_hash(digest))):
-                col.append(x)
+        leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
+    mems = [c.memory for c in chains]
+    m_cols = ([m.pk for m in mems], [m.live_seq for m in mems], [bytes(m.chain_head) for m in mems],
+              [m.live_weight_q for m in mems], [m.label_seq for m in mems], [c.seq for c in chains],
+              [bytes.fromhex(c.head) for c in chains], [c.weight_q for c in chains])
+    nv = [r.values for r in nodes]
+    n_cols = ([v["memory_id"] for v in nv], [v["seq"] for v in nv], [v["prev_weight_q"] for v in nv],
+              [v["new_weight_q"] for v in nv], [v["valence_q"] for v in nv], [v["eta_q"] for v in nv],
+              [json.dumps(v["evidence"]) for v in nv], [v["prev"] for v in nv], [v["epoch"] for v in nv],
+              [v["time"] for v in nv], [v["signature"] for v in nv], [v["entry_hash"] for v in nv])
+    tv = [r.values for r in tcs]
+    t_cols = ([v["memory_id"] for v in tv], [v["seq"] for v in tv], [v["new_weight_q"] for v in tv],
+              [v["provenance_hash"] for v in tv], [v["epoch"] for v in tv], [v["time"] for v in tv],
+              [v["signature"] for v in tv])
+    l_cols = ([x[0] for x in leaves], [x[1] for x in leaves], [x[2] for x in leaves],
+              [leaf_hash(x[3]) for x in leaves])
+    node_rows = nodes
     ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols])
     if len(ids) != len(node_rows):
         raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
