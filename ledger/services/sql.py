@@ -415,6 +415,10 @@ def _append_call(params: Sequence[Any]) -> list[int]:
                 _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
                 db._ledger_prepared = pgconn
             res = pgconn.exec_prepared(_PREPARED_NAME, args)
+            if res.status != pq.ExecStatus.TUPLES_OK and res.error_field(pq.DiagnosticField.SQLSTATE) == b"26000":
+                # the session lost its prepared statements (DEALLOCATE ALL, DISCARD ALL): again
+                _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
+                res = pgconn.exec_prepared(_PREPARED_NAME, args)
             _check(res, pq.ExecStatus.TUPLES_OK, raw)
             value = res.get_value(0, 0)
     finally:

@@ -184,3 +184,13 @@ def test_a_warm_append_past_the_online_keys_window_gets_a_new_key(memories, orga
     assert sql[-1].startswith("SELECT ledger_append_transitions(")
     assert KeyEndorsement.objects.filter(organization=organization, purpose="online").count() >= 2
     assert organization_verify(organization) == []
+
+
+def test_a_session_that_lost_its_prepared_statements_prepares_the_call_again(memories, organization):
+    m = memories[2]
+    _append(m, "prepares the call")
+    with connection.cursor() as c:
+        c.execute("DEALLOCATE ALL")  # as a pooler's DISCARD ALL would
+    node, sql = _append(m, "after DEALLOCATE ALL")
+    assert node.seq == 2 and len(sql) == 1 and sql[0].startswith("SELECT ledger_append_transitions(")
+    assert _seqs(m) == [1, 2] and organization_verify(organization) == []
