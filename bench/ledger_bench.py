@@ -21,7 +21,8 @@ database: the disk flush every durable append pays at least once), ``round_trips
 (round trips one append makes, BEGIN and COMMIT included), and client CPU time
 (``cpu_ms_per_append``, ``batch_transitions_per_cpu_s``, ``verify_entries_per_cpu_s``: seconds
 this process ran, which other processes' load does not inflate; the database server's CPU is
-not included). ``--concurrency K`` adds durable appends from K processes at once (each to its
+reported apart: ``server_cpu_ms_per_append`` and ``batch_transitions_per_cpu_s_client_and_server``,
+read from ``/proc/<backend pid>/stat`` when the server runs on this host). ``--concurrency K`` adds durable appends from K processes at once (each to its
 own memories): PostgreSQL flushes the WAL of commits that arrive together once (group commit),
 so the aggregate rate is not bounded by one flush per transition.
 """
@@ -107,6 +108,21 @@ def _commit_floor_ms(connection, n: int = 200) -> float:
             lat.append((time.perf_counter() - t0) * 1000)
         c.execute("DROP TABLE bench_commit_probe")
     return statistics.median(lat)
+
+
+def _server_cpu_s(connection) -> float | None:
+    """CPU seconds (user + system) the PostgreSQL backend serving ``connection`` has used so far,
+    from ``/proc/<pid>/stat`` (the server runs on this host); None where that is not readable."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as c:
+        c.execute("SELECT pg_backend_pid()")
+        pid = c.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _crypto_floor_ms(n: int = 400) -> float:
@@ -231,12 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     statement_heads = [q["sql"][:40] for q in queries.captured_queries]
 
     lat = []
+    server0 = _server_cpu_s(connection)
     cpu0 = time.process_time()
     for i in range(args.n):
         t0 = time.perf_counter()
         transition_append(memory_id=ids[i % len(ids)], valence_q=(250 if i % 3 else -250), evidence=[f"outcome:{i}"])
         lat.append((time.perf_counter() - t0) * 1000)
     cpu_ms_per_append = (time.process_time() - cpu0) * 1000 / args.n
+    server1 = _server_cpu_s(connection)
+    server_ms_per_append = (server1 - server0) * 1000 / args.n if server0 is not None and server1 is not None else None
     lat.sort()
     median_ms = statistics.median(lat)
     p95_ms = lat[int(0.95 * (len(lat) - 1))]
@@ -263,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         profile_text = s.getvalue()
 
     batch = 500
+    server0 = _server_cpu_s(connection)
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     done = 0
@@ -272,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "evidence": [f"outcome:b{done + j}"]} for j in range(size)])
         done += size
     batch_per_s = args.n / (time.perf_counter() - t0)
-    batch_per_cpu_s = args.n / (time.process_time() - cpu0)
+    batch_cpu_s = time.process_time() - cpu0
+    batch_per_cpu_s = args.n / batch_cpu_s
+    server1 = _server_cpu_s(connection)
+    batch_server_cpu_s = server1 - server0 if server0 is not None and server1 is not None else None
 
     node_fields = [f.attname for f in ProvenanceNode._meta.concrete_fields]
     tc_fields = [f.attname for f in TransitionCommitment._meta.concrete_fields]
@@ -309,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         "batch_per_s_over_crypto_per_s": round(batch_per_s / (1000 / crypto_ms), 3),
         "cpu_ms_per_append": round(cpu_ms_per_append, 3), "batch_transitions_per_cpu_s": round(batch_per_cpu_s),
         "verify_entries_per_cpu_s": round(verify_per_cpu_s), "load_average_1m": round(os.getloadavg()[0], 2),
+        "server_cpu_ms_per_append": round(server_ms_per_append, 3) if server_ms_per_append is not None else None,
+        "batch_transitions_per_cpu_s_client_and_server": round(args.n / (batch_cpu_s + batch_server_cpu_s))
+        if batch_server_cpu_s is not None else None,
         "cpu_count": os.cpu_count(), **concurrent, "mutmem": MUTMEM, "targets": TARGETS,
     }
     print(f"{'metric':<28}{'this run':>14}{'MutMem':>12}{'target':>12}")
@@ -324,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['crypto_floor_ms']} ms; median / floor {result['median_over_floor']}x, client CPU / crypto "
           f"{result['cpu_per_append_over_crypto']}x, batched rate / crypto-only rate "
           f"{result['batch_per_s_over_crypto_per_s']}")
+    if server_ms_per_append is not None:
+        print(f"server (PostgreSQL backend) CPU {result['server_cpu_ms_per_append']} ms per append; batched transitions "
+              f"per CPU second of client and server together {result['batch_transitions_per_cpu_s_client_and_server']}")
     if concurrent:
         print(f"{args.concurrency} concurrent appenders: {concurrent['concurrent_transitions_per_s']} durable "
               f"transitions/s, median {concurrent['concurrent_median_ms']} ms, p95 {concurrent['concurrent_p95_ms']} ms")

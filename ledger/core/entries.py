@@ -132,12 +132,20 @@ def validate_body(kind: str, body: object) -> dict:
     return body
 
 
+# The last time string ``parse_time`` accepted in :func:`_built`: the entries of one write
+# share their time, and parsing is pure (the same string always parses, or fails, the same).
+_time_ok: list[str | None] = [None]
+
+
 def _built(kind: str, body: dict) -> dict:
     validate_body(kind, body)
-    try:
-        parse_time(body["time"])
-    except CanonicalError as exc:
-        raise EntryFormatError(f"{kind} body field 'time': {exc}") from None
+    t = body["time"]
+    if t != _time_ok[0]:
+        try:
+            parse_time(t)
+        except CanonicalError as exc:
+            raise EntryFormatError(f"{kind} body field 'time': {exc}") from None
+        _time_ok[0] = t
     return body
 
 

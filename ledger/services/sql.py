@@ -2,19 +2,23 @@
 sent as one query (PostgreSQL), insert templates, log leaves, and the one-round-trip guard.
 
 Raw SQL because the ORM compiles these statements slower than the database runs them; every
-statement still goes through Django's connection (its transaction, its converters).
+statement goes through Django's connection (its transaction, its converters), except the warm
+append's call of ``ledger_append_transitions`` (:func:`_append_call`), which runs on that
+connection's libpq handle outside any transaction, its errors still wrapped as Django's.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Max
-from psycopg import ClientCursor
+from psycopg import ClientCursor, pq
 from psycopg.types.json import Jsonb
 
 from ledger.models import KeyEpoch, LogLeaf, Memory, Store
@@ -312,3 +316,119 @@ def _guard_sql(memories: list[Memory]) -> list[_Statement]:
                      f"'the key epochs') FROM {ke} e WHERE e.organization_id = %s",
                      [*counts, org_id, newest, org_id])])
     return out
+
+
+# --------------------------------------------------------------------------- one call (PostgreSQL)
+#
+# The warm append of transitions to one organization's memories as one call of the server-side
+# function ``ledger_append_transitions`` (migration 0010): one array per column, a statement
+# prepared once per connection, plans cached by the server. It runs the same checks as
+# :func:`_guard_sql` and the same writes as ``writes._write``; the triggers still check each row.
+
+_APPEND_TYPES = (
+    "bigint", "bigint", "bigint", "bigint", "text", "bytea",  # organization, key-epoch marks
+    "bigint[]", "integer[]", "bytea[]", "integer[]", "integer[]",  # memories and their expected tips
+    "integer[]", "bytea[]", "integer[]",  # their new live state
+    "bigint[]", "integer[]", "integer[]", "integer[]", "integer[]", "integer[]", "text[]", "bytea[]",
+    "integer[]", "text[]", "bytea[]", "bytea[]",  # provenance nodes
+    "bigint[]", "integer[]", "integer[]", "bytea[]", "integer[]", "text[]", "bytea[]",  # commitments
+    "bigint[]", "text[]", "integer[]", "bytea[]",  # log leaves
+)
+APPEND_CALL = "SELECT ledger_append_transitions(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
+
+
+def _int_array(values: Sequence[int]) -> str:
+    return "{" + ",".join(map(int.__str__, values)) + "}"  # int.__str__: a non-int raises TypeError
+
+
+def _bytea_array(values: Sequence[bytes]) -> str:
+    if not values:
+        return "{}"
+    return '{"\\\\x' + '","\\\\x'.join(map(bytes.hex, values)) + '"}'  # bytes.hex: bytes only
+
+
+def _text_array(values: Sequence[str]) -> str:
+    if not values:
+        return "{}"
+    text = '{"' + '","'.join(str.replace(str.replace(v, "\\", "\\\\"), '"', '\\"') for v in values) + '"}'
+    if "\x00" in text:
+        raise ValueError("PostgreSQL text cannot contain NUL characters")
+    return text
+
+
+# PostgreSQL array literals of one column each, cast to the parameter's type by APPEND_CALL:
+# psycopg's list adaptation (Python code) cost more per append than the two signatures. Each
+# writer takes its column's type only (unbound methods: a value of another type raises).
+_ARRAY_LITERALS = {"bigint[]": _int_array, "integer[]": _int_array, "bytea[]": _bytea_array,
+                   "text[]": _text_array}
+_APPEND_WRITERS = tuple(_ARRAY_LITERALS.get(t) for t in _APPEND_TYPES)
+
+
+_PREPARED_NAME = b"ledger_append_transitions"
+_PREPARED_SQL = ("SELECT ledger_append_transitions(" +
+                 ", ".join(f"${i}::{t}" for i, t in enumerate(_APPEND_TYPES, 1)) + ")").encode()
+
+
+def _text_param(v: Any) -> bytes | None:
+    """A scalar parameter in PostgreSQL's text input format (ints, strings, bytes, None)."""
+    if v is None:
+        return None
+    t = type(v)
+    if t is int:
+        return str(v).encode()
+    if t is str:
+        return v.encode()
+    if t is bytes:
+        return b"\\x" + v.hex().encode()
+    raise TypeError(f"no text parameter for {t.__name__}")
+
+
+def _append_call(params: Sequence[Any]) -> list[int]:
+    """Call ``ledger_append_transitions`` with ``params`` (autocommit: one implicit transaction)
+    and return the provenance node ids.
+
+    On the connection's libpq handle, as a statement prepared once per connection with text
+    parameters: Django's cursor wrapper, psycopg's cursor machinery and its list adaptation
+    cost several times the call itself. Errors come out as Django's (``wrap_database_errors``);
+    a query log that is on (DEBUG, a test counting queries) still records the call, and execute
+    wrappers, when installed, see it through Django's cursor (:data:`APPEND_CALL`)."""
+    if len(params) != len(_APPEND_TYPES):
+        raise ValueError(f"ledger_append_transitions takes {len(_APPEND_TYPES)} arguments, got {len(params)}")
+    args = [_text_param(p) if w is None else w(p).encode() for w, p in zip(_APPEND_WRITERS, params)]
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    if db.execute_wrappers:
+        with db.cursor() as cur:
+            cur.execute(APPEND_CALL, [a if a is None else a.decode() for a in args])
+            return cur.fetchone()[0]
+    raw = db.connection
+    if raw is None or raw.closed:
+        db.ensure_connection()
+        raw = db.connection
+    pgconn = raw.pgconn
+    if pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        raise RuntimeError("the ledger append call runs outside a transaction only")
+    logged = db.queries_logged
+    t0 = time.monotonic() if logged else 0.0
+    try:
+        with db.wrap_database_errors:
+            if getattr(db, "_ledger_prepared", None) is not pgconn:  # once per connection
+                _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
+                db._ledger_prepared = pgconn
+            res = pgconn.exec_prepared(_PREPARED_NAME, args)
+            if res.status != pq.ExecStatus.TUPLES_OK and res.error_field(pq.DiagnosticField.SQLSTATE) == b"26000":
+                # the session lost its prepared statements (DEALLOCATE ALL, DISCARD ALL): again
+                _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
+                res = pgconn.exec_prepared(_PREPARED_NAME, args)
+            _check(res, pq.ExecStatus.TUPLES_OK, raw)
+            value = res.get_value(0, 0)
+    finally:
+        if logged:  # as Django's debug cursor does: refused calls are logged too
+            db.queries_log.append({"sql": APPEND_CALL, "time": f"{time.monotonic() - t0:.3f}"})
+    if value is None or value[:1] != b"{" or value[-1:] != b"}":
+        raise RuntimeError(f"ledger_append_transitions returned {value!r:.80}")
+    return [int(x) for x in value[1:-1].split(b",")] if len(value) > 2 else []
+
+
+def _check(res: Any, want: Any, raw: Any) -> None:
+    if res.status != want:
+        raise psycopg.errors.error_from_result(res, encoding=raw.info.encoding)

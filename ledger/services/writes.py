@@ -19,7 +19,10 @@ Cost (PostgreSQL): an append is four round trips — BEGIN; one statement that l
 rows and reads their organization's key-epoch marks (the EpochSet is cached while they match);
 one multi-statement write (organization lock, bulk inserts, log leaves, memory update); COMMIT.
 Transitions to memories this process wrote before, outside a transaction, take one round trip
-(see "one round trip" below): the same statements behind a check of the remembered tips.
+(see "one round trip" in ``sql.py``): to one organization's memories, one call of the server-side
+function ``ledger_append_transitions`` (migration 0010: the same checks and writes, one array per
+column, prepared once per connection; :func:`_write_call`); across organizations, the same
+statements as the locked path behind a check of the remembered tips (:func:`_write` with a guard).
 The organization lock is held until COMMIT (the log must stay gap-free), so one organization's
 appends commit one after another: each pays its own WAL flush.
 
@@ -31,6 +34,7 @@ mode serializes writers instead of row locks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +44,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 
-from ledger.core.canonical import format_time, now_utc
+from ledger.core.canonical import format_time, now_utc, parse_time
 from ledger.core.entries import (
     GENESIS,
     LABEL,
@@ -76,6 +80,7 @@ from ledger.models import (
 )
 from ledger.services.keys import _epoch_set_of
 from ledger.services.sql import (
+    _append_call,
     _guard_sql,
     _insert_sql,
     _leaves_sql,
@@ -87,7 +92,7 @@ from ledger.services.sql import (
     _tips_key,
     _tips_remember,
 )
-from ledger.signing import housekeeper_signer, require_housekeeper
+from ledger.signing import OnlineSigner, endorsement_generation, housekeeper_signer, require_housekeeper
 from orgs.models import Organization
 from orgs.notifications import notification_emit, site_url
 
@@ -373,10 +378,98 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
         _tips_remember(written)
 
 
-def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime
+# The online signer the warm path last used per (database, organization), with the key-epoch
+# marks and endorsement generation it was looked up under (see :func:`_warm_signer`).
+_signers: dict[tuple, tuple[tuple, OnlineSigner, datetime, datetime]] = {}
+
+
+def _warm_signer(memory: Memory, now: datetime) -> Any:
+    """``housekeeper_signer`` for the warm path without its per-call lookup (a stat of the key
+    directory's epochs.json, the online-key list): the signer found last time is reused while
+    the key-epoch marks it was found under are the ones the call's check will require in the
+    database (a rotation or revocation changes them: the check fails and the locked path looks
+    the signer up afresh), its endorsement has committed, and ``now`` lies in its window and in
+    its epoch's (not revoked), that epoch being the newest (so the lookup would pick it again).
+    Anything else, or a ``now`` without a time zone, takes the full lookup."""
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    key = (db.alias, db.settings_dict["NAME"], memory.organization_id)
+    mark = (memory.epoch_mark, endorsement_generation())
+    hit = _signers.get(key)
+    if hit is not None and hit[0] == mark and hit[1].confirmed and now.tzinfo is not None \
+            and hit[2] <= now < hit[3]:
+        return hit[1]
+    signer = housekeeper_signer(memory.organization, now=now)
+    if isinstance(signer, OnlineSigner):
+        epochs = _epoch_set_of(memory)
+        if signer.epoch == max(epochs.by_number):
+            ep = epochs.by_number[signer.epoch]
+            end = min(signer.not_after, parse_time(ep.not_after),
+                      *([parse_time(ep.revoked_at)] if ep.revoked_at else []))
+            # the marks as they are now: the lookup may have endorsed a new key
+            _signers[key] = ((memory.epoch_mark, endorsement_generation()), signer,
+                             max(signer.not_before, parse_time(ep.not_before)), end)
+    return signer
+
+
+def _write_call(chains: list[_Chain]) -> None:
+    """:func:`_write` of verified transitions to one organization's remembered memories, as one
+    call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
+    first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and the
+    key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
+    entries were verified against. Not inside a transaction (the call is its own)."""
+    chains = [c for c in chains if c.changed]
+    if not chains:
+        return
+    first = chains[0].memory
+    org_id = first.organization_id
+    *counts, newest = first.epoch_mark
+    nodes: list[_Row] = []
+    tcs: list[_Row] = []
+    leaves: list[tuple[int, str, int, bytes]] = []
+    for c in chains:
+        m = c.memory
+        if m.organization_id != org_id or m.epoch_mark != first.epoch_mark or c.label_seq != m.label_seq:
+            raise RuntimeError("_write_call takes transitions to one organization's memories under one key ring")
+        for row in c.rows:
+            if row.model is ProvenanceNode:
+                nodes.append(row)
+            elif row.model is TransitionCommitment:
+                tcs.append(row)
+            else:
+                raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
+        leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
+    mems = [c.memory for c in chains]
+    m_cols = ([m.pk for m in mems], [m.live_seq for m in mems], [bytes(m.chain_head) for m in mems],
+              [m.live_weight_q for m in mems], [m.label_seq for m in mems], [c.seq for c in chains],
+              [bytes.fromhex(c.head) for c in chains], [c.weight_q for c in chains])
+    nv = [r.values for r in nodes]
+    n_cols = ([v["memory_id"] for v in nv], [v["seq"] for v in nv], [v["prev_weight_q"] for v in nv],
+              [v["new_weight_q"] for v in nv], [v["valence_q"] for v in nv], [v["eta_q"] for v in nv],
+              [json.dumps(v["evidence"]) for v in nv], [v["prev"] for v in nv], [v["epoch"] for v in nv],
+              [v["time"] for v in nv], [v["signature"] for v in nv], [v["entry_hash"] for v in nv])
+    tv = [r.values for r in tcs]
+    t_cols = ([v["memory_id"] for v in tv], [v["seq"] for v in tv], [v["new_weight_q"] for v in tv],
+              [v["provenance_hash"] for v in tv], [v["epoch"] for v in tv], [v["time"] for v in tv],
+              [v["signature"] for v in tv])
+    l_cols = ([x[0] for x in leaves], [x[1] for x in leaves], [x[2] for x in leaves],
+              [leaf_hash(x[3]) for x in leaves])
+    node_rows = nodes
+    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols])
+    if len(ids) != len(node_rows):
+        raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
+    for row, pk in zip(node_rows, ids):
+        row.pk = pk
+    for c in chains:
+        m = c.memory
+        m.live_seq, m.live_weight_q, m.chain_head = c.seq, c.weight_q, bytes.fromhex(c.head)
+    _tips_remember([c.memory for c in chains])
+
+
+def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime, *, warm: bool = False
                         ) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
-    name one memory); the chains to write and the provenance rows, in item order."""
+    name one memory); the chains to write and the provenance rows, in item order. ``warm``: the
+    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached."""
     t = format_time(now)
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
@@ -386,7 +479,10 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
         if m is None:
             raise ValidationError(f"memory {it['memory_id']} does not exist")
         if m.organization_id not in keys:
-            keys[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
+            # The signer first: looking it up may endorse a new online key, which the key ring
+            # must then include.
+            signer = _warm_signer(m, now) if warm else housekeeper_signer(m.organization, now=now)
+            keys[m.organization_id] = (signer, _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
         entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
@@ -407,9 +503,15 @@ def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[Proven
         if m is None:
             return None
         memories[m.pk] = m
-    chains, nodes = _transitions_signed(items, memories, now)
+    one_org = len({(m.organization_id, m.epoch_mark) for m in memories.values()}) == 1
+    if not one_org and len({m.organization_id for m in memories.values()}) == 1:
+        return None  # remembered under different key-epoch marks: one of them is stale
+    chains, nodes = _transitions_signed(items, memories, now, warm=True)
     try:
-        _write(list(chains.values()), guard=_guard_sql([c.memory for c in chains.values()]))
+        if one_org:
+            _write_call(list(chains.values()))
+        else:
+            _write(list(chains.values()), guard=_guard_sql([c.memory for c in chains.values()]))
     except DatabaseError:
         # Moved by another process (the check), or refused (a constraint, a trigger): nothing
         # was written. The locked path re-reads the tips and raises a refusal properly.
