@@ -1,0 +1,116 @@
+"""Work done ahead of recall on a worker (``ledger.tasks.recall_prepare_task``): the store's
+memories verified in their exact live state, so a recall verifies only what moved since, and
+says how each result was verified; a record this deployment did not write, or one made under
+other key epochs, is not trusted."""
+
+from __future__ import annotations
+
+import pytest
+
+import ledger.verification
+from ledger.embedding_store import index_invalidate
+from ledger.models import Memory
+from ledger.recall import recall, verification_cache_clear
+from ledger.tasks import recall_prepare_task
+from ledger.verification import preverified_load, preverified_path
+
+pytestmark = pytest.mark.usefixtures("recall_settings")
+
+EIFFEL = "When was the Eiffel Tower in Paris completed?"
+
+
+def _ids(result) -> list[str]:
+    return [r["external_id"] for r in result["results"]]
+
+
+@pytest.fixture
+def prepared(facts, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    done = recall_prepare_task(facts.pk)
+    assert done["verified"] == 8 and done["failed"] == 0 and done["kept"] == 0
+    index_invalidate()
+    verification_cache_clear()  # a fresh web process: nothing verified in it yet
+    return done
+
+
+@pytest.fixture
+def batches(monkeypatch):
+    """Every bundle recall verifies in the request, by external ids."""
+    seen: list[list[str]] = []
+    real = ledger.verification.memories_verify
+    monkeypatch.setattr(ledger.verification, "memories_verify",
+                        lambda memories, **kw: seen.append(sorted(m.external_id for m in memories))
+                        or real(memories, **kw))
+    return seen
+
+
+def test_a_prepared_store_is_recalled_without_verifying_in_the_request_until_a_memory_moves(
+        facts, prepared, batches):
+    from ledger.services import transition_append
+
+    first = recall(store=facts, query=EIFFEL, k=3)
+
+    assert batches == []
+    assert _ids(first)[0] == "m1" and len(first["results"]) == 3
+    assert first["verification"]["ahead"] == 3 and first["verification"]["now"] == 0
+    assert first["verification"]["verified_through"] == prepared["log_position"]
+
+    # m1 moves (a signed weight transition): its new state is not in the record, so it is verified here.
+    transition_append(memory_id=Memory.objects.get(store=facts, external_id="m1").pk, valence_q=1000,
+                      evidence=["test"], eta_q=1000)
+    second = recall(store=facts, query=EIFFEL, k=3)
+
+    assert batches == [["m1"]]
+    assert second["verification"]["ahead"] == 2 and second["verification"]["now"] == 1
+    assert _ids(second)[0] == "m1"
+
+    # The worker's next run keeps the seven it had and verifies m1 again: nothing left for recall.
+    again = recall_prepare_task(facts.pk)
+    assert again["kept"] == 7 and again["verified"] == 1 and again["log_position"] > prepared["log_position"]
+
+
+def test_a_record_this_deployment_did_not_write_or_made_under_other_epochs_is_ignored(
+        facts, prepared, batches, settings):
+    from ledger.services import housekeeper_rotate
+
+    assert preverified_load(facts) is not None
+    settings.SECRET_KEY = "another deployment's secret"
+    assert preverified_load(facts) is None
+    result = recall(store=facts, query=EIFFEL, k=3)
+    assert result["verification"]["ahead"] == 0 and result["verification"]["now"] == 3 and len(batches) == 1
+
+    settings.SECRET_KEY = "x" * 50
+    recall_prepare_task(facts.pk)
+    assert preverified_load(facts) is not None
+    housekeeper_rotate(organization=facts.organization)  # a new epoch: verify again under the new key ring
+    assert preverified_load(facts) is None
+
+    raw = bytearray(preverified_path(facts.pk).read_bytes())
+    raw[-1] ^= 1  # one flipped bit of the record
+    recall_prepare_task(facts.pk)
+    preverified_path(facts.pk).write_bytes(bytes(raw))
+    assert preverified_load(facts) is None
+
+
+def test_a_memory_tampered_before_the_worker_ran_stays_out_of_the_record_and_recall_excludes_it(
+        facts, settings, tmp_path, batches, caplog):
+    from django.db import connection
+
+    from tests.ledger.test_verification import SIG, disable_triggers
+
+    settings.VAR_DIR = tmp_path
+    disable_triggers("ledger_genesisentry")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_genesisentry SET signature = %s WHERE memory_id = %s",
+                  [SIG, Memory.objects.get(store=facts, external_id="m1").pk])
+    done = recall_prepare_task(facts.pk)
+    assert done["failed"] == 1 and done["verified"] == 7
+    index_invalidate()
+    verification_cache_clear()
+    batches.clear()
+
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert batches == [["m1"]]  # only the memory the record does not cover
+    assert "m1" not in _ids(result) and [e["memory"] for e in result["excluded"]] == ["main/m1"]
+    assert result["verification"]["ahead"] == 3 and "recall alert: memory main/m1" in caplog.text
