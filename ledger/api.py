@@ -494,7 +494,9 @@ class RecallApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = recall(store=store, query=data.validated_data["query"], k=data.validated_data["k"])
-        return Response(self.OutputSerializer(result).data)
+        # ``recall`` returns exactly OutputSerializer's fields, in JSON types (tests/ledger/test_recall_prepare.py
+        # checks it); serializing it again through the nested DictFields cost ~1 ms of CPU per recall.
+        return Response(result)
 
 
 def _receipt_for(request, receipt_id: int):

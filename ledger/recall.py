@@ -39,6 +39,7 @@ import numpy as np
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from ledger import dispatch, verification
 from ledger.core.canonical import format_time, now_utc
@@ -207,6 +208,20 @@ def _log_state(organization_id: int) -> tuple[int, int, str]:
     return position, int(size), bytes(root).hex()
 
 
+def _receipt_insert(*, organization_id: int, store_id: int, body: dict) -> int:
+    """Store a signed receipt (durably: committed before the recall answers) and return its id.
+    One INSERT ... RETURNING with the fields' own database adaptation; ``Receipt.objects.create``
+    spent more CPU building the statement than the database spends on it (cProfile, 20k recall)."""
+    meta = Receipt._meta
+    qn = connection.ops.quote_name
+    values = [organization_id, store_id, meta.get_field("body").get_db_prep_save(body, connection),
+              meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)]  # as auto_now_add
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {qn(meta.db_table)} ({qn('organization_id')}, {qn('store_id')}, {qn('body')}, "
+                    f"{qn('created_at')}) VALUES (%s, %s, %s, %s) RETURNING {qn('id')}", values)
+        return int(cur.fetchone()[0])
+
+
 _TEXTS_MAX = 50_000
 _texts_cache: OrderedDict[int, str] = OrderedDict()
 _texts_lock = threading.Lock()
@@ -359,11 +374,11 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
         sth_size=sth_size, sth_root_hex=sth_root, projection_version=projection_version(store),
         time=format_time(now), signer=receipt_signer(organization),
     )
-    receipt = Receipt.objects.create(organization=organization, store=store, body=receipt_body)
+    receipt_id = _receipt_insert(organization_id=organization.pk, store_id=store.pk, body=receipt_body)
     texts = _texts([int(index.pks[r]) for r in adopted])
     pre = index.preverified
     return {
-        "receipt_id": receipt.pk,
+        "receipt_id": receipt_id,
         "store": store.pk,
         "k": k,
         "results": [{

@@ -114,3 +114,22 @@ def test_a_memory_tampered_before_the_worker_ran_stays_out_of_the_record_and_rec
     assert batches == [["m1"]]  # only the memory the record does not cover
     assert "m1" not in _ids(result) and [e["memory"] for e in result["excluded"]] == ["main/m1"]
     assert result["verification"]["ahead"] == 3 and "recall alert: memory main/m1" in caplog.text
+
+
+def test_the_recall_api_answers_the_documented_fields_and_stores_the_receipt_it_returns(facts, client):
+    import json
+
+    from ledger.agent_tokens import agent_token_create
+    from ledger.api import RecallApi
+    from ledger.models import Receipt
+
+    _, token = agent_token_create(store=facts, name="agent")
+    response = client.post(f"/api/v1/stores/{facts.pk}/recall", data=json.dumps({"query": EIFFEL, "k": 3}),
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body == json.loads(json.dumps(RecallApi.OutputSerializer(body).data))  # nothing beyond the schema
+    assert set(body) == set(RecallApi.OutputSerializer().fields)
+    stored = Receipt.objects.get(pk=body["receipt_id"])
+    assert stored.body == body["receipt"] and stored.store_id == facts.pk and stored.created_at is not None
+    assert stored.organization_id == facts.organization_id
