@@ -348,10 +348,14 @@ def store_prepare(store: Store) -> dict:
     embedder = embedder_for_store(store)
     position = log_position(store.organization_id)  # before the rows are read: the record claims no more
     t0 = time.perf_counter()
-    index = _build_index(store, embedder, position, worker=True)
+    ann_rows = 0
+    signed = Memory.objects.filter(store=store, chain_head__isnull=False).count()
+    if signed >= ann_min() and ann_module.available():  # the graph is the only reason to load the matrix here
+        index = _build_index(store, embedder, position, worker=True)
+        ann_rows = len(index.ann) if index.ann is not None else 0
     t1 = time.perf_counter()
     checked = verification.store_preverify(store, log_position=position)
-    return {"store": store.pk, "memories": len(index), "ann_rows": len(index.ann) if index.ann is not None else 0,
+    return {"store": store.pk, "memories": signed, "ann_rows": ann_rows,
             "index_seconds": round(t1 - t0, 2), "verify_seconds": round(time.perf_counter() - t1, 2), **checked}
 
 
