@@ -483,9 +483,10 @@ class RecallApi(APIView):
                                                    "label; never the text). Not part of the signed receipt.")
         receipt = ReceiptSerializer()
         verification = serializers.DictField(
-            help_text="How the results' chains were verified (not part of the signed receipt): 'ahead' of them by a "
-                      "worker's record covering each one's exact live state, made at log position 'verified_through' "
-                      "or earlier; 'now' = candidates verified during this recall; 'log_position' of the index.")
+            help_text="How the results' chains were verified (not part of the signed receipt): 'ahead' by a "
+                      "worker's record covering each one's exact live state, made at log position 'verified_through'; "
+                      "'earlier' by an earlier recall in this process (same state); 'now' = candidates verified "
+                      "during this recall (failures included); 'log_position' of the index.")
         elapsed_ms = serializers.FloatField()
 
     @extend_schema(operation_id="store_recall", request=InputSerializer, responses={200: OutputSerializer})

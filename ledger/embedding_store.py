@@ -55,6 +55,7 @@ ANN_INLINE_ADD = 500  # rows a request may add to a graph itself (~0.1 s); more 
 ANN_UNINDEXED_MAX = 0.25  # share of rows outside the graph above which recall uses brute force
 PREPARE_MIN = 64  # rows not verified ahead that make a recall ask a worker for recall_prepare
 PREPARE_INTERVAL_S = 30.0  # at most one such request per store and process in this time
+PREVERIFIED_RECHECK_S = 5.0  # how often a recall looks for a newer verified-ahead record
 _EMBEDDERS: dict[str, TextEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
@@ -142,6 +143,8 @@ class StoreIndex:
     # (``ledger.verification.store_preverify``), "through" that log position; None: no record.
     preverified: np.ndarray | None = None
     preverified_through: int = -1
+    preverified_seen: tuple | None = None  # (mtime_ns, size) of the record file the mask came from
+    preverified_checked: float = 0.0  # time.monotonic() of the last look at that file
     # Recall results by (query, k, projection, verification generation) at this log position;
     # dropped with the index when the log moves (``ledger.recall``).
     query_cache: dict = field(default_factory=dict)
@@ -237,12 +240,41 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker:
         else:
             ann_attach(store, index)
     if not worker:
-        pre = verification.preverified_load(store)
-        if pre is not None:
-            index.preverified = pre.mask(pks=index.pks, heads=index.chain_heads, label_seq=index.label_seq,
-                                         weight_q=index.weight_q, states=index.states)
-            index.preverified_through = pre.log_position
+        _preverified_attach(store, index)
     return index
+
+
+def _preverified_attach(store: Store, index: StoreIndex) -> None:
+    """Match the worker's verified-ahead record (if any, and authentic) against the index rows."""
+    index.preverified_checked = time.monotonic()
+    index.preverified_seen = _file_stamp(verification.preverified_path(store.pk))
+    pre = verification.preverified_load(store)
+    if pre is not None:
+        index.preverified_through = pre.log_position
+        index.preverified = pre.mask(pks=index.pks, heads=index.chain_heads, label_seq=index.label_seq,
+                                     weight_q=index.weight_q, states=index.states)
+
+
+def _file_stamp(path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _preverified_refresh(store: Store, index: StoreIndex) -> None:
+    """A record the worker wrote after this index was built (the log need not move for it, e.g.
+    right after an import) is picked up: its file is looked at every ``PREVERIFIED_RECHECK_S``
+    while the index has rows it does not cover."""
+    if index.preverified is not None and bool(index.preverified.all()):
+        return
+    if time.monotonic() - index.preverified_checked < PREVERIFIED_RECHECK_S:
+        return
+    if _file_stamp(verification.preverified_path(store.pk)) == index.preverified_seen:
+        index.preverified_checked = time.monotonic()
+        return
+    _preverified_attach(store, index)
 
 
 def ann_min() -> int:
@@ -376,6 +408,7 @@ def store_index(store: Store, *, embedder: TextEmbedder | None = None, position:
     index = _INDEXES.get(store.pk)
     fresh = index is not None and index.log_position == position and index.model == embedder.model_name
     if fresh and (not index.missing or _embedding_position() == index.embedding_position):
+        _preverified_refresh(store, index)
         return index
     index = _build_index(store, embedder, position)
     with _INDEX_LOCK:

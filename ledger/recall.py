@@ -135,6 +135,8 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
         for row in rows:
             if pre[row]:
                 out[row] = (True, "")
+                if tally is not None:
+                    tally.setdefault("ahead_rows", set()).add(row)
     keys = {row: _row_key(index, row) for row in rows if row not in out}
     todo = []
     for row, key in keys.items():
@@ -160,6 +162,7 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
     if check:
         if tally is not None:
             tally["now"] = tally.get("now", 0) + len(check)
+            tally.setdefault("now_rows", set()).update(check)
         findings = verification.memories_verify([memories[keys[row][0]] for row in check])
         with _verified_lock:
             for row in check:
@@ -348,17 +351,18 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     index = store_index(store, embedder=embedder, position=position)
     excluded_set = excluded_states(store)
     key = (query, k, excluded_set, _verified_generation)
-    tally: dict[str, int] = {}
+    tally: dict = {}
     with index.query_cache_lock:
         hit = index.query_cache.get(key)
     if hit is not None:
-        adopted, excluded, cosine_of, score_of, withheld = hit
+        adopted, excluded, cosine_of, score_of, withheld, first = hit
+        tally = {"ahead_rows": first.get("ahead_rows", set())}  # nothing verified in this call
     else:
         adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set,
                                                                    tally)
         if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
             with index.query_cache_lock:
-                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld)
+                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld, tally)
                 while len(index.query_cache) > QUERY_CACHE_SIZE:
                     index.query_cache.pop(next(iter(index.query_cache)))
     results = [{
@@ -376,7 +380,7 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     )
     receipt_id = _receipt_insert(organization_id=organization.pk, store_id=store.pk, body=receipt_body)
     texts = _texts([int(index.pks[r]) for r in adopted])
-    pre = index.preverified
+    ahead_rows = tally.get("ahead_rows", set())
     return {
         "receipt_id": receipt_id,
         "store": store.pk,
@@ -398,12 +402,14 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             "label": index.states[row], "reason": f"quarantined ({index.states[row]}): out of recall",
         } for row in withheld],
         "receipt": receipt_body,
-        # How each result was verified (not signed): "ahead" = a worker's record covering the
-        # result's exact live state, made at log position ``verified_through`` or earlier.
+        # How the results were verified (not signed): "ahead" = by a worker's record covering the
+        # result's exact live state, made at log position ``verified_through``; "earlier" = by an
+        # earlier recall in this process (same state); "now" = candidates verified in this call.
         "verification": {
-            "ahead": sum(1 for row in adopted if pre is not None and pre[row]),
+            "ahead": sum(1 for row in adopted if row in ahead_rows),
+            "earlier": sum(1 for row in adopted if row not in ahead_rows and row not in tally.get("now_rows", ())),
             "now": tally.get("now", 0),
-            "verified_through": index.preverified_through if pre is not None else None,
+            "verified_through": index.preverified_through if ahead_rows else None,
             "log_position": index.log_position,
         },
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),

@@ -63,6 +63,9 @@ def test_a_prepared_store_is_recalled_without_verifying_in_the_request_until_a_m
     assert batches == [["m1"]]
     assert second["verification"]["ahead"] == 2 and second["verification"]["now"] == 1
     assert _ids(second)[0] == "m1"
+    third = recall(store=facts, query=EIFFEL, k=3)  # the same query at the same log position: served again
+    assert batches == [["m1"]] and _ids(third) == _ids(second)
+    assert {k: third["verification"][k] for k in ("ahead", "earlier", "now")} == {"ahead": 2, "earlier": 1, "now": 0}
 
     # The worker's next run keeps the seven it had and verifies m1 again: nothing left for recall.
     again = recall_prepare_task(facts.pk)
@@ -133,3 +136,23 @@ def test_the_recall_api_answers_the_documented_fields_and_stores_the_receipt_it_
     stored = Receipt.objects.get(pk=body["receipt_id"])
     assert stored.body == body["receipt"] and stored.store_id == facts.pk and stored.created_at is not None
     assert stored.organization_id == facts.organization_id
+
+
+def test_a_record_written_after_the_index_was_built_is_picked_up_without_a_log_move(facts, settings, tmp_path,
+                                                                                  batches, monkeypatch):
+    from ledger import embedding_store
+
+    settings.VAR_DIR = tmp_path
+    recall(store=facts, query="largest ocean", k=1)  # makes the receipt key: the log moves once, here
+    verification_cache_clear()
+    batches.clear()
+    monkeypatch.setattr(embedding_store, "PREVERIFIED_RECHECK_S", 0.0)
+    first = recall(store=facts, query=EIFFEL, k=3)
+    assert first["verification"]["now"] == 3 and first["verification"]["ahead"] == 0
+
+    recall_prepare_task(facts.pk)  # the worker's record arrives; the log does not move
+    verification_cache_clear()
+    batches.clear()
+    second = recall(store=facts, query="Which ocean is the largest?", k=3)
+    assert batches == [] and second["verification"]["ahead"] == 3
+    assert second["verification"]["log_position"] == first["verification"]["log_position"]
