@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     check = _verify(run["receipts"], public_key)
     lat = run["latencies"]
     n_err = sum(run["errors"].values())
-    verification = {"ahead": 0, "now": 0}
+    verification = {"ahead": 0, "earlier": 0, "now": 0}
     for _, _, data in run["receipts"]:
         for key in verification:
             verification[key] += (data.get("verification") or {}).get(key, 0)
