@@ -28,6 +28,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -145,6 +146,7 @@ class StoreIndex:
     preverified_through: int = -1
     preverified_seen: tuple | None = None  # (mtime_ns, size) of the record file the mask came from
     preverified_checked: float = 0.0  # time.monotonic() of the last look at that file
+    ann_checked: float = field(default_factory=time.monotonic)  # last look for a more complete graph
     # Recall results by (query, k, projection, verification generation) at this log position;
     # dropped with the index when the log moves (``ledger.recall``).
     query_cache: dict = field(default_factory=dict)
@@ -255,6 +257,29 @@ def _preverified_attach(store: Store, index: StoreIndex) -> None:
                                      weight_q=index.weight_q, states=index.states)
 
 
+def _ann_refresh(store: Store, index: StoreIndex) -> StoreIndex:
+    """A store over RECALL_ANN_MIN whose index lacks a complete graph looks again every
+    ``PREVERIFIED_RECHECK_S`` (the worker may have saved one, or a background reopen finished);
+    a better one is installed as a new index object, so a recall in flight keeps a consistent
+    (graph, unindexed rows) pair."""
+    if index.ann is not None and not len(index.unindexed):
+        return index
+    if len(index) < ann_min() or not ann_module.available():
+        return index
+    if time.monotonic() - index.ann_checked < PREVERIFIED_RECHECK_S:
+        return index
+    index.ann_checked = time.monotonic()
+    fresh = dataclasses.replace(index, ann=None, unindexed=np.empty(0, dtype=np.int64),
+                                ann_checked=index.ann_checked)
+    ann_attach(store, fresh)
+    if fresh.ann is None or (index.ann is fresh.ann and len(fresh.unindexed) >= len(index.unindexed)):
+        return index
+    with _INDEX_LOCK:
+        if _INDEXES.get(store.pk) is index:
+            _INDEXES[store.pk] = fresh
+    return fresh
+
+
 def _file_stamp(path) -> tuple | None:
     try:
         st = os.stat(path)
@@ -283,6 +308,7 @@ def ann_min() -> int:
 
 _ANNS: dict[str, ann_module.AnnIndex] = {}
 _ANN_MTIMES: dict[str, int] = {}  # the saved file's mtime when this process last opened it
+_ANN_LOADING: set[str] = set()  # graphs being reopened in the background
 _ANN_LOCK = threading.Lock()
 
 
@@ -313,7 +339,8 @@ def ann_update(store: Store, index: StoreIndex) -> ann_module.AnnIndex:
 
 
 def ann_attach(store: Store, index: StoreIndex) -> None:
-    """The request path's graph: the one a worker saved (reopened when the file changed), grown
+    """The request path's graph: the one a worker saved (reopened in the background when the file
+    changed and the graph in memory lacks more rows than a request may add), grown
     here by at most ``ANN_INLINE_ADD`` rows; rows beyond that stay out of it (``index.unindexed``,
     re-scored exactly by recall) until the worker adds them. No graph yet, or one lacking more than
     ``ANN_UNINDEXED_MAX`` of the rows: none (brute force, exact). Never builds a large graph."""
@@ -326,11 +353,16 @@ def ann_attach(store: Store, index: StoreIndex) -> None:
         ann, seen = _ANNS.get(path), _ANN_MTIMES.get(path)
         if ann is not None and not ann.matches(index.pks, index.matrix):
             ann = None
-        if mtime is not None and (ann is None or (seen != mtime and len(ann) < len(index))):
-            opened = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
-            if opened is not None:
-                ann = opened
+        if mtime is not None and ann is None:  # this process has none: open the worker's (once per process)
+            ann = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
             _ANN_MTIMES[path] = mtime
+        elif (mtime is not None and seen != mtime and len(ann) < len(index) and path not in _ANN_LOADING
+              and len(ann.missing(index.pks)) > ANN_INLINE_ADD):
+            # The worker saved a larger graph: reopen it in the background (seconds at 1M); until
+            # then this request uses the graph it has and scores the rows it lacks exactly.
+            _ANN_LOADING.add(path)
+            threading.Thread(target=_ann_reopen, args=(path, mtime, index.matrix.shape[1], index.pks, index.matrix),
+                             daemon=True, name="ann-reopen").start()
         if ann is None:
             return
         _ANNS[path] = ann
@@ -342,6 +374,19 @@ def ann_attach(store: Store, index: StoreIndex) -> None:
         return  # mostly unindexed: brute force until the worker catches up
     index.ann = ann
     index.unindexed = missing.astype(np.int64)
+
+
+def _ann_reopen(path: str, mtime: int, dim: int, pks: np.ndarray, matrix: np.ndarray) -> None:
+    try:
+        opened = ann_module.AnnIndex.open(path, dim=dim, pks=pks, matrix=matrix)
+    except Exception:  # noqa: BLE001 - a background reload that fails leaves the current graph in use
+        logger.exception("could not reopen the ANN graph %s", path)
+        opened = None
+    with _ANN_LOCK:
+        if opened is not None:
+            _ANNS[path] = opened
+        _ANN_MTIMES[path] = mtime
+        _ANN_LOADING.discard(path)
 
 
 def prepare_wanted(index: StoreIndex) -> bool:
@@ -409,7 +454,7 @@ def store_index(store: Store, *, embedder: TextEmbedder | None = None, position:
     fresh = index is not None and index.log_position == position and index.model == embedder.model_name
     if fresh and (not index.missing or _embedding_position() == index.embedding_position):
         _preverified_refresh(store, index)
-        return index
+        return _ann_refresh(store, index)
     index = _build_index(store, embedder, position)
     with _INDEX_LOCK:
         _INDEXES[store.pk] = index

@@ -201,3 +201,42 @@ def test_memories_weighted_above_one_outrank_from_outside_the_pool_as_in_brute_f
     brute = [recall(store=big, query=q, k=3) for q in queries]
     assert [_ids(r) for r in via_ann] == [_ids(r) for r in brute]
     assert any({"c3", "c7", "c11", "c19", "c23"} & set(_ids(r)) for r in brute)
+
+
+def test_a_larger_graph_saved_by_a_worker_process_is_reopened_in_the_background(store, housekeeper, settings,
+                                                                                tmp_path, monkeypatch):
+    import threading
+
+    from ledger import dispatch, embedding_store
+    from ledger.tasks import recall_prepare_task
+
+    settings.VAR_DIR = tmp_path
+    settings.RECALL_ANN_MIN = 1
+    monkeypatch.setattr(embedding_store, "ANN_INLINE_ADD", 5)
+    monkeypatch.setattr(embedding_store, "PREVERIFIED_RECHECK_S", 0.0)
+    monkeypatch.setattr(dispatch, "recall_prepare", lambda store_id: None)
+    ann_forget()
+    import_inline(store, filler(60))
+    recall_prepare_task(store.pk)
+    index_invalidate()
+    recall(store=store, query="castle built by volunteers", k=3)
+    assert len(store_index(store).ann) == 60
+    import_inline(store, [{"id": f"x{i}", "text": f"Extra note {i} about harbor {i}."} for i in range(10)],
+                  filename="more.jsonl")
+    assert len(store_index(store).unindexed) == 10
+
+    # Another process (the worker) saves the complete graph; this one still holds the 60-row graph.
+    index = store_index(store)
+    other = AnnIndex(index.matrix.shape[1], capacity=len(index))
+    other.add(index.pks, index.matrix)
+    path = ann_path(store, index.model)
+    other.save(path)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
+
+    recall(store=store, query="harbor note", k=3)  # starts the reopen; this recall uses the old graph
+    for t in [t for t in threading.enumerate() if t.name == "ann-reopen"]:
+        t.join(timeout=30)
+    result = recall(store=store, query="harbor note", k=3)
+    index = store_index(store)
+    assert len(index.ann) == 70 and len(index.unindexed) == 0 and index.ann is not other
+    assert len(result["results"]) == 3
