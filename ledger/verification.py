@@ -317,7 +317,9 @@ def _preverified_write(store, *, log_position: int, rows: list[tuple], epochs: s
     path = preverified_path(store.pk)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(hmac.new(_preverify_key(), data, hashlib.sha256).digest() + data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, like the rest of VAR_DIR
+    with os.fdopen(fd, "wb") as f:
+        f.write(hmac.new(_preverify_key(), data, hashlib.sha256).digest() + data)
     os.replace(tmp, path)
 
 
