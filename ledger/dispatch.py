@@ -22,6 +22,8 @@ IMPORT_PARSE = "ledger.recall_tasks.import_parse_task"
 EMBEDDINGS_COMPUTE = "ledger.recall_tasks.embeddings_compute_task"
 INGEST_CLASSIFY = "ledger.recall_tasks.ingest_classify_task"
 STORE_SYNC = "ledger.recall_tasks.store_sync_task"
+# Ahead of recall (ledger/tasks.py, audit queue): grow the ANN graph, verify what moved.
+RECALL_PREPARE = "ledger.recall_tasks.recall_prepare_task"
 # Housekeeper queue (holds the signing key).
 GENESIS_SIGN = "ledger.tasks.memory_genesis_sign_task"
 HISTORY_APPLY = "ledger.tasks.import_history_apply_task"
@@ -74,3 +76,9 @@ def receipt_key_endorse(organization_id: int, receipt_key_id: int) -> None:
 def outcomes_apply(organization_id: int) -> None:
     """Ask the housekeeper to fold an organization's pending outcomes into transitions."""
     send(OUTCOMES_APPLY, organization_id)
+
+
+def recall_prepare(store_id: int) -> None:
+    """A worker grows the store's ANN graph and verifies ahead of recall what moved since its last
+    run (``ledger.embedding_store.store_prepare``); asked for by recall when its index calls for it."""
+    send(RECALL_PREPARE, store_id)

@@ -14,13 +14,21 @@
   memories that lacked an embedding may have received one.
 - A store with at least ``settings.RECALL_ANN_MIN`` recallable memories (default 100,000) also
   gets an HNSW graph (``ledger.ann``) that proposes candidates; recall re-scores them exactly.
-  The graph is kept per process, grows with each rebuild by the memories it lacks, and is
-  saved to ``VAR_DIR/ann/store-<id>-<model>.hnsw`` so a new process reopens instead of rebuilding.
-  Smaller stores are scored by brute force over the whole matrix.
+  A Celery worker builds and grows it (``store_prepare``, run by
+  ``ledger.tasks.recall_prepare_task``) and saves it to ``VAR_DIR/ann/store-<id>-<model>.hnsw``;
+  the request path only reopens that file (``ann_attach``), adds at most ``ANN_INLINE_ADD`` rows
+  itself and re-scores the rows the graph still lacks exactly; with no graph yet it scores by
+  brute force (exact, slower) and asks a worker for one. Smaller stores are scored by brute
+  force over the whole matrix.
+- The same worker step verifies the store's memories ahead of recall
+  (``ledger.verification.store_preverify``); the index carries, per row, whether that record
+  covers the row's exact live state (``preverified``), so recall verifies only what moved since.
+  A recall whose index calls for either asks for the step (``_prepare_maybe``, debounced).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -35,6 +43,7 @@ from django.db import connection
 from django.utils.module_loading import import_string
 
 from ledger import ann as ann_module
+from ledger import dispatch, verification
 from ledger.core.weights import WEIGHT_INITIAL_Q
 from ledger.embeddings import Embedder, TextEmbedder
 from ledger.models import EmbeddingCache, LogLeaf, Memory, Store
@@ -43,6 +52,11 @@ logger = logging.getLogger(__name__)
 BATCH = 256
 INLINE_LIMIT = 256  # recall embeds at most this many stragglers itself
 ANN_MIN_DEFAULT = 100_000  # brute force below (measured in bench/recall_bench.py: ~10 ms at 100k)
+ANN_INLINE_ADD = 500  # rows a request may add to a graph itself (~0.1 s); more wait for the worker
+ANN_UNINDEXED_MAX = 0.25  # share of rows outside the graph above which recall uses brute force
+PREPARE_MIN = 64  # rows not verified ahead that make a recall ask a worker for recall_prepare
+PREPARE_INTERVAL_S = 30.0  # at most one such request per store and process in this time
+PREVERIFIED_RECHECK_S = 5.0  # how often a recall looks for a newer verified-ahead record
 _EMBEDDERS: dict[str, TextEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
@@ -124,6 +138,15 @@ class StoreIndex:
     embedding_position: int = 0
     excluded_cache: dict = field(default_factory=dict)
     ann: ann_module.AnnIndex | None = None  # candidates for large stores (see the module docstring)
+    # Rows the graph lacks (added since a worker last grew it): always re-scored exactly.
+    unindexed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    # True where a worker verified this row's exact live state ahead of recall
+    # (``ledger.verification.store_preverify``), "through" that log position; None: no record.
+    preverified: np.ndarray | None = None
+    preverified_through: int = -1
+    preverified_seen: tuple | None = None  # (mtime_ns, size) of the record file the mask came from
+    preverified_checked: float = 0.0  # time.monotonic() of the last look at that file
+    ann_checked: float = field(default_factory=time.monotonic)  # last look for a more complete graph
     # Recall results by (query, k, projection, verification generation) at this log position;
     # dropped with the index when the log moves (``ledger.recall``).
     query_cache: dict = field(default_factory=dict)
@@ -184,7 +207,7 @@ def index_invalidate(store_id: int | None = None) -> None:
             _INDEXES.pop(store_id, None)
 
 
-def _build_index(store: Store, embedder: TextEmbedder, position: int) -> StoreIndex:
+def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker: bool = False) -> StoreIndex:
     emb_position = _embedding_position()
     rows = list(
         Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(
@@ -207,14 +230,77 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int) -> StoreIn
     index = StoreIndex(
         store_id=store.pk, model=embedder.model_name, log_position=position, matrix=matrix,
         weights=(weight_q / 1000.0).astype(np.float32), pks=pks,
-        external_ids=[r[1] for r in kept], ledger_ids=[f"{store.slug}/{r[1]}" for r in kept], states=[r[4] or "" for r in kept], weight_q=weight_q,
+        external_ids=[r[1] for r in kept], ledger_ids=[f"{store.slug}/{r[1]}" for r in kept],
+        states=[r[4] or "" for r in kept], weight_q=weight_q,
         chain_heads=[bytes(r[5]) for r in kept], content_sha256=[bytes(r[2]) for r in kept],
         label_seq=np.array([r[6] for r in kept], dtype=np.int64), missing=len(rows) - len(kept),
         embedding_position=emb_position,
     )
     if len(kept) >= ann_min() and ann_module.available():
-        index.ann = ann_update(store, index)
+        if worker:
+            index.ann = ann_update(store, index)
+        else:
+            ann_attach(store, index)
+    if not worker:
+        _preverified_attach(store, index)
     return index
+
+
+def _preverified_attach(store: Store, index: StoreIndex) -> None:
+    """Match the worker's verified-ahead record (if any, and authentic) against the index rows."""
+    index.preverified_checked = time.monotonic()
+    index.preverified_seen = _file_stamp(verification.preverified_path(store.pk))
+    pre = verification.preverified_load(store)
+    if pre is not None:
+        index.preverified_through = pre.log_position
+        index.preverified = pre.mask(pks=index.pks, heads=index.chain_heads, contents=index.content_sha256,
+                                     label_seq=index.label_seq,
+                                     weight_q=index.weight_q, states=index.states)
+
+
+def _ann_refresh(store: Store, index: StoreIndex) -> StoreIndex:
+    """A store over RECALL_ANN_MIN whose index lacks a complete graph looks again every
+    ``PREVERIFIED_RECHECK_S`` (the worker may have saved one, or a background reopen finished);
+    a better one is installed as a new index object, so a recall in flight keeps a consistent
+    (graph, unindexed rows) pair."""
+    if index.ann is not None and not len(index.unindexed):
+        return index
+    if len(index) < ann_min() or not ann_module.available():
+        return index
+    if time.monotonic() - index.ann_checked < PREVERIFIED_RECHECK_S:
+        return index
+    index.ann_checked = time.monotonic()
+    fresh = dataclasses.replace(index, ann=None, unindexed=np.empty(0, dtype=np.int64),
+                                ann_checked=index.ann_checked)
+    ann_attach(store, fresh)
+    if fresh.ann is None or (index.ann is fresh.ann and len(fresh.unindexed) >= len(index.unindexed)):
+        return index
+    with _INDEX_LOCK:
+        if _INDEXES.get(store.pk) is index:
+            _INDEXES[store.pk] = fresh
+    return fresh
+
+
+def _file_stamp(path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _preverified_refresh(store: Store, index: StoreIndex) -> None:
+    """A record the worker wrote after this index was built (the log need not move for it, e.g.
+    right after an import) is picked up: its file is looked at every ``PREVERIFIED_RECHECK_S``
+    while the index has rows it does not cover."""
+    if index.preverified is not None and bool(index.preverified.all()):
+        return
+    if time.monotonic() - index.preverified_checked < PREVERIFIED_RECHECK_S:
+        return
+    if _file_stamp(verification.preverified_path(store.pk)) == index.preverified_seen:
+        index.preverified_checked = time.monotonic()
+        return
+    _preverified_attach(store, index)
 
 
 def ann_min() -> int:
@@ -222,6 +308,8 @@ def ann_min() -> int:
 
 
 _ANNS: dict[str, ann_module.AnnIndex] = {}
+_ANN_MTIMES: dict[str, int] = {}  # the saved file's mtime when this process last opened it
+_ANN_LOADING: set[str] = set()  # graphs being reopened in the background
 _ANN_LOCK = threading.Lock()
 
 
@@ -251,21 +339,125 @@ def ann_update(store: Store, index: StoreIndex) -> ann_module.AnnIndex:
     return ann
 
 
+def ann_attach(store: Store, index: StoreIndex) -> None:
+    """The request path's graph: the one a worker saved (reopened in the background when the file
+    changed and the graph in memory lacks more rows than a request may add), grown
+    here by at most ``ANN_INLINE_ADD`` rows; rows beyond that stay out of it (``index.unindexed``,
+    re-scored exactly by recall) until the worker adds them. No graph yet, or one lacking more than
+    ``ANN_UNINDEXED_MAX`` of the rows: none (brute force, exact). Never builds a large graph."""
+    path = ann_path(store, index.model)
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        mtime = None
+    with _ANN_LOCK:
+        ann, seen = _ANNS.get(path), _ANN_MTIMES.get(path)
+        if ann is not None and not ann.matches(index.pks, index.matrix):
+            ann = None
+        if mtime is not None and ann is None:  # this process has none: open the worker's (once per process)
+            ann = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
+            _ANN_MTIMES[path] = mtime
+        elif (mtime is not None and seen != mtime and len(ann) < len(index) and path not in _ANN_LOADING
+              and len(ann.missing(index.pks)) > ANN_INLINE_ADD):
+            # The worker saved a larger graph: reopen it in the background (seconds at 1M); until
+            # then this request uses the graph it has and scores the rows it lacks exactly.
+            _ANN_LOADING.add(path)
+            threading.Thread(target=_ann_reopen, args=(path, mtime, index.matrix.shape[1], index.pks, index.matrix),
+                             daemon=True, name="ann-reopen").start()
+        if ann is None:
+            return
+        _ANNS[path] = ann
+    missing = ann.missing(index.pks)
+    if 0 < len(missing) <= ANN_INLINE_ADD:
+        ann.add(index.pks, index.matrix)
+        missing = missing[:0]
+    if len(missing) > ANN_UNINDEXED_MAX * len(index):
+        return  # mostly unindexed: brute force until the worker catches up
+    index.ann = ann
+    index.unindexed = missing.astype(np.int64)
+
+
+def _ann_reopen(path: str, mtime: int, dim: int, pks: np.ndarray, matrix: np.ndarray) -> None:
+    try:
+        opened = ann_module.AnnIndex.open(path, dim=dim, pks=pks, matrix=matrix)
+    except Exception:  # noqa: BLE001 - a background reload that fails leaves the current graph in use
+        logger.exception("could not reopen the ANN graph %s", path)
+        opened = None
+    with _ANN_LOCK:
+        if opened is not None:
+            _ANNS[path] = opened
+        _ANN_MTIMES[path] = mtime
+        _ANN_LOADING.discard(path)
+
+
+def prepare_wanted(index: StoreIndex) -> bool:
+    """Whether this index calls for ``recall_prepare``: a store over RECALL_ANN_MIN without a
+    complete graph, or at least ``PREPARE_MIN`` rows not verified ahead."""
+    if len(index) >= ann_min() and ann_module.available() and (index.ann is None or len(index.unindexed)):
+        return True
+    unverified = len(index) if index.preverified is None else int(len(index) - index.preverified.sum())
+    return unverified >= PREPARE_MIN
+
+
+_PREPARE_SENT: dict[int, float] = {}
+
+
+def _prepare_maybe(store: Store, index: StoreIndex) -> None:
+    """Ask a worker for ``recall_prepare`` when the index calls for it, at most once per
+    ``PREPARE_INTERVAL_S`` per store and process."""
+    if not prepare_wanted(index):
+        return
+    now = time.monotonic()
+    with _INDEX_LOCK:
+        last = _PREPARE_SENT.get(store.pk)
+        if last is not None and now - last < PREPARE_INTERVAL_S:
+            return
+        _PREPARE_SENT[store.pk] = now
+    try:
+        dispatch.recall_prepare(store.pk)
+    except Exception:  # noqa: BLE001 - a broker outage must not fail a recall; it verifies inline
+        logger.exception("could not queue recall_prepare for store %s", store.pk)
+
+
+def store_prepare(store: Store) -> dict:
+    """A worker's turn (``ledger.tasks.recall_prepare_task``): grow and save the store's ANN graph
+    when it has at least RECALL_ANN_MIN recallable memories, and verify ahead of recall the
+    memories whose state the saved record does not cover. Returns what it did and how long it took."""
+    embedder = embedder_for_store(store)
+    position = log_position(store.organization_id)  # before the rows are read: the record claims no more
+    t0 = time.perf_counter()
+    ann_rows = 0
+    signed = Memory.objects.filter(store=store, chain_head__isnull=False).count()
+    if signed >= ann_min() and ann_module.available():  # the graph is the only reason to load the matrix here
+        index = _build_index(store, embedder, position, worker=True)
+        ann_rows = len(index.ann) if index.ann is not None else 0
+    t1 = time.perf_counter()
+    checked = verification.store_preverify(store, log_position=position)
+    return {"store": store.pk, "memories": signed, "ann_rows": ann_rows,
+            "index_seconds": round(t1 - t0, 2), "verify_seconds": round(time.perf_counter() - t1, 2), **checked}
+
+
 def ann_forget() -> None:
     """Drop this process's graphs (tests; the saved files stay)."""
     with _ANN_LOCK:
         _ANNS.clear()
+        _ANN_MTIMES.clear()
+    with _INDEX_LOCK:
+        _PREPARE_SENT.clear()
 
 
-def store_index(store: Store, *, embedder: TextEmbedder | None = None) -> StoreIndex:
-    """The current index of a store: cached, and rebuilt only when the ledger or cache moved."""
+def store_index(store: Store, *, embedder: TextEmbedder | None = None, position: int | None = None) -> StoreIndex:
+    """The current index of a store: cached, and rebuilt only when the ledger or cache moved.
+    ``position``: the tenant log's last leaf index, when the caller has just read it."""
     embedder = embedder or embedder_for_store(store)
-    position = log_position(store.organization_id)
+    position = log_position(store.organization_id) if position is None else position
     index = _INDEXES.get(store.pk)
     fresh = index is not None and index.log_position == position and index.model == embedder.model_name
     if fresh and (not index.missing or _embedding_position() == index.embedding_position):
-        return index
+        _preverified_refresh(store, index)
+        return _ann_refresh(store, index)
     index = _build_index(store, embedder, position)
     with _INDEX_LOCK:
         _INDEXES[store.pk] = index
+    _prepare_maybe(store, index)
     return index

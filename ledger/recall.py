@@ -39,6 +39,7 @@ import numpy as np
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from ledger import dispatch, verification
 from ledger.core.canonical import format_time, now_utc
@@ -46,7 +47,7 @@ from ledger.core.merkle import EMPTY_ROOT
 from ledger.core.receipts import build_receipt
 from ledger.core.weights import WEIGHT_MIN_Q
 from ledger.embedding_store import StoreIndex, embedder_for_store, store_index
-from ledger.models import EpistemicLabel, Memory, Outcome, Receipt, Store, TreeHead
+from ledger.models import EpistemicLabel, LogLeaf, Memory, Outcome, Receipt, Store, TreeHead
 from ledger.signing import receipt_signer
 
 logger = logging.getLogger(__name__)
@@ -120,14 +121,23 @@ def query_sha256(query: str) -> str:
 
 def _row_key(index: StoreIndex, row: int) -> tuple:
     return (int(index.pks[row]), index.chain_heads[row], int(index.label_seq[row]), int(index.weight_q[row]),
-            index.states[row])
+            index.states[row], index.content_sha256[row])
 
 
-def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, str]]:
-    """(verified, why not) per row: from the cache, keyed by (memory, chain head, label seq, live
-    weight, state), or by ``memories_verify`` on all the rows missing from it at once (one bundle)."""
+def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) -> dict[int, tuple[bool, str]]:
+    """(verified, why not) per row: from a worker's verified-ahead record when it covers the
+    row's exact live state (``index.preverified``), from this process's cache, keyed by (memory,
+    chain head, label seq, live weight, state), or by ``memories_verify`` on all the rows missing
+    from both at once (one bundle). ``tally`` counts the rows verified in this call ("now")."""
     out: dict[int, tuple[bool, str]] = {}
-    keys = {row: _row_key(index, row) for row in rows}
+    pre = index.preverified
+    if pre is not None:
+        for row in rows:
+            if pre[row]:
+                out[row] = (True, "")
+                if tally is not None:
+                    tally.setdefault("ahead_rows", set()).add(row)
+    keys = {row: _row_key(index, row) for row in rows if row not in out}
     todo = []
     for row, key in keys.items():
         hit = _verified.get(key)
@@ -144,12 +154,15 @@ def _verify_rows(index: StoreIndex, rows: list[int]) -> dict[int, tuple[bool, st
         if memory is None:
             out[row] = (False, "memory no longer in the database")
         elif (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q,
-              memory.epistemic_state or "") != keys[row][1:]:
+              memory.epistemic_state or "", bytes(memory.content_sha256)) != keys[row][1:]:
             # The row moved since the index was built: not what we would be vouching for.
             out[row] = (False, "live state changed during recall")
         else:
             check.append(row)
     if check:
+        if tally is not None:
+            tally["now"] = tally.get("now", 0) + len(check)
+            tally.setdefault("now_rows", set()).update(check)
         findings = verification.memories_verify([memories[keys[row][0]] for row in check])
         with _verified_lock:
             for row in check:
@@ -172,26 +185,73 @@ def _matvec(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def verification_cache_clear() -> None:
     global _verified_generation
+    with _texts_lock:
+        _texts_cache.clear()  # keyed by primary key, which a rolled-back test database reuses
     with _verified_lock:
         _verified.clear()
         _verified_generation += 1  # recall results cached per store index are dropped too
 
 
-def _latest_tree_head(organization_id: int) -> tuple[int, str]:
-    # Raw SQL: compiling the ORM query cost more CPU than the database spends answering it
-    # (cProfile of warm recalls at 20k), and it runs on every recall.
+def _log_state(organization_id: int) -> tuple[int, int, str]:
+    """The tenant log's last leaf index (-1 when empty) and its latest signed tree head (size,
+    root hex), in one round trip. Raw SQL: compiling the ORM queries cost more CPU than the
+    database spends answering them (cProfile of warm recalls at 20k), and it runs on every recall."""
     qn = connection.ops.quote_name
     with connection.cursor() as cur:
-        cur.execute(f"SELECT {qn('size')}, {qn('root')} FROM {qn(TreeHead._meta.db_table)} "
-                    f"WHERE {qn('organization_id')} = %s ORDER BY {qn('size')} DESC LIMIT 1", [organization_id])
-        sth = cur.fetchone()
-    if sth is None:
-        return 0, EMPTY_ROOT.hex()
-    return int(sth[0]), bytes(sth[1]).hex()
+        cur.execute(f"SELECT (SELECT {qn('index')} FROM {qn(LogLeaf._meta.db_table)} "
+                    f"WHERE {qn('organization_id')} = %s ORDER BY {qn('index')} DESC LIMIT 1), "
+                    f"s.{qn('size')}, s.{qn('root')} FROM (SELECT 1) AS one LEFT JOIN "
+                    f"(SELECT {qn('size')}, {qn('root')} FROM {qn(TreeHead._meta.db_table)} "
+                    f"WHERE {qn('organization_id')} = %s ORDER BY {qn('size')} DESC LIMIT 1) AS s ON TRUE",
+                    [organization_id, organization_id])
+        last, size, root = cur.fetchone()
+    position = -1 if last is None else int(last)
+    if size is None:
+        return position, 0, EMPTY_ROOT.hex()
+    return position, int(size), bytes(root).hex()
 
 
-def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str]
-            ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float], list[int]]:
+def _receipt_insert(*, organization_id: int, store_id: int, body: dict) -> int:
+    """Store a signed receipt (durably: committed before the recall answers) and return its id.
+    One INSERT ... RETURNING with the fields' own database adaptation; ``Receipt.objects.create``
+    spent more CPU building the statement than the database spends on it (cProfile, 20k recall)."""
+    meta = Receipt._meta
+    qn = connection.ops.quote_name
+    values = [organization_id, store_id, meta.get_field("body").get_db_prep_save(body, connection),
+              meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)]  # as auto_now_add
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {qn(meta.db_table)} ({qn('organization_id')}, {qn('store_id')}, {qn('body')}, "
+                    f"{qn('created_at')}) VALUES (%s, %s, %s, %s) RETURNING {qn('id')}", values)
+        return int(cur.fetchone()[0])
+
+
+_TEXTS_MAX = 50_000
+_texts_cache: OrderedDict[int, str] = OrderedDict()
+_texts_lock = threading.Lock()
+
+
+def _texts(pks: list[int]) -> dict[int, str]:
+    """Memory texts by primary key, from a bounded in-process cache (a memory's text never
+    changes: its hash is in the signed genesis), reading only the missing ones."""
+    out: dict[int, str] = {}
+    with _texts_lock:
+        for pk in pks:
+            text = _texts_cache.get(pk)
+            if text is not None:
+                out[pk] = text
+    missing = [pk for pk in pks if pk not in out]
+    if missing:
+        found = dict(Memory.objects.filter(pk__in=missing).values_list("pk", "text"))
+        out.update(found)
+        with _texts_lock:
+            _texts_cache.update(found)
+            while len(_texts_cache) > _TEXTS_MAX:
+                _texts_cache.popitem(last=False)
+    return out
+
+
+def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str],
+            tally: dict | None = None) -> tuple[list[int], list[dict], dict[int, float], dict[int, float], list[int]]:
     """Steps 1-3 of the module docstring: the adopted rows best first, the excluded candidates,
     each adopted row's cosine and score, and the withheld rows: the quarantined memories that
     would have been among the top k (scoring above the k-th adopted row), best first.
@@ -199,7 +259,7 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
     Brute force over the whole matrix; or, for a store with an ANN graph, over a pool of its
     nearest rows by cosine plus every row whose live weight exceeds the initial 1.0 (the graph
     ranks by cosine, the score is cosine x weight, so only those rows can overtake from outside
-    the pool), all re-scored exactly. The pool is accepted when it yields ``min(k, allowed)``
+    the pool) and every row the graph does not hold yet (``index.unindexed``), all re-scored exactly. The pool is accepted when it yields ``min(k, allowed)``
     verified results whose last score is at least the best any row outside it can reach (the
     pool's lowest cosine x 1.0); otherwise it is widened x4 and walked again (verification
     results are cached, alerts are raised once), up to the whole store."""
@@ -229,7 +289,7 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
             if len(near) < min(pool, len(index.ann)):  # the graph could not fill the pool: brute force
                 pool = n
                 continue
-            rows = np.union1d(near, index.boosted_rows())
+            rows = np.union1d(np.union1d(near, index.boosted_rows()), index.unindexed)
             rows = rows[allowed[rows]]
             cosine = _matvec(index.matrix[rows], q)  # exact re-rank of the candidates
             scores = cosine * index.weights[rows]
@@ -252,7 +312,7 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
                     # The rows this walk adopts if all verify, checked together (those not cached).
                     ahead = [row_of(x) for x in order[pos:pos + want - len(adopted) + VERIFY_AHEAD].tolist()
                              if np.isfinite(masked[x])]
-                    checked.update(_verify_rows(index, [r for r in ahead if r not in checked]))
+                    checked.update(_verify_rows(index, [r for r in ahead if r not in checked], tally))
                 ok, why = checked[row]
                 masked[p] = -np.inf  # never look at this row again in this walk
                 if ok:
@@ -287,18 +347,22 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     started = time.perf_counter()
     now = now or now_utc()
     embedder = embedder_for_store(store)
-    index = store_index(store, embedder=embedder)
+    position, sth_size, sth_root = _log_state(store.organization_id)
+    index = store_index(store, embedder=embedder, position=position)
     excluded_set = excluded_states(store)
     key = (query, k, excluded_set, _verified_generation)
+    tally: dict = {}
     with index.query_cache_lock:
         hit = index.query_cache.get(key)
     if hit is not None:
-        adopted, excluded, cosine_of, score_of, withheld = hit
+        adopted, excluded, cosine_of, score_of, withheld, first = hit
+        tally = {"ahead_rows": first.get("ahead_rows", set())}  # nothing verified in this call
     else:
-        adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set)
+        adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set,
+                                                                   tally)
         if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
             with index.query_cache_lock:
-                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld)
+                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld, tally)
                 while len(index.query_cache) > QUERY_CACHE_SIZE:
                     index.query_cache.pop(next(iter(index.query_cache)))
     results = [{
@@ -308,17 +372,17 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
         "state": index.states[row] or None,
         "chain_head": index.chain_heads[row].hex(),
     } for row in adopted]
-    sth_size, sth_root = _latest_tree_head(store.organization_id)
     organization = store.organization
     receipt_body = build_receipt(
         results, tenant=organization.slug, store=store.slug, query_sha256=query_sha256(query), k=k,
         sth_size=sth_size, sth_root_hex=sth_root, projection_version=projection_version(store),
         time=format_time(now), signer=receipt_signer(organization),
     )
-    receipt = Receipt.objects.create(organization=organization, store=store, body=receipt_body)
-    texts = dict(Memory.objects.filter(pk__in=[int(index.pks[r]) for r in adopted]).values_list("pk", "text"))
+    receipt_id = _receipt_insert(organization_id=organization.pk, store_id=store.pk, body=receipt_body)
+    texts = _texts([int(index.pks[r]) for r in adopted])
+    ahead_rows = tally.get("ahead_rows", set())
     return {
-        "receipt_id": receipt.pk,
+        "receipt_id": receipt_id,
         "store": store.pk,
         "k": k,
         "results": [{
@@ -338,6 +402,16 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             "label": index.states[row], "reason": f"quarantined ({index.states[row]}): out of recall",
         } for row in withheld],
         "receipt": receipt_body,
+        # How the results were verified (not signed): "ahead" = by a worker's record covering the
+        # result's exact live state, made at log position ``verified_through``; "earlier" = by an
+        # earlier recall in this process (same state); "now" = candidates verified in this call.
+        "verification": {
+            "ahead": sum(1 for row in adopted if row in ahead_rows),
+            "earlier": sum(1 for row in adopted if row not in ahead_rows and row not in tally.get("now_rows", ())),
+            "now": tally.get("now", 0),
+            "verified_through": index.preverified_through if ahead_rows else None,
+            "log_position": index.log_position,
+        },
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
     }
 

@@ -1,5 +1,8 @@
 """Housekeeper tasks: ids in, one service call. Routed to the ``housekeeper`` queue
-(``ledger.tasks.*``); each holds the housekeeper role while it runs (see ``ledger.signing``)."""
+(``ledger.tasks.*``); each holds the housekeeper role while it runs (see ``ledger.signing``).
+
+``recall_prepare_task`` is the exception: it signs nothing, so it is registered under a
+``ledger.recall_tasks.*`` name, which routes it to the ``audit`` queue, and holds no role."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from celery import shared_task
 from django.core.exceptions import ValidationError
 
 from ledger.core.errors import LedgerError
+from ledger.embedding_store import store_prepare
 from ledger.imports import import_history_apply, import_history_ready
+from ledger.models import Store
 from ledger.services import corrections, keys, tree_heads, writes
 from ledger.signing import housekeeper_role
 from orgs.models import Organization
@@ -115,3 +120,13 @@ def correction_transition_task(*args, **kwargs) -> int:
         decision = kwargs.pop("decision", None)
         return len(corrections.decision_transitions_sign(decision=decision, unexpected_args=args,
                                                          unexpected_kwargs=kwargs))
+
+
+@shared_task(name="ledger.recall_tasks.recall_prepare_task")
+def recall_prepare_task(store_id: int) -> dict:
+    """Ahead of recall, on a worker: grow and save the store's ANN graph (stores over
+    RECALL_ANN_MIN) and verify the memories whose live state moved since the last run, so the
+    request path neither builds a large graph nor verifies chains it has seen verified."""
+    result = store_prepare(Store.objects.select_related("organization").get(pk=store_id))
+    logger.info("recall_prepare store %s: %s", store_id, result)
+    return result

@@ -10,8 +10,18 @@ read it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import io
+import json
+import logging
+import os
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from ledger import export
 from ledger.core.bundle import build_bundle
@@ -20,6 +30,7 @@ from ledger.core.verify import Finding, verify_bundle
 from ledger.models import Memory
 from ledger.signing import epochs_for, key_directory, key_endorsements_for
 
+logger = logging.getLogger(__name__)
 _CACHE_MAX = 50_000
 _clean: OrderedDict[tuple, bool] = OrderedDict()
 _lock = threading.Lock()
@@ -182,4 +193,185 @@ def organization_verify(organization) -> list[Finding]:
     return findings
 
 
-__all__ = ["Finding", "memories_verify", "memory_verify", "memory_verify_cache_clear", "organization_verify"]
+
+
+# --------------------------------------------------------------------------- verified ahead of recall
+#
+# A recall adopts a candidate only after its chains verify. Verifying first-seen candidates in the
+# request (a bundle read and the signatures of each) was a third of the recall's CPU under load
+# (docs/benchmarks.md section 11), so a worker verifies a store's memories ahead of time
+# (``store_preverify``, run by ``ledger.tasks.recall_prepare_task``) and records, per memory, the
+# exact live state it verified: (chain head, label seq, live weight, state), "verified through
+# log position N". Recall adopts a candidate on that record only when the row it is about to
+# vouch for has exactly that state (any transition or label moves the chain head or the label
+# seq); everything that moved since is verified in the request, as before. The file is
+# authenticated with a key derived from SECRET_KEY (a file the web process did not get from a
+# worker of the same deployment is ignored) and carries the organization's key epochs as they
+# were checked: a rotated or revoked epoch invalidates it.
+
+PREVERIFY_CHUNK = 1000  # memories per bundle when verifying a store ahead of recall
+_PREVERIFY_VERSION = b"memaudit-preverified/2"
+
+
+@dataclass(frozen=True)
+class Preverified:
+    """What a worker verified for one store: sorted primary keys and, per key, the state it verified."""
+
+    log_position: int
+    pks: np.ndarray  # (n,) int64, sorted
+    heads: np.ndarray  # (n, 32) uint8
+    contents: np.ndarray  # (n, 32) uint8: content_sha256 (a raw edit of text and hash moves no chain head)
+    label_seq: np.ndarray  # (n,) int64
+    weight_q: np.ndarray  # (n,) int64
+    states: np.ndarray  # (n,) int16 codes into state_names
+    state_names: tuple[str, ...]
+
+    def mask(self, *, pks: np.ndarray, heads: list[bytes], contents: list[bytes], label_seq: np.ndarray,
+             weight_q: np.ndarray, states: list[str]) -> np.ndarray:
+        """True for each row (of a store index) whose exact live state was verified."""
+        out = np.zeros(len(pks), dtype=bool)
+        if not len(pks) or not len(self.pks):
+            return out
+        at = np.minimum(np.searchsorted(self.pks, pks), len(self.pks) - 1)
+        known = self.pks[at] == pks
+        rows = np.flatnonzero(known)
+        if not len(rows):
+            return out
+        at = at[rows]
+        ok = (self.label_seq[at] == label_seq[rows]) & (self.weight_q[at] == weight_q[rows])
+        code = {name: i for i, name in enumerate(self.state_names)}
+        ok &= self.states[at] == np.array([code.get(states[r], -1) for r in rows], dtype=np.int16)
+        head_rows = np.frombuffer(b"".join(heads[r] if len(heads[r]) == 32 else bytes(32) for r in rows),
+                                  dtype=np.uint8).reshape(len(rows), 32)
+        ok &= (self.heads[at] == head_rows).all(axis=1)
+        content_rows = np.frombuffer(b"".join(contents[r] if len(contents[r]) == 32 else bytes(32) for r in rows),
+                                     dtype=np.uint8).reshape(len(rows), 32)
+        ok &= (self.contents[at] == content_rows).all(axis=1)
+        out[rows] = ok
+        return out
+
+
+def _preverify_key() -> bytes:
+    from django.conf import settings  # local: the verification core stays importable without settings
+
+    return hmac.new(str(settings.SECRET_KEY).encode(), b"memaudit preverified recall state", hashlib.sha256).digest()
+
+
+def preverified_path(store_id: int) -> Path:
+    from django.conf import settings  # local: the verification core stays importable without settings
+
+    return Path(settings.VAR_DIR) / "recall" / f"preverified-store-{store_id}.npz"
+
+
+def _epochs_fingerprint(organization) -> str:
+    h = hashlib.sha256()
+    for e in epochs_for(organization):
+        h.update(repr((e.number, e.public_key.hex(), str(e.not_before), str(e.not_after), str(e.revoked_at),
+                       (e.endorsement or b"").hex())).encode())
+    return h.hexdigest()
+
+
+def preverified_load(store) -> Preverified | None:
+    """The store's verified-ahead record, if present, authentic, and made under the
+    organization's current key epochs; else None (recall then verifies every candidate itself)."""
+    path = preverified_path(store.pk)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    mac, data = raw[:32], raw[32:]
+    if len(raw) < 32 or not hmac.compare_digest(mac, hmac.new(_preverify_key(), data, hashlib.sha256).digest()):
+        logger.warning("ignoring %s: not written by this deployment (authentication failed)", path)
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            if meta.get("version") != _PREVERIFY_VERSION.decode() or meta.get("store") != store.pk:
+                return None
+            if meta.get("epochs") != _epochs_fingerprint(store.organization):
+                return None  # an epoch was added, rotated or revoked since: verify again
+            pre = Preverified(log_position=int(meta["log_position"]), pks=z["pks"].astype(np.int64),
+                              heads=z["heads"].astype(np.uint8), contents=z["contents"].astype(np.uint8),
+                              label_seq=z["label_seq"].astype(np.int64),
+                              weight_q=z["weight_q"].astype(np.int64), states=z["states"].astype(np.int16),
+                              state_names=tuple(meta["state_names"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("ignoring %s: unreadable (%s)", path, exc)
+        return None
+    if pre.heads.shape != (len(pre.pks), 32) or pre.contents.shape != pre.heads.shape or not (len(pre.pks) == len(pre.label_seq) == len(pre.weight_q)
+                                                      == len(pre.states)):
+        return None
+    return pre
+
+
+def _preverified_write(store, *, log_position: int, rows: list[tuple], epochs: str) -> None:
+    rows = sorted(rows)
+    names = sorted({r[4] for r in rows})
+    code = {name: i for i, name in enumerate(names)}
+    buf = io.BytesIO()
+    np.savez(buf,
+             meta=np.frombuffer(json.dumps({"version": _PREVERIFY_VERSION.decode(), "store": store.pk,
+                                            "log_position": log_position, "epochs": epochs,
+                                            "state_names": names}).encode(), dtype=np.uint8),
+             pks=np.array([r[0] for r in rows], dtype=np.int64),
+             heads=np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint8).reshape(len(rows), 32),
+             contents=np.frombuffer(b"".join(r[5] for r in rows), dtype=np.uint8).reshape(len(rows), 32),
+             label_seq=np.array([r[2] for r in rows], dtype=np.int64),
+             weight_q=np.array([r[3] for r in rows], dtype=np.int64),
+             states=np.array([code[r[4]] for r in rows], dtype=np.int16))
+    data = buf.getvalue()
+    path = preverified_path(store.pk)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner-only, like the rest of VAR_DIR
+    with os.fdopen(fd, "wb") as f:
+        f.write(hmac.new(_preverify_key(), data, hashlib.sha256).digest() + data)
+    os.replace(tmp, path)
+
+
+def store_preverify(store, *, log_position: int) -> dict:
+    """Verify the store's signed memories whose current state the saved record does not cover,
+    and save the record (clean memories only; a memory with findings is left for recall to
+    verify, exclude and alert on). ``log_position``: the tenant log's last leaf index read
+    *before* the memories were, so the record claims no more than it checked.
+
+    Returns counts: ``kept`` (already verified in this state), ``verified``, ``failed``."""
+    epochs = _epochs_fingerprint(store.organization)
+    old = preverified_load(store)
+    rows = list(Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(
+        "pk", "chain_head", "label_seq", "live_weight_q", "epistemic_state", "content_sha256"))
+    rows = [(int(pk), bytes(head), int(seq), int(w), state or "", bytes(content))
+            for pk, head, seq, w, state, content in rows]
+    if old is not None and rows:
+        kept_mask = old.mask(pks=np.array([r[0] for r in rows], dtype=np.int64), heads=[r[1] for r in rows],
+                             contents=[r[5] for r in rows], label_seq=np.array([r[2] for r in rows], dtype=np.int64),
+                             weight_q=np.array([r[3] for r in rows], dtype=np.int64), states=[r[4] for r in rows])
+    else:
+        kept_mask = np.zeros(len(rows), dtype=bool)
+    clean = [r for r, kept in zip(rows, kept_mask, strict=True) if kept]
+    todo = [r for r, kept in zip(rows, kept_mask, strict=True) if not kept]
+    failed = 0
+    for i in range(0, len(todo), PREVERIFY_CHUNK):
+        chunk = todo[i:i + PREVERIFY_CHUNK]
+        memories = Memory.objects.select_related("store", "organization").in_bulk([r[0] for r in chunk])
+        batch = []
+        for r in chunk:
+            m = memories.get(r[0])
+            # Vouch only for the state verified: a memory that moved since it was listed waits for the next run.
+            if m is not None and (bytes(m.chain_head or b""), m.label_seq, m.live_weight_q,
+                                  m.epistemic_state or "", bytes(m.content_sha256)) == r[1:]:
+                batch.append(m)
+        findings = memories_verify(batch, cached=False)
+        by_pk = {r[0]: r for r in chunk}
+        for m in batch:
+            if findings[m.pk]:
+                failed += 1
+            else:
+                clean.append(by_pk[m.pk])
+    _preverified_write(store, log_position=log_position, rows=clean, epochs=epochs)
+    return {"kept": int(kept_mask.sum()), "verified": len(todo) - failed, "failed": failed,
+            "log_position": log_position}
+
+
+__all__ = ["Finding", "Preverified", "memories_verify", "memory_verify", "memory_verify_cache_clear",
+           "organization_verify", "preverified_load", "preverified_path", "store_preverify"]

@@ -99,7 +99,52 @@ def test_recall_over_the_graph_equals_brute_force_and_persists_the_graph(big, se
         assert _ids(recall(store=big, query=EIFFEL, k=5)) == _ids(brute)
     finally:
         AnnIndex.add = real_add
-    assert added == [0]
+    assert sum(added) == 0 and len(store_index(big).ann) == 62
+
+
+def test_the_request_path_never_builds_a_large_graph_the_worker_does(store, housekeeper, settings, tmp_path,
+                                                                      monkeypatch):
+    from ledger import dispatch, embedding_store
+    from ledger.tasks import recall_prepare_task
+
+    settings.VAR_DIR = tmp_path
+    settings.RECALL_ANN_MIN = 1
+    monkeypatch.setattr(embedding_store, "ANN_INLINE_ADD", 5)
+    monkeypatch.setattr(recall_module, "ANN_POOL_MIN", 2)
+    monkeypatch.setattr(recall_module, "ANN_POOL_PER_K", 1)
+    asked = []
+    monkeypatch.setattr(dispatch, "recall_prepare", asked.append)  # no worker: record the request
+    ann_forget()
+    import_inline(store, filler(60))
+    built = []
+    real_add = AnnIndex.add
+    monkeypatch.setattr(AnnIndex, "add", lambda self, pks, vectors, **kw: built.append(len(pks)) or
+                        real_add(self, pks, vectors, **kw))
+
+    first = recall(store=store, query="castle built by volunteers", k=3)
+    assert built == [] and store_index(store).ann is None  # brute force, exact, while no graph exists
+    assert asked == [store.pk] and not os.path.exists(ann_path(store, store_index(store).model))
+
+    assert recall_prepare_task(store.pk)["ann_rows"] == 60  # the worker builds and saves it
+    index_invalidate()
+    assert _ids(recall(store=store, query="castle built by volunteers", k=3)) == _ids(first)
+    assert store_index(store).ann is not None and len(store_index(store).ann) == 60
+
+    # Ten more memories (more than a request may add): left out of the graph, yet scored exactly.
+    built.clear()
+    import_inline(store, [{"id": "e1", "text": "The Eiffel Tower is in Paris and was completed in 1889."},
+                          *[{"id": f"x{i}", "text": f"Extra note {i} about harbor {i}."} for i in range(9)]],
+                  filename="more.jsonl")
+    index = store_index(store)
+    assert built == [] and len(index.unindexed) == 10 and len(index.ann) == 60
+    via_graph = recall(store=store, query=EIFFEL, k=3)
+    assert _ids(via_graph)[0] == "e1"
+    settings.RECALL_ANN_MIN = 10**9
+    index_invalidate()
+    brute = recall(store=store, query=EIFFEL, k=3)
+    # Same scores; ids equal up to ties (two filler memories score exactly the same for this query).
+    assert [r["score"] for r in brute["results"]] == pytest.approx([r["score"] for r in via_graph["results"]])
+    assert _ids(brute)[:2] == _ids(via_graph)[:2]
 
 
 def test_quarantined_candidates_are_skipped_and_the_pool_widens_to_k_results(big):
@@ -156,3 +201,42 @@ def test_memories_weighted_above_one_outrank_from_outside_the_pool_as_in_brute_f
     brute = [recall(store=big, query=q, k=3) for q in queries]
     assert [_ids(r) for r in via_ann] == [_ids(r) for r in brute]
     assert any({"c3", "c7", "c11", "c19", "c23"} & set(_ids(r)) for r in brute)
+
+
+def test_a_larger_graph_saved_by_a_worker_process_is_reopened_in_the_background(store, housekeeper, settings,
+                                                                                tmp_path, monkeypatch):
+    import threading
+
+    from ledger import dispatch, embedding_store
+    from ledger.tasks import recall_prepare_task
+
+    settings.VAR_DIR = tmp_path
+    settings.RECALL_ANN_MIN = 1
+    monkeypatch.setattr(embedding_store, "ANN_INLINE_ADD", 5)
+    monkeypatch.setattr(embedding_store, "PREVERIFIED_RECHECK_S", 0.0)
+    monkeypatch.setattr(dispatch, "recall_prepare", lambda store_id: None)
+    ann_forget()
+    import_inline(store, filler(60))
+    recall_prepare_task(store.pk)
+    index_invalidate()
+    recall(store=store, query="castle built by volunteers", k=3)
+    assert len(store_index(store).ann) == 60
+    import_inline(store, [{"id": f"x{i}", "text": f"Extra note {i} about harbor {i}."} for i in range(10)],
+                  filename="more.jsonl")
+    assert len(store_index(store).unindexed) == 10
+
+    # Another process (the worker) saves the complete graph; this one still holds the 60-row graph.
+    index = store_index(store)
+    other = AnnIndex(index.matrix.shape[1], capacity=len(index))
+    other.add(index.pks, index.matrix)
+    path = ann_path(store, index.model)
+    other.save(path)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
+
+    recall(store=store, query="harbor note", k=3)  # starts the reopen; this recall uses the old graph
+    for t in [t for t in threading.enumerate() if t.name == "ann-reopen"]:
+        t.join(timeout=30)
+    result = recall(store=store, query="harbor note", k=3)
+    index = store_index(store)
+    assert len(index.ann) == 70 and len(index.unindexed) == 0 and index.ann is not other
+    assert len(result["results"]) == 3
