@@ -47,6 +47,7 @@ from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
 from .reach import reach as format_free_reach
+from .reach import same_question, stated_question
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
@@ -94,6 +95,10 @@ class AuditParams:
     # store's answer once a candidate's group is out. 0 candidates turns it off.
     reach_candidates: int = 60
     reach_support: int = 2
+    # Cosines (MiniLM scale; set on TUNE sqa-plain-distinct, see reach.py): a planted copy is at
+    # least `copy_cos` near the record it copies; a supporter at least `support_cos` near the query.
+    copy_cos: float = 0.7
+    support_cos: float = 0.4
 
 
 @dataclass
@@ -430,15 +435,32 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     if p.verdicts and batch:
         store = _store_answers(batch, ranked, evmap, residual, retriever)
         claims = _claims(batch, evmap, retriever)
+        outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
         first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                      seed=p.seed)
-        seeds = [m for m in batch if first[m].verdict == POISON_LIKE
+                      seed=p.seed, outside=outside)
+        # A poison-like member's planted copies outside the batch (outvoted today) join it.
+        joined = {c: m for m in batch if m in first and first[m].verdict == POISON_LIKE
+                  for c in outside.get(m, []) if c not in set(batch)}
+        if joined and p.top_n is None and p.reach_candidates:
+            ev = {c: {"event": f"copy:{m}", "query": store[m]["question"] if m in store else "",
+                      "claim": claims[m], "before": claims[m], "after": store.get(m, {}).get("answer", ""),
+                      "support": store.get(m, {}).get("support", []), "group": [m, c],
+                      "seed_margin": 0.0} for c, m in joined.items()}
+            batch, residual = _join_reach(batch, sorted(joined), ev, ranked, events, replayer, p)
+            for c, m in joined.items():
+                claims[c] = claims[m]
+                if m in store:
+                    store[c] = dict(store[m])
+            outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
+            first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
+                          seed=p.seed, outside=outside)
+        seeds = [m for m in batch if m in first and first[m].verdict == POISON_LIKE
                  and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))] if first else []
         if seeds and p.top_n is None and p.reach_candidates:
             anti = sorted({a for v in store.values() for a in v["support"]})
             rr = format_free_reach(batch, seeds, anti, retriever, replayer,
                                    max_candidates=p.reach_candidates, min_support=p.reach_support,
-                                   seed=p.seed)
+                                   seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos)
             reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
                           "agent_calls": rr.agent_calls}
             if rr.added:
@@ -452,7 +474,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
                 store.update(_store_answers(batch, ranked, evmap, residual, retriever))
         for mid, v in judge(batch, retriever, claims=claims, store=store, reach=reach_ev,
-                            min_support=p.reach_support, seed=p.seed).items():
+                            min_support=p.reach_support, seed=p.seed, outside=outside).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
             if s.id in verdicts:
@@ -493,6 +515,36 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         groups=groups, events=ev_rows, agent_calls=replayer.calls - calls_before, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
         collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts))
+
+
+def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retriever, *,
+            copy_cos: float = 0.7) -> dict[str, list[str]]:
+    """Per batch member with a claim, its copies outside the batch: near it (cosine ≥ copy_cos)
+    and asserting the same claim (the same answer slot, or the claim as a whole word in a plain
+    text) for the same question (when both state one: `reach.stated_question`)."""
+    E, mems, idx = retriever.embeddings, retriever.memories, retriever.index
+    allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
+    in_batch = set(batch)
+    out: dict[str, list[str]] = {}
+    for m in batch:
+        c = claims.get(m)
+        if not c or m not in idx:
+            continue
+        sims = E @ E[idx[m]]
+        asked = stated_question(mems[idx[m]])
+        found = []
+        for j in np.argsort(-sims)[:20].tolist():
+            o = mems[j]
+            if o.id in in_batch or not allowed[j] or sims[j] < copy_cos \
+                    or not same_question(asked, stated_question(o)):
+                continue
+            slot = answer_slot(o.metadata, o.text)
+            if (slot.casefold() == c.casefold()) if slot else re.search(
+                    r"(?<!\w)" + re.escape(c.casefold()) + r"(?!\w)", o.text.casefold()):
+                found.append(o.id)
+        if found:
+            out[m] = found
+    return out
 
 
 def _per_event(ranked: Sequence[Suspect], mid: str) -> list[dict[str, Any]]:

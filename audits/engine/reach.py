@@ -16,7 +16,9 @@ answers what the rest of the store says. The reach:
    Best first, at most `max_candidates`.
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
    question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
-   else its own text.
+   else its own text — and when that text retrieves only seed-like records even with its group
+   out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
+   more than 5% of the store contains).
 3. Its claim, by contrast with its neighbours: its answer slot when it has one; else its
    answer-like spans (numbers, capitalised names, dates) that no other retrieved record outside
    its near-duplicate group contains, and that the question does not.
@@ -104,28 +106,38 @@ def _tokens(text: str) -> frozenset[str]:
 def answer_spans(text: str) -> list[str]:
     """Answer-like spans: numbers and runs of capitalised words (names, dates, titles).
 
-    A capitalised word opening a sentence counts only when it is not a common opener.
+    A capitalised word opening a sentence counts only as part of a longer run, or when the text
+    also capitalises it elsewhere (a name, not just a sentence's first word).
     """
-    words = [(m.group(0), m.start()) for m in _WORD.finditer(text)]
-    spans: list[str] = []
+    words = _WORD.findall(text)
+    spans: list[tuple[str, bool]] = []
     cur: list[str] = []
     pending: list[str] = []
+    cur_start = False
+    inner_caps: set[str] = set()
+    prev = "."
+    for w in words:
+        if w[0].isupper() and prev not in (".", "!", "?", ":", ";"):
+            inner_caps.add(w)
+        prev = w
+    prev = "."
 
     def flush() -> None:
         if cur:
-            spans.append(" ".join(cur))
+            spans.append((" ".join(cur), cur_start and len(cur) == 1 and not cur[0][0].isdigit()))
         cur.clear()
         pending.clear()
 
-    prev = "."
-    for w, _pos in words:
-        start = prev in (".", "!", "?", ":", ";", "\n") or prev == "."
+    for w in words:
+        start = prev in (".", "!", "?", ":", ";")
         is_num = w[0].isdigit()
         is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS)
         if is_num or is_cap:
             if pending and cur:
                 cur.extend(pending)
             pending.clear()
+            if not cur:
+                cur_start = start
             cur.append(w)
         elif cur and w.casefold() in _CONNECT and not pending:
             pending.append(w)
@@ -133,7 +145,8 @@ def answer_spans(text: str) -> list[str]:
             flush()
         prev = w
     flush()
-    return list(dict.fromkeys(s for s in spans if s.strip()))
+    return list(dict.fromkeys(sp for sp, lone_opener in spans
+                              if sp.strip() and (not lone_opener or sp in inner_caps)))
 
 
 def _mentions(span: str, text: str) -> bool:
@@ -167,6 +180,14 @@ def synth_query(m: Any) -> str:
     if isinstance(q, str) and q.strip():
         return q.strip()
     return m.text
+
+
+def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = 0.05) -> str:
+    """A memory's distinctive words, in order: no function words, none that more than `share` of
+    the store's records contain (the template, not the topic)."""
+    words = [w for w in _WORD.findall(text) if w[0].isalnum() and w.casefold() not in _FUNCTION
+             and df.get(w.casefold(), 0) <= max(2, share * n)]
+    return " ".join(dict.fromkeys(words)) or text
 
 
 @dataclass
@@ -245,29 +266,29 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return like[o.id]
 
     E = retriever.embeddings
+    df: dict[str, int] = {}
+    for x in mems:
+        for tok in _tokens(x.text):
+            df[tok] = df.get(tok, 0) + 1
 
     def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
         """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
         carrying its claim."""
         return seedlike(o) and float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos and _carries_claim(o, claims)
 
-    for mid, margin in ranked[:max_candidates]:
-        if mid in removed:
-            continue
+    def verify(mid: str, q: str, question: str | None) -> tuple[dict[str, Any] | None, bool]:
+        """(evidence, whether the store's side was seen at all after removing the group)."""
         m = mems[idx[mid]]
-        q = synth_query(m)
-        question = q if q != m.text else None
         r1 = retriever.retrieve(q, k, removed)
         if mid not in [r.id for r in r1]:
-            continue
+            return None, True
         me = next(r for r in r1 if r.id == mid)
-        res.tested += 1
         # The retrieved records split by shape: the seed-like side (m and its copies) and the
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
         claims = claim_spans(me, rest1, question)
         if not claims:
-            continue
+            return None, True
         group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
         r0: list[RetrievedMemory] = []
         for _ in range(rounds):
@@ -276,10 +297,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if not more:
                 break
             group |= more
+        store_side = any(not seedlike(o) for o in r0)
         if len(group) < min_copies or len(group) > max_group:
-            continue
+            return None, store_side
         if any(_carries_claim(o, claims) for o in r0):
-            continue  # the claim survives the group: not this group's doing
+            return None, store_side  # the claim survives the group: not this group's doing
         seen = {o.id for o in r1}
         rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
         alts = []
@@ -289,28 +311,43 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         _, y1 = replayer.replay(q, removed, cands)
         _, y0 = replayer.replay(q, removed | group, cands)
         if not _carries(y1.text, claims) or _carries(y0.text, claims):
-            continue
+            return None, store_side
         if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
-            continue
+            return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         asked = stated_question(m)
         support = [o.id for o in r0 if o.score >= support_cos and not seedlike(o)
-                   and _same_question(asked, stated_question(o)) and (
+                   and same_question(asked, stated_question(o)) and (
             _mentions(y0.text.strip(), o.text)
             or (answer_slot(o.metadata, o.text) or "").casefold() == y0.text.strip().casefold())]
         if len(support) < min_support:
-            continue
+            return None, store_side
         target = next(c for c in claims if _carries(y1.text, [c]))
-        harm = make_harm({"type": "contains", "target": target})
-        members = sorted(group)
-        for g in members:
-            res.evidence[g] = {"event": f"reach:{mid}", "query": q, "claim": target,
-                               "before": y1.text, "after": y0.text, "support": support,
-                               "group": members, "seed_margin": round(margin, 4), "harm": harm,
-                               "retrieved": [o.id for o in r1]}
-        res.added += [g for g in members if g not in removed]
-        removed |= group
+        return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
+                "after": y0.text, "support": support, "group": sorted(group),
+                "harm": make_harm({"type": "contains", "target": target}),
+                "retrieved": [o.id for o in r1]}, store_side
+
+    for mid, margin in ranked[:max_candidates]:
+        if mid in removed:
+            continue
+        m = mems[idx[mid]]
+        q = synth_query(m)
+        question = q if q != m.text else None
+        res.tested += 1
+        ev, store_side = verify(mid, q, question)
+        if ev is None and not store_side and question is None:
+            # Its own text found only look-alikes, even with its group out (the template
+            # outweighs the topic): ask by its distinctive words, those rare in the store.
+            ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+        if ev is None:
+            continue
+        ev["seed_margin"] = round(margin, 4)
+        for g in ev["group"]:
+            res.evidence[g] = ev
+        res.added += [g for g in ev["group"] if g not in removed]
+        removed |= set(ev["group"])
     res.agent_calls = replayer.calls - calls0
     return res
 
@@ -327,7 +364,7 @@ def stated_question(m: Any) -> str | None:
     return found.group(1).strip() if found else None
 
 
-def _same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
+def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
     that states no question (a plain passage) is judged by its cosine alone."""
     if not a or not b:
