@@ -13,7 +13,9 @@ answers what the rest of the store says. The reach:
    is nearer (cosine) the confirmed seeds than the *anti-seeds* (the records that answer the
    incidents once the batch is out: what the seeds contradicted) and nearer them than most of
    a random clean reference is (above the reference's own `quantile`): the cut is set per store.
-   Best first, at most `max_candidates`.
+   Best first, at most `max_candidates` per pass; up to `passes` passes, the groups confirmed
+   in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
+   (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
    question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
    else its own text — and when that text retrieves only seed-like records even with its group
@@ -31,7 +33,7 @@ answers what the rest of the store says. The reach:
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
    a real model ignores them and answers freely, the test reads its output the same way).
 5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
-   `min_support` (2) retrieved records outside G carry the new answer (the store's majority on
+   `min_support` (2) records outside G among the query's top max(4k, 20) carry the new answer (the store's majority on
    that question), each on the store's side of the shape split (not seed-like: when the records
    that would confirm a group look like the seeds too, shape tells nothing — slot templates
    shared by honest and planted records, TUNE nq-number-slot-distinct) and about that question: cosine to the query ≥ `support_cos` (0.4; set on
@@ -245,17 +247,19 @@ def seed_likeness(model: ShapeModel, retriever: Retriever, *, exclude: Collectio
 def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retriever: Retriever,
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
-          copy_cos: float = 0.7, support_cos: float = 0.4) -> ReachResult:
-    """Steps 1–5 of the module docstring; the batch itself is not changed here."""
+          copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
+          max_calls: int = 300) -> ReachResult:
+    """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
+    the seeds of the next: more seeds, a better shape model), while the agent calls stay under
+    `max_calls`; the batch itself is not changed here."""
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
     if not [s for s in seeds if s in idx]:
         return res
-    model = ShapeModel([mems[idx[s]] for s in seeds if s in idx], [mems[idx[a]] for a in anti if a in idx])
+    anti_m = [mems[idx[a]] for a in anti if a in idx]
+    seed_ids = [s for s in seeds if s in idx]
+    model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
     removed = set(batch)
-    ranked = seed_likeness(model, retriever, exclude=removed | set(seeds) | set(anti),
-                           quantile=quantile, seed=seed)
-    res.candidates = len(ranked)
     calls0 = replayer.calls
     k = replayer.top_k
     like: dict[str, bool] = {}
@@ -291,17 +295,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None, True
         group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
         r0: list[RetrievedMemory] = []
+        r0 = retriever.retrieve(q, k, removed | group)
         for _ in range(rounds):
-            r0 = retriever.retrieve(q, k, removed | group)
             more = {o.id for o in r0 if copy(o, mid, claims)}
             if not more:
                 break
             group |= more
+            r0 = retriever.retrieve(q, k, removed | group)
         store_side = any(not seedlike(o) for o in r0)
         if len(group) < min_copies or len(group) > max_group:
             return None, store_side
-        if any(_carries_claim(o, claims) for o in r0):
-            return None, store_side  # the claim survives the group: not this group's doing
         seen = {o.id for o in r1}
         rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
         alts = []
@@ -317,7 +320,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         asked = stated_question(m)
-        support = [o.id for o in r0 if o.score >= support_cos and not seedlike(o)
+        wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
+        support = [o.id for o in wide if o.score >= support_cos and not seedlike(o)
                    and same_question(asked, stated_question(o)) and (
             _mentions(y0.text.strip(), o.text)
             or (answer_slot(o.metadata, o.text) or "").casefold() == y0.text.strip().casefold())]
@@ -329,25 +333,39 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 "harm": make_harm({"type": "contains", "target": target}),
                 "retrieved": [o.id for o in r1]}, store_side
 
-    for mid, margin in ranked[:max_candidates]:
-        if mid in removed:
-            continue
-        m = mems[idx[mid]]
-        q = synth_query(m)
-        question = q if q != m.text else None
-        res.tested += 1
-        ev, store_side = verify(mid, q, question)
-        if ev is None and not store_side and question is None:
-            # Its own text found only look-alikes, even with its group out (the template
-            # outweighs the topic): ask by its distinctive words, those rare in the store.
-            ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
-        if ev is None:
-            continue
-        ev["seed_margin"] = round(margin, 4)
-        for g in ev["group"]:
-            res.evidence[g] = ev
-        res.added += [g for g in ev["group"] if g not in removed]
-        removed |= set(ev["group"])
+    tested: set[str] = set()
+    for _pass in range(passes):
+        ranked = seed_likeness(model, retriever, exclude=removed | set(seed_ids) | set(anti) | tested,
+                               quantile=quantile, seed=seed)
+        res.candidates = max(res.candidates, len(ranked))
+        found = 0
+        for mid, margin in ranked[:max_candidates]:
+            if mid in removed or replayer.calls - calls0 >= max_calls:
+                continue
+            m = mems[idx[mid]]
+            q = synth_query(m)
+            question = q if q != m.text else None
+            res.tested += 1
+            tested.add(mid)
+            ev, store_side = verify(mid, q, question)
+            if ev is None and not store_side and question is None:
+                # Its own text found only look-alikes, even with its group out (the template
+                # outweighs the topic): ask by its distinctive words, those rare in the store.
+                ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+            if ev is None:
+                continue
+            ev["seed_margin"] = round(margin, 4)
+            for g in ev["group"]:
+                res.evidence[g] = ev
+            res.added += [g for g in ev["group"] if g not in removed]
+            removed |= set(ev["group"])
+            found += 1
+        if not found or replayer.calls - calls0 >= max_calls:
+            break
+        # The confirmed groups join the seeds: the next pass ranks by a model that knows them.
+        seed_ids = list(dict.fromkeys(seed_ids + res.added))
+        model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
+        like.clear()
     res.agent_calls = replayer.calls - calls0
     return res
 

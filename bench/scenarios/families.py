@@ -213,6 +213,12 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
         n_targets = max(1, len(pool) * n_targets // need)
         n_bystanders = len(pool) - n_targets
     targets, bystanders = pool[:n_targets], pool[n_targets:n_targets + n_bystanders]
+    if fam.answer_type == "entity":
+        # The planted entity is an item no target or bystander answers (else a bystander's
+        # honest records would carry a target's harm) and no related record names: the last
+        # items of the pool (related records take their answers from its front).
+        rest = pool[n_targets + n_bystanders:]
+        targets = [{**tg, "w": rest[-1 - i % len(rest)]["c"]} for i, tg in enumerate(targets)]
     R = honest_per_target
     inj = max(1, round(rho * R / (1.0 - rho)))
     shared = _SHARED.get(fam.answer_type, "Varnholt")
