@@ -26,7 +26,7 @@ import numpy as np
 
 from interchange.records import MemoryRecord
 
-from .agents import Agent
+from .agents import DONT_KNOW, Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
@@ -568,7 +568,7 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
         if row is None or row["harmful"]:
             continue
         ans = str(row.get("output", "")).strip()
-        if not ans or ans == "I don't know":
+        if not ans or ans == DONT_KNOW:
             continue
         support = []
         for rid in row["retrieved"]:
