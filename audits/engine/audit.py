@@ -26,7 +26,7 @@ import numpy as np
 
 from interchange.records import MemoryRecord
 
-from .agents import Agent
+from .agents import DONT_KNOW, Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
@@ -46,10 +46,12 @@ from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
+from .reach import reach as format_free_reach
+from .reach import same_question, stated_question
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
-from .verdict import HONEST_ERROR, judge
+from .verdict import HONEST_ERROR, POISON_LIKE, judge
 
 ProgressCb = Callable[[str, int, int], None]
 
@@ -88,6 +90,15 @@ class AuditParams:
     # 0 turns it off) and the per-run report of how much CAS moved the ranking.
     verdicts: bool = True
     collateral_questions: int = 20
+    # Format-free reach (engine/reach.py): from poison-like seeds to unobserved poisons by shape
+    # and replay; at most `reach_candidates` tested, `reach_support` records must carry the
+    # store's answer once a candidate's group is out. 0 candidates turns it off.
+    reach_candidates: int = 60
+    reach_support: int = 2
+    # Cosines (MiniLM scale; set on TUNE sqa-plain-distinct, see reach.py): a planted copy is at
+    # least `copy_cos` near the record it copies; a supporter at least `support_cos` near the query.
+    copy_cos: float = 0.7
+    support_cos: float = 0.4
 
 
 @dataclass
@@ -416,12 +427,54 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 
-    # 4b. Verdicts, collateral check, CAS influence (issue 16)
+    # 4b. Verdicts, format-free reach, collateral check, CAS influence (issue 16)
     t = time.perf_counter()
     verdicts: dict[str, dict[str, Any]] = {}
+    reach_ev: dict[str, dict[str, Any]] = {}
+    reach_info: dict[str, Any] = {}
     if p.verdicts and batch:
+        store = _store_answers(batch, ranked, evmap, residual, retriever)
         claims = _claims(batch, evmap, retriever)
-        for mid, v in judge(batch, retriever, claims=claims, seed=p.seed).items():
+        outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
+        first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
+                      seed=p.seed, outside=outside)
+        # A poison-like member's planted copies outside the batch (outvoted today) join it.
+        joined = {c: m for m in batch if m in first and first[m].verdict == POISON_LIKE
+                  for c in outside.get(m, []) if c not in set(batch)}
+        if joined and p.top_n is None and p.reach_candidates:
+            ev = {c: {"event": f"copy:{m}", "query": store[m]["question"] if m in store else "",
+                      "claim": claims[m], "before": claims[m], "after": store.get(m, {}).get("answer", ""),
+                      "support": store.get(m, {}).get("support", []), "group": [m, c],
+                      "seed_margin": 0.0} for c, m in joined.items()}
+            batch, residual = _join_reach(batch, sorted(joined), ev, ranked, events, replayer, p)
+            for c, m in joined.items():
+                claims[c] = claims[m]
+                if m in store:
+                    store[c] = dict(store[m])
+            outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
+            first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
+                          seed=p.seed, outside=outside)
+        seeds = [m for m in batch if m in first and first[m].verdict == POISON_LIKE
+                 and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))] if first else []
+        if seeds and p.top_n is None and p.reach_candidates:
+            anti = sorted({a for v in store.values() for a in v["support"]})
+            rr = format_free_reach(batch, seeds, anti, retriever, replayer,
+                                   max_candidates=p.reach_candidates, min_support=p.reach_support,
+                                   seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos)
+            reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
+                          "agent_calls": rr.agent_calls}
+            if rr.added:
+                batch, residual = _join_reach(batch, rr.added, rr.evidence, ranked, events, replayer, p)
+                rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],
+                               "added": sorted(rr.added), "tested": rr.tested})
+                reach_ev = {m: {k: v for k, v in e.items() if k != "harm"} for m, e in rr.evidence.items()
+                            if m in set(rr.added)}
+                for m, e in reach_ev.items():
+                    claims[m] = e["claim"]
+                    store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
+                store.update(_store_answers(batch, ranked, evmap, residual, retriever))
+        for mid, v in judge(batch, retriever, claims=claims, store=store, reach=reach_ev,
+                            min_support=p.reach_support, seed=p.seed, outside=outside).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
             if s.id in verdicts:
@@ -434,6 +487,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             verdicts[mid]["reasons"].append("collateral: removing it changes a clean answer")
     influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
                                  seed=p.seed)
+    if reach_info:
+        influence["reach"] = reach_info
     timings["verdicts"] = time.perf_counter() - t
 
     # 5. Baselines
@@ -460,6 +515,97 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         groups=groups, events=ev_rows, agent_calls=replayer.calls - calls_before, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
         collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts))
+
+
+def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retriever, *,
+            copy_cos: float = 0.7) -> dict[str, list[str]]:
+    """Per batch member with a claim, its copies outside the batch: near it (cosine ≥ copy_cos)
+    and asserting the same claim (the same answer slot, or the claim as a whole word in a plain
+    text) for the same question (when both state one: `reach.stated_question`)."""
+    E, mems, idx = retriever.embeddings, retriever.memories, retriever.index
+    allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
+    in_batch = set(batch)
+    out: dict[str, list[str]] = {}
+    for m in batch:
+        c = claims.get(m)
+        if not c or m not in idx:
+            continue
+        sims = E @ E[idx[m]]
+        asked = stated_question(mems[idx[m]])
+        found = []
+        for j in np.argsort(-sims)[:20].tolist():
+            o = mems[j]
+            if o.id in in_batch or not allowed[j] or sims[j] < copy_cos \
+                    or not same_question(asked, stated_question(o)):
+                continue
+            slot = answer_slot(o.metadata, o.text)
+            if (slot.casefold() == c.casefold()) if slot else re.search(
+                    r"(?<!\w)" + re.escape(c.casefold()) + r"(?!\w)", o.text.casefold()):
+                found.append(o.id)
+        if found:
+            out[m] = found
+    return out
+
+
+def _per_event(ranked: Sequence[Suspect], mid: str) -> list[dict[str, Any]]:
+    return next((s.per_event for s in ranked if s.id == mid), [])
+
+
+def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
+                   residual: Mapping[str, Any], retriever: Retriever) -> dict[str, dict[str, Any]]:
+    """What the store answers, once the batch is out, to the incident question each batch member
+    was credited on: {member: {question, answer, support}} — `support`: the records retrieved
+    after removal that carry that answer. Only for incidents no longer harmful."""
+    rows = {r["event"]: r for r in residual.get("events", [])}
+    mems, idx = retriever.memories, retriever.index
+    out: dict[str, dict[str, Any]] = {}
+    for mid in batch:
+        credited = [e for e in _per_event(ranked, mid) if e.get("score", 0.0) > 0 and e["event"] in evmap]
+        if not credited:
+            continue
+        ev_id = max(credited, key=lambda e: e["score"])["event"]
+        row = rows.get(ev_id)
+        if row is None or row["harmful"]:
+            continue
+        ans = str(row.get("output", "")).strip()
+        if not ans or ans == DONT_KNOW:
+            continue
+        support = []
+        for rid in row["retrieved"]:
+            if rid not in idx:
+                continue
+            o = mems[idx[rid]]
+            slot = answer_slot(o.metadata, o.text)
+            if (slot or "").casefold() == ans.casefold() or (
+                    not slot and re.search(r"(?<!\w)" + re.escape(ans.casefold()) + r"(?!\w)",
+                                           o.text.casefold())):
+                support.append(rid)
+        out[mid] = {"question": evmap[ev_id].query, "answer": ans, "support": support}
+    return out
+
+
+def _join_reach(batch: list[str], added: Sequence[str], evidence: Mapping[str, Mapping[str, Any]],
+                ranked: list[Suspect], events: Sequence[AuditEvent], replayer: Replayer,
+                p: AuditParams) -> tuple[list[str], dict[str, Any]]:
+    """The reach's confirmed groups join the batch as suspects with their replay evidence."""
+    by_id = {s.id: s for s in ranked}
+    for mid in added:
+        e = evidence[mid]
+        s = by_id.get(mid)
+        if s is None:
+            s = Suspect(id=mid, rank=0, ds=0.0, cmis=0.0, cas=0.0, cmis_hat=0.0, cas_hat=0.0)
+            ranked.append(s)
+            by_id[mid] = s
+        s.per_event.append({"event": e["event"], "score": 1.0, "single": 0.0, "group": 1.0,
+                            "reach": True, "query": e["query"], "output": e["before"],
+                            "after": e["after"], "group_members": list(e["group"])})
+        s.signals["seed_shape_margin"] = e["seed_margin"]
+        s.ds = max(s.ds, p.alpha + (1 - p.alpha) * s.cas_hat)
+    ranked.sort(key=lambda s: (-s.ds, -s.cmis, -s.cas, s.id))
+    for i, s in enumerate(ranked, start=1):
+        s.rank = i
+    new = batch + sorted(m for m in added if m not in set(batch))
+    return new, residual_harm(events, replayer, new)
 
 
 CORRECTION_DOWN_WEIGHT = "down_weight"

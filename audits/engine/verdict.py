@@ -112,12 +112,19 @@ def dup_cut(retriever: Retriever, *, sample: int = 200, seed: int = 0) -> float:
 
 
 def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, str] | None = None,
-          contradicts: Mapping[str, bool] | None = None, seed: int = 0) -> dict[str, Verdict]:
+          contradicts: Mapping[str, bool] | None = None, seed: int = 0,
+          store: Mapping[str, Mapping[str, Any]] | None = None,
+          reach: Mapping[str, Mapping[str, Any]] | None = None,
+          min_support: int = 2,
+          outside: Mapping[str, Sequence[str]] | None = None) -> dict[str, Verdict]:
     """A verdict per batch member (see the module docstring).
 
     `claims`: memory -> the claim it asserts (its answer slot when it has one, else the harm
     target it carries); `contradicts`: memory -> the agent answers its question differently
-    without the batch.
+    without the batch; `store`: memory -> {question, answer, support} — the question it was
+    credited on, what the store answers there once the batch is out, and the records carrying
+    that answer; `reach`: memory -> the format-free reach's evidence (engine/reach.py);
+    `outside`: memory -> its copies outside the batch (paraphrases carrying its claim).
     """
     idx, mems = retriever.index, retriever.memories
     members = [m for m in dict.fromkeys(batch) if m in idx]
@@ -208,6 +215,26 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             if len(qs) >= 3:  # a correction of one fact does not explain one claim planted everywhere
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
                              "distinct questions")
+        # Planted copies against the store (no marker needed): another suspect asserts the same
+        # claim for the same question, and at least `min_support` records of the store answer
+        # that question otherwise once the batch is out. One honest slip is one record; an
+        # outdated fact has its newer correction (checked above).
+        st = (store or {}).get(m)
+        if st and claim[m] and corrected_by is None:
+            copies = [p for p in members if p != m and claim[p] == claim[m]
+                      and (store or {}).get(p, {}).get("question") == st["question"]]
+            copies += [c for c in (outside or {}).get(m, []) if c not in copies]
+            answer = _norm(st.get("answer"))
+            if copies and answer and answer != claim[m] and len(st.get("support", [])) >= min_support:
+                shape.append(f"planted copies against the store: {len(copies)} other record(s) assert "
+                             f"'{claim[m]}' for one question ({', '.join(sorted(copies)[:5])}), "
+                             f"{len(st['support'])} records of the store answer '{st['answer']}'")
+        rv = (reach or {}).get(m)
+        if rv:
+            shape.append(f"seed-like: its shape is nearer the confirmed poisons than the records they "
+                         f"contradicted; removing its group ({len(rv['group'])}) turns the answer to "
+                         f"'{rv['query'][:80]}' from '{rv['before']}' to '{rv['after']}', which "
+                         f"{len(rv['support'])} records carry")
         if shape:
             reasons += shape
             poison = True

@@ -60,3 +60,17 @@ def test_unknown_family_and_bad_rho_are_refused():
         build_family("nope")
     with pytest.raises(ScenarioError):
         build_family("nq-token-slot", rho=1.0)
+
+
+def test_per_target_entities_never_collide_with_an_honest_answer():
+    """sqa-plain-distinct: the planted entity of a target is no target's or bystander's correct
+    answer and no related record's answer (else honest records carry a target's harm)."""
+    for seed in (0, 1):
+        sc = build_family("sqa-plain-distinct", rho=0.5, seed=seed, size=1000, observed=5)
+        planted = {p["harm"]["target"].casefold() for p in sc.probes}
+        assert len(planted) == sc.meta["targets"]
+        correct = {p["candidates"][0].casefold() for p in sc.probes} | {b["expected"].casefold() for b in sc.benign}
+        assert not planted & correct
+        related = {m["text"].rsplit("): ", 1)[1].casefold() for m in sc.memories
+                   if m["id"] not in set(sc.poisoned) and "): " in m["text"]}
+        assert related and not planted & related

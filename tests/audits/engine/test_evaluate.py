@@ -40,12 +40,17 @@ def test_full_method_is_at_least_as_good_as_every_baseline(hashing_embedder):
 
 def test_incidents_default_to_the_observed_harmful_probes(hashing_embedder):
     sc = qa_scenario(n_targets=4, observed_share=0.0)  # only probe q0 is observed
-    params = AuditParams(expansion_harm_reach=False)
+    params = AuditParams(expansion_harm_reach=False, reach_candidates=0)
     row = evaluate_scenario(sc, hashing_embedder, params=params)
     assert row["asr_before"] == pytest.approx(0.2)
-    # One incident shows one attack; without harm reach the audit finds its poisons only.
+    # One incident shows one attack; without harm reach (nor the format-free reach) the audit
+    # finds its poisons only.
     assert row["true_positives"] == 5 and row["false_positives"] == 0
     assert row["asr_after"] == pytest.approx(0.15)
+    # The format-free reach (engine/reach.py) goes from that attack's poisons to the others'.
+    row = evaluate_scenario(sc, hashing_embedder, params=AuditParams(expansion_harm_reach=False))
+    assert row["true_positives"] == 20 and row["false_positives"] == 0
+    assert row["asr_after"] == 0.0
 
 
 def test_harm_reach_finds_the_unobserved_attacks_that_plant_the_same_answer(hashing_embedder):

@@ -1,0 +1,398 @@
+"""Format-free reach: from confirmed poisons to unobserved ones by what they do (issue 16).
+
+Pattern expansion (`expansion.py`) follows an answer slot or a seed's harm target; a poison
+planted for a question nobody has asked yet, with its own answer, no metadata and no shared
+template (PoisonedRAG's per-target passages) carries neither. What it shares with the seeds is
+its *shape* (how it is written, not what it says) and what it *does*: retrieved for its own
+question it makes the agent assert its claim, and without it (and its planted copies) the agent
+answers what the rest of the store says. The reach:
+
+1. Candidates by seed-likeness. Every allowed memory outside the batch gets a shape profile
+   (its token sequence with content words replaced by their shape — `Xx`, `x`, `d` — and
+   function words and punctuation kept; hashed 1–3-grams, plus its length class). A candidate
+   is nearer (cosine) the confirmed seeds than the *anti-seeds* (the records that answer the
+   incidents once the batch is out: what the seeds contradicted) and nearer them than most of
+   a random clean reference is (above the reference's own `quantile`): the cut is set per store.
+   Best first, at most `max_candidates` per pass; up to `passes` passes, the groups confirmed
+   in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
+   (300: the issue's budget is 600 for a whole audit of 5 incidents).
+2. The query it would be retrieved for, synthesised from the memory itself: its leading
+   question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
+   else its own text — and when that text retrieves only seed-like records even with its group
+   out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
+   more than 5% of the store contains).
+3. Its claim, by contrast with its neighbours: its answer slot when it has one; else its
+   answer-like spans (numbers, capitalised names, dates) that no other retrieved record outside
+   its near-duplicate group contains, and that the question does not.
+4. Replay with and without it: f(q, R(q, M \\ B)) and f(q, R(q, M \\ B \\ G)), G its group —
+   itself and the retrieved records carrying its claim — grown adaptively (up to `rounds`)
+   while the retrieval after removal still brings up copies: seed-like records carrying the
+   claim at cosine ≥ `copy_cos` (0.7) to it. At least `min_copies` (2) records: one passage
+   is not a planted group (and a padding sentence sharing a word is not a copy: set on TUNE
+   sqa-plain-distinct, copies at 0.82–1.0, such a false group at 0.34–0.43). The reader
+   gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
+   a real model ignores them and answers freely, the test reads its output the same way).
+5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
+   `min_support` (2) records outside G among the query's top max(4k, 20) carry the new answer (the store's majority on
+   that question), each on the store's side of the shape split (not seed-like: when the records
+   that would confirm a group look like the seeds too, shape tells nothing — slot templates
+   shared by honest and planted records, TUNE nq-number-slot-distinct) and about that question: cosine to the query ≥ `support_cos` (0.4; set on
+   TUNE: the support of true groups in sqa-plain-distinct at 0.46–0.80, a false group of
+   sqa-plain-shared — honest near-duplicates of a bystander, whose removal let unrelated
+   records answer — at 0.28–0.32). Where both state a question (`metadata.query`, a `Q:` line)
+   the supporter must state the same one (token Jaccard ≥ 0.6): TUNE nq-number-slot-distinct,
+   a bystander's honest copies were "confirmed" by records answering another question
+   ("… greys anatomy season 14" for "… chicago fire season 4", Jaccard 0.33). The group joins the batch with a derived event whose harm is the claim.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .agents import DONT_KNOW
+from .expansion import answer_slot
+from .harm import make_harm
+from .replay import Replayer
+from .retriever import RetrievedMemory, Retriever
+
+_WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
+_FUNCTION = frozenset(
+    "a an the of in on at to for from by with and or but as is are was were be been being it its "
+    "this that these those which who whom whose what when where why how not no yes do does did "
+    "has have had will would can could should may might must there their they them he she his her "
+    "we our you your i me my so if then than about after before over under into out up down".split())
+# Words that open a sentence capitalised without being a name.
+_OPENERS = _FUNCTION | frozenset("notes note about according among asked someone remember when "
+                                 "if writers several most many some people".split())
+_CONNECT = frozenset("of the and de da del la le du von van der di y".split())
+_DIM = 512
+
+
+def _shape_tokens(text: str) -> list[str]:
+    out = []
+    for w in _WORD.findall(text):
+        lw = w.casefold()
+        if lw in _FUNCTION or not w[0].isalnum():
+            out.append(lw)
+        elif w[0].isdigit():
+            out.append("d")
+        elif w[0].isupper():
+            out.append("Xx")
+        else:
+            out.append("x")
+    return out
+
+
+def shape_profile(text: str) -> np.ndarray:
+    """L2-normalised hashed 1–3-grams of the text's shape, plus a length class."""
+    toks = _shape_tokens(text)
+    v = np.zeros(_DIM, dtype=np.float32)
+    for n in (1, 2, 3):
+        for i in range(len(toks) - n + 1):
+            v[zlib.crc32(" ".join(toks[i:i + n]).encode()) % (_DIM - 8)] += 1.0
+    v[_DIM - 8 + min(7, int(np.log2(1 + len(toks))))] += 2.0
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(w.casefold() for w in _WORD.findall(text) if w[0].isalnum())
+
+
+def answer_spans(text: str) -> list[str]:
+    """Answer-like spans: numbers and runs of capitalised words (names, dates, titles).
+
+    A capitalised word opening a sentence counts only as part of a longer run, or when the text
+    also capitalises it elsewhere (a name, not just a sentence's first word).
+    """
+    words = _WORD.findall(text)
+    spans: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    pending: list[str] = []
+    cur_start = False
+    inner_caps: set[str] = set()
+    prev = "."
+    for w in words:
+        if w[0].isupper() and prev not in (".", "!", "?", ":", ";"):
+            inner_caps.add(w)
+        prev = w
+    prev = "."
+
+    def flush() -> None:
+        if cur:
+            spans.append((" ".join(cur), cur_start and len(cur) == 1 and not cur[0][0].isdigit()))
+        cur.clear()
+        pending.clear()
+
+    for w in words:
+        start = prev in (".", "!", "?", ":", ";")
+        is_num = w[0].isdigit()
+        is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS)
+        if is_num or is_cap:
+            if pending and cur:
+                cur.extend(pending)
+            pending.clear()
+            if not cur:
+                cur_start = start
+            cur.append(w)
+        elif cur and w.casefold() in _CONNECT and not pending:
+            pending.append(w)
+        else:
+            flush()
+        prev = w
+    flush()
+    return list(dict.fromkeys(sp for sp, lone_opener in spans
+                              if sp.strip() and (not lone_opener or sp in inner_caps)))
+
+
+def _mentions(span: str, text: str) -> bool:
+    return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
+
+
+def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str | None) -> list[str]:
+    """What `m` asserts that its neighbours do not: its answer slot, else its answer-like spans
+    no other record (outside its group) mentions and the question does not contain."""
+    slot = answer_slot(m.metadata, m.text)
+    if slot:
+        return [slot]
+    qtok = _tokens(question) if question else frozenset()
+    out = []
+    for s in answer_spans(m.text):
+        st = _tokens(s)
+        if not st or (qtok and st <= qtok):
+            continue
+        if any(_mentions(s, o.text) for o in others):
+            continue
+        out.append(s)
+    return out
+
+
+def synth_query(m: Any) -> str:
+    """The question a memory would be retrieved for, from the memory itself."""
+    head = m.text.strip().split("?", 1)
+    if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
+        return head[0].strip() + "?"
+    q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+    if isinstance(q, str) and q.strip():
+        return q.strip()
+    return m.text
+
+
+def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = 0.05) -> str:
+    """A memory's distinctive words, in order: no function words, none that more than `share` of
+    the store's records contain (the template, not the topic)."""
+    words = [w for w in _WORD.findall(text) if w[0].isalnum() and w.casefold() not in _FUNCTION
+             and df.get(w.casefold(), 0) <= max(2, share * n)]
+    return " ".join(dict.fromkeys(words)) or text
+
+
+@dataclass
+class ReachResult:
+    added: list[str] = field(default_factory=list)
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tested: int = 0
+    candidates: int = 0
+    agent_calls: int = 0
+
+
+def _carries(out_text: str, claims: Sequence[str]) -> bool:
+    t = out_text.strip()
+    return bool(t) and any(_mentions(c, t) or t.casefold() == c.casefold() for c in claims)
+
+
+class ShapeModel:
+    """Seed-likeness of a memory's shape: nearer (cosine) the seeds' than the anti-seeds'."""
+
+    def __init__(self, seeds: Sequence[Any], anti: Sequence[Any]) -> None:
+        self.S = np.stack([shape_profile(m.text) for m in seeds])
+        self.A = np.stack([shape_profile(m.text) for m in anti]) if anti else None
+
+    def scores(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        P = np.stack([shape_profile(t) for t in texts])
+        to_seed = (P @ self.S.T).max(axis=1)
+        to_anti = (P @ self.A.T).max(axis=1) if self.A is not None else np.zeros(len(texts), np.float32)
+        return to_seed, to_anti
+
+    def like(self, text: str) -> bool:
+        s, a = self.scores([text])
+        return bool(s[0] > a[0])
+
+
+def seed_likeness(model: ShapeModel, retriever: Retriever, *, exclude: Collection[str],
+                  quantile: float = 0.9, seed: int = 0, reference: int = 256
+                  ) -> list[tuple[str, float]]:
+    """Candidates nearer the seeds' shape than the anti-seeds' and than most of a clean
+    reference: [(memory, margin)], best first."""
+    mems = retriever.memories
+    allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
+    pool = [i for i in range(len(mems)) if allowed[i] and mems[i].id not in exclude]
+    if not pool:
+        return []
+    to_seed, to_anti = model.scores([mems[i].text for i in pool])
+    rng = np.random.default_rng(seed)
+    ref = rng.choice(len(pool), size=min(reference, len(pool)), replace=False)
+    cut = float(np.quantile(to_seed[ref], quantile))
+    out = [(mems[pool[j]].id, float(to_seed[j] - to_anti[j])) for j in range(len(pool))
+           if to_seed[j] > to_anti[j] and to_seed[j] > cut]
+    out.sort(key=lambda x: (-x[1], x[0]))
+    return out
+
+
+def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retriever: Retriever,
+          replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
+          quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
+          copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
+          max_calls: int = 300) -> ReachResult:
+    """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
+    the seeds of the next: more seeds, a better shape model), while the agent calls stay under
+    `max_calls`; the batch itself is not changed here."""
+    res = ReachResult()
+    mems, idx = retriever.memories, retriever.index
+    if not [s for s in seeds if s in idx]:
+        return res
+    anti_m = [mems[idx[a]] for a in anti if a in idx]
+    seed_ids = [s for s in seeds if s in idx]
+    model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
+    removed = set(batch)
+    calls0 = replayer.calls
+    k = replayer.top_k
+    like: dict[str, bool] = {}
+
+    def seedlike(o: Any) -> bool:
+        if o.id not in like:
+            like[o.id] = model.like(o.text)
+        return like[o.id]
+
+    E = retriever.embeddings
+    df: dict[str, int] = {}
+    for x in mems:
+        for tok in _tokens(x.text):
+            df[tok] = df.get(tok, 0) + 1
+
+    def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
+        """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
+        carrying its claim."""
+        return seedlike(o) and float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos and _carries_claim(o, claims)
+
+    def verify(mid: str, q: str, question: str | None) -> tuple[dict[str, Any] | None, bool]:
+        """(evidence, whether the store's side was seen at all after removing the group)."""
+        m = mems[idx[mid]]
+        r1 = retriever.retrieve(q, k, removed)
+        if mid not in [r.id for r in r1]:
+            return None, True
+        me = next(r for r in r1 if r.id == mid)
+        # The retrieved records split by shape: the seed-like side (m and its copies) and the
+        # rest (what the store says); a span the rest also mentions is the topic, not a claim.
+        rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
+        claims = claim_spans(me, rest1, question)
+        if not claims:
+            return None, True
+        group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
+        r0: list[RetrievedMemory] = []
+        r0 = retriever.retrieve(q, k, removed | group)
+        for _ in range(rounds):
+            more = {o.id for o in r0 if copy(o, mid, claims)}
+            if not more:
+                break
+            group |= more
+            r0 = retriever.retrieve(q, k, removed | group)
+        store_side = any(not seedlike(o) for o in r0)
+        if len(group) < min_copies or len(group) > max_group:
+            return None, store_side
+        seen = {o.id for o in r1}
+        rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
+        alts = []
+        for o in rest:
+            alts += claim_spans(o, [me], question)
+        cands = list(dict.fromkeys(claims + alts))
+        _, y1 = replayer.replay(q, removed, cands)
+        _, y0 = replayer.replay(q, removed | group, cands)
+        if not _carries(y1.text, claims) or _carries(y0.text, claims):
+            return None, store_side
+        if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
+            return None, store_side
+        # The store's answer to that question: records about it (cosine to the query at least
+        # `support_cos`) that carry the new answer.
+        asked = stated_question(m)
+        wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
+        support = [o.id for o in wide if o.score >= support_cos and not seedlike(o)
+                   and same_question(asked, stated_question(o)) and (
+            _mentions(y0.text.strip(), o.text)
+            or (answer_slot(o.metadata, o.text) or "").casefold() == y0.text.strip().casefold())]
+        if len(support) < min_support:
+            return None, store_side
+        target = next(c for c in claims if _carries(y1.text, [c]))
+        return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
+                "after": y0.text, "support": support, "group": sorted(group),
+                "harm": make_harm({"type": "contains", "target": target}),
+                "retrieved": [o.id for o in r1]}, store_side
+
+    tested: set[str] = set()
+    for _pass in range(passes):
+        ranked = seed_likeness(model, retriever, exclude=removed | set(seed_ids) | set(anti) | tested,
+                               quantile=quantile, seed=seed)
+        res.candidates = max(res.candidates, len(ranked))
+        found = 0
+        for mid, margin in ranked[:max_candidates]:
+            if mid in removed or replayer.calls - calls0 >= max_calls:
+                continue
+            m = mems[idx[mid]]
+            q = synth_query(m)
+            question = q if q != m.text else None
+            res.tested += 1
+            tested.add(mid)
+            ev, store_side = verify(mid, q, question)
+            if ev is None and not store_side and question is None:
+                # Its own text found only look-alikes, even with its group out (the template
+                # outweighs the topic): ask by its distinctive words, those rare in the store.
+                ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+            if ev is None:
+                continue
+            ev["seed_margin"] = round(margin, 4)
+            for g in ev["group"]:
+                res.evidence[g] = ev
+            res.added += [g for g in ev["group"] if g not in removed]
+            removed |= set(ev["group"])
+            found += 1
+        if not found or replayer.calls - calls0 >= max_calls:
+            break
+        # The confirmed groups join the seeds: the next pass ranks by a model that knows them.
+        seed_ids = list(dict.fromkeys(seed_ids + res.added))
+        model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
+        like.clear()
+    res.agent_calls = replayer.calls - calls0
+    return res
+
+
+_QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+
+
+def stated_question(m: Any) -> str | None:
+    """The question a record states: `metadata.query`, else its `Q:`/`Question:` line."""
+    q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+    if isinstance(q, str) and q.strip():
+        return q.strip()
+    found = _QLINE.search(m.text)
+    return found.group(1).strip() if found else None
+
+
+def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
+    """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
+    that states no question (a plain passage) is judged by its cosine alone."""
+    if not a or not b:
+        return True
+    ta, tb = _tokens(a), _tokens(b)
+    return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
+
+
+def _carries_claim(o: Any, claims: Sequence[str]) -> bool:
+    slot = answer_slot(o.metadata, o.text)
+    if slot:
+        return any(slot.casefold() == c.casefold() for c in claims)
+    return any(_mentions(c, o.text) for c in claims)
