@@ -14,11 +14,31 @@ about the topic. Every item has a split, and the split says what the rule saw:
   phrasings not used above, and measured once; no rule was changed after that measurement.
 
     python bench/classifier_eval.py --instructions
+    python bench/instruction_set.py --train     # refit ledger/classifier/instruction_model.json
+
+``--train`` (classifier 3.3) fits the embedding detector of ``ledger.classifier.learned`` on the
+``tune`` batches only: their injections are the positives; their hard negatives and a fixed
+sample of clean background passages (every ``BG_STEP``-th 2WikiMultihopQA passage and LoCoMo
+turn of ``../shared/data``, read at run time) are the negatives. The absolute threshold is
+chosen by cross-validation between the two tune batches (fit on one, score the other): the
+lowest score above every negative of the other batch and of the held-out half of the background
+(each with the directive form), averaged over the two folds. The holdout sets are never read.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+BG_STEP = 20
+L2_CHOICES = (1e-3, 1e-2, 3e-2, 1e-1)
+Z_MIN = 4.0
+MIN_STORE = 200
 
 TUNE, HOLDOUT = "tune", "holdout"
 
@@ -317,3 +337,105 @@ SETS: dict[str, tuple[list[Item], list[Item]]] = {
     "holdout": (INJECTIONS_HOLDOUT, HARD_NEGATIVES_HOLDOUT),
     "holdout 2": (INJECTIONS_HOLDOUT2, HARD_NEGATIVES_HOLDOUT2),
 }
+
+
+def background(data: Path) -> list[str]:
+    """The clean background negatives of ``--train`` (module docstring)."""
+    wiki = json.loads((data / "wiki2" / "2wikimultihopqa_corpus.json").read_text())
+    texts = [f"{r['title']}\n{r['text']}" for r in wiki[::BG_STEP * 2]]
+    locomo = json.loads((data / "locomo" / "locomo10.json").read_text())
+    turns = []
+    for sample in locomo:
+        for key in sorted(sample["conversation"]):
+            v = sample["conversation"][key]
+            if key.startswith("session_") and isinstance(v, list):
+                turns.extend(t["text"] for t in v)
+    return texts + turns[::BG_STEP]
+
+
+def fit(x, y, w8, *, l2: float, steps: int = 4000, lr: float = 0.5):
+    """Weighted L2 logistic regression by full-batch gradient descent (deterministic)."""
+    import numpy as np  # local: training only; the classifier itself is pure Python
+
+    w, b = np.zeros(x.shape[1]), 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        g = (p - y) * w8
+        w -= lr * (x.T @ g / w8.sum() + l2 * w)
+        b -= lr * float(g.sum() / w8.sum())
+    return w, b
+
+
+def train(data: Path, out: Path) -> dict:
+    import numpy as np  # local: training only
+
+    from bench.audit_bench import CachedEmbedder  # local: loads the embedding model
+    from ledger.classifier.learned import cue_features, directive_form
+
+    emb = CachedEmbedder()
+    batches = [(INJECTIONS, HARD_NEGATIVES), (INJECTIONS_TUNE2, HARD_NEGATIVES_TUNE2)]
+    def features(texts):
+        return np.hstack([emb.encode_cached(texts), np.array([cue_features(t) for t in texts])])
+
+    enc = [(features([i.text for i in inj]), features([i.text for i in neg])) for inj, neg in batches]
+    bg_texts = background(data)
+    bg = features(bg_texts)
+    halves = (np.arange(len(bg)) % 2 == 0, np.arange(len(bg)) % 2 == 1)
+
+    def fit_on(parts, bg_rows, l2):
+        pos = np.vstack([p for p, _ in parts])
+        neg = np.vstack([n for _, n in parts])
+        x = np.vstack([pos, neg, bg_rows])
+        y = np.r_[np.ones(len(pos)), np.zeros(len(neg) + len(bg_rows))]
+        w8 = np.r_[np.full(len(pos), 1 / len(pos)), np.full(len(neg), 1 / len(neg)),
+                   np.full(len(bg_rows), 1 / len(bg_rows))]
+        return fit(x, y, w8, l2=l2)
+
+    def cross_validate(l2):
+        return [one_fold(k, l2) for k in (0, 1)]
+
+    def one_fold(k, l2):
+        w, b = fit_on([enc[k]], bg[halves[k]], l2)
+        other_pos, other_neg = enc[1 - k]
+        neg_texts = [i.text for i in batches[1 - k][1]] + [t for t, h in zip(bg_texts, halves[1 - k]) if h]
+        neg_scores = np.r_[other_neg @ w + b, bg[halves[1 - k]] @ w + b]
+        gated = [s for s, t in zip(neg_scores, neg_texts) if directive_form(t)]
+        bar = float(max(gated)) + 1e-3 if gated else 0.0
+        pos_texts = [i.text for i in batches[1 - k][0]]
+        hits = sum(1 for s, t in zip(other_pos @ w + b, pos_texts) if s >= bar and directive_form(t))
+        return {"fit_on": f"tune batch {k + 1}", "scored": f"tune batch {2 - k}", "l2": l2,
+                "threshold": round(bar, 4), "injections_over": hits, "injections_total": len(pos_texts)}
+
+    tried = {l2: cross_validate(l2) for l2 in L2_CHOICES}
+    l2 = max(L2_CHOICES, key=lambda c: (sum(f["injections_over"] for f in tried[c]), -c))
+    folds = tried[l2]
+    w, b = fit_on(enc, bg, l2)
+    threshold = round(sum(f["threshold"] for f in folds) / len(folds), 4)
+    model = {
+        "embedding_model": emb.model_name,
+        "fitted_on": "bench/instruction_set.py tune batches 1-2 (injections vs hard negatives) and "
+                     f"{len(bg_texts)} background passages (2Wiki every {BG_STEP * 2}th, LoCoMo every {BG_STEP}th turn)",
+        "l2": l2, "l2_tried": {str(c): sum(f["injections_over"] for f in tried[c]) for c in L2_CHOICES},
+        "threshold": threshold, "z_min": Z_MIN, "min_store": MIN_STORE, "folds": folds,
+        "bias": round(float(b), 6), "weights": [round(float(v), 6) for v in w],
+    }
+    out.write_text(json.dumps(model) + "\n")
+    if emb.encoded:
+        emb.save()
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Fit the 3.3 instruction detector on the tune batches")
+    ap.add_argument("--train", action="store_true", required=True)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--out", type=Path, default=ROOT / "ledger" / "classifier" / "instruction_model.json")
+    args = ap.parse_args(argv)
+    model = train(args.data, args.out)
+    print(json.dumps({k: v for k, v in model.items() if k != "weights"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
