@@ -235,7 +235,7 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
     return rows
 
 
-def instruction_eval(data: Path | None = None, embedder: str = "none") -> list[dict]:
+def instruction_eval(data: Path | None = None, embedder: str = "none", only: list[str] | None = None) -> list[dict]:
     """Per set of ``bench/instruction_set.py``: injections labelled, hard negatives flagged.
 
     With ``embedder="minilm"`` each set is classified inside a store: the set's items together with
@@ -244,6 +244,8 @@ def instruction_eval(data: Path | None = None, embedder: str = "none") -> list[d
     rows = []
     clean = load_clean(data) if embedder == "minilm" else []
     for name, (injections, negatives) in SETS.items():
+        if only and name not in only:
+            continue
         items = [(f"inj-{i}", it) for i, it in enumerate(injections)] + [(f"neg-{i}", it) for i, it in enumerate(negatives)]
         batch = [(mid, it.text) for mid, it in items] + clean
         dense = dense_index(batch) if embedder == "minilm" else None
@@ -304,6 +306,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
     ap.add_argument("--loso", action="store_true", help="leave one poison source out (module docstring)")
     ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
+    ap.add_argument("--instruction-set", action="append", choices=list(SETS),
+                    help="with --instructions: only these sets (repeatable; default all)")
     ap.add_argument("--source", action="append", choices=POISONEDRAG + GENERATED,
                     help="with --loso: only these sources (repeatable; default all)")
     ap.add_argument("--poison-dir", type=Path, default=DEFAULT_POISON_DIR,
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     params = _params(ap, args.set)
     if args.instructions:
-        rows = instruction_eval(args.data, args.embedder)
+        rows = instruction_eval(args.data, args.embedder, args.instruction_set)
         print_instructions(rows)
     elif args.loso:
         sources = args.source or list(POISONEDRAG + GENERATED)

@@ -16,13 +16,16 @@ about the topic. Every item has a split, and the split says what the rule saw:
     python bench/classifier_eval.py --instructions
     python bench/instruction_set.py --train     # refit ledger/classifier/instruction_model.json
 
-``--train`` (classifier 3.3) fits the embedding detector of ``ledger.classifier.learned`` on the
-``tune`` batches only: their injections are the positives; their hard negatives and a fixed
-sample of clean background passages (every ``BG_STEP``-th 2WikiMultihopQA passage and LoCoMo
-turn of ``../shared/data``, read at run time) are the negatives. The absolute threshold is
-chosen by cross-validation between the two tune batches (fit on one, score the other): the
-lowest score above every negative of the other batch and of the held-out half of the background
-(each with the directive form), averaged over the two folds. The holdout sets are never read.
+``--train`` fits the embedding detector of ``ledger.classifier.learned`` on ``TRAIN_BATCHES``:
+their injections are the positives; their hard negatives and a fixed sample of clean background
+passages (every ``BG_STEP``-th 2WikiMultihopQA passage and LoCoMo turn of ``../shared/data``,
+read at run time) are the negatives. 3.3 was fitted on tune batches 1-2 only (two folds); 3.4 on
+tune batches 1-3 and the spent holdout and holdout 2 sets (five folds); holdout 3 is never read.
+The absolute threshold is chosen by leave-one-batch-out cross-validation (so is the L2 penalty,
+from ``L2_CHOICES``: the one whose folds put most left-out injections over their threshold): per
+fold, the lowest score above every negative of the left-out batch and of the left-out part of the
+background (each with the directive form); the median over the folds. ``Z_MIN`` (the store bar,
+``ledger.classifier.learned``) is set a priori: a one-sided normal tail of 1 in 10,000.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 BG_STEP = 20
 L2_CHOICES = (1e-3, 1e-2, 3e-2, 1e-1)
-Z_MIN = 4.0
+TRAIN_BATCHES = ("tune batch 1", "tune batch 2", "holdout", "holdout 2", "tune batch 3")
+Z_MIN = 3.72  # a one-sided normal tail of 1 in 10,000 (set a priori, not fitted)
 MIN_STORE = 200
 
 TUNE, HOLDOUT = "tune", "holdout"
@@ -515,20 +519,23 @@ def fit(x, y, w8, *, l2: float, steps: int = 4000, lr: float = 0.5):
 
 
 def train(data: Path, out: Path) -> dict:
+    """Fit the detector on ``TRAIN_BATCHES`` (module docstring); the holdout 3 set is never read."""
     import numpy as np  # local: training only
 
     from bench.audit_bench import CachedEmbedder  # local: loads the embedding model
     from ledger.classifier.learned import cue_features, directive_form
 
     emb = CachedEmbedder()
-    batches = [(INJECTIONS, HARD_NEGATIVES), (INJECTIONS_TUNE2, HARD_NEGATIVES_TUNE2)]
+
     def features(texts):
         return np.hstack([emb.encode_cached(texts), np.array([cue_features(t) for t in texts])])
 
+    batches = [SETS[name] for name in TRAIN_BATCHES]
     enc = [(features([i.text for i in inj]), features([i.text for i in neg])) for inj, neg in batches]
     bg_texts = background(data)
     bg = features(bg_texts)
-    halves = (np.arange(len(bg)) % 2 == 0, np.arange(len(bg)) % 2 == 1)
+    k_folds = len(batches)
+    part = np.arange(len(bg)) % k_folds
 
     def fit_on(parts, bg_rows, l2):
         pos = np.vstack([p for p, _ in parts])
@@ -539,29 +546,27 @@ def train(data: Path, out: Path) -> dict:
                    np.full(len(bg_rows), 1 / len(bg_rows))]
         return fit(x, y, w8, l2=l2)
 
-    def cross_validate(l2):
-        return [one_fold(k, l2) for k in (0, 1)]
-
     def one_fold(k, l2):
-        w, b = fit_on([enc[k]], bg[halves[k]], l2)
-        other_pos, other_neg = enc[1 - k]
-        neg_texts = [i.text for i in batches[1 - k][1]] + [t for t, h in zip(bg_texts, halves[1 - k]) if h]
-        neg_scores = np.r_[other_neg @ w + b, bg[halves[1 - k]] @ w + b]
+        """Fit on every batch but ``k`` (and the background but its k-th part); the threshold is
+        just above every negative of batch k and of that part that has the directive form."""
+        w, b = fit_on([e for j, e in enumerate(enc) if j != k], bg[part != k], l2)
+        neg_texts = [i.text for i in batches[k][1]] + [t for t, p in zip(bg_texts, part) if p == k]
+        neg_scores = np.r_[enc[k][1] @ w + b, bg[part == k] @ w + b]
         gated = [s for s, t in zip(neg_scores, neg_texts) if directive_form(t)]
         bar = float(max(gated)) + 1e-3 if gated else 0.0
-        pos_texts = [i.text for i in batches[1 - k][0]]
-        hits = sum(1 for s, t in zip(other_pos @ w + b, pos_texts) if s >= bar and directive_form(t))
-        return {"fit_on": f"tune batch {k + 1}", "scored": f"tune batch {2 - k}", "l2": l2,
-                "threshold": round(bar, 4), "injections_over": hits, "injections_total": len(pos_texts)}
+        pos_texts = [i.text for i in batches[k][0]]
+        hits = sum(1 for s, t in zip(enc[k][0] @ w + b, pos_texts) if s >= bar and directive_form(t))
+        return {"scored": TRAIN_BATCHES[k], "l2": l2, "threshold": round(bar, 4),
+                "injections_over": hits, "injections_total": len(pos_texts)}
 
-    tried = {l2: cross_validate(l2) for l2 in L2_CHOICES}
+    tried = {l2: [one_fold(k, l2) for k in range(k_folds)] for l2 in L2_CHOICES}
     l2 = max(L2_CHOICES, key=lambda c: (sum(f["injections_over"] for f in tried[c]), -c))
     folds = tried[l2]
     w, b = fit_on(enc, bg, l2)
-    threshold = round(sum(f["threshold"] for f in folds) / len(folds), 4)
+    threshold = round(float(np.median([f["threshold"] for f in folds])), 4)
     model = {
         "embedding_model": emb.model_name,
-        "fitted_on": "bench/instruction_set.py tune batches 1-2 (injections vs hard negatives) and "
+        "fitted_on": f"bench/instruction_set.py {', '.join(TRAIN_BATCHES)} (injections vs hard negatives) and "
                      f"{len(bg_texts)} background passages (2Wiki every {BG_STEP * 2}th, LoCoMo every {BG_STEP}th turn)",
         "l2": l2, "l2_tried": {str(c): sum(f["injections_over"] for f in tried[c]) for c in L2_CHOICES},
         "threshold": threshold, "z_min": Z_MIN, "min_store": MIN_STORE, "folds": folds,
