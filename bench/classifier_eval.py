@@ -14,7 +14,7 @@ All of them are classified together as one batch, as the ledger does for a store
 ``../shared/data`` (or ``--data``) and never copied into the repository.
 
 ``--loso`` (leave one source out, issue 16): the classifier's thresholds were set on one poison
-source, PoisonedRAG NQ, and since 3.5 one rule on HotpotQA (``TUNED_ON``); every other source is held out. For each source the
+source, PoisonedRAG NQ (``TUNED_ON``); every other source is held out. For each source the
 same clean memories are classified together with that source's poisons alone, with the
 thresholds in the code (nothing is fitted at run time), and the row reports poisons labelled,
 targets fully covered and clean flagged per 10,000. Sources:
@@ -66,9 +66,7 @@ from ledger.dense import DenseIndex  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 DEFAULT_POISON_DIR = ROOT / "var" / "poisonedrag"
-# Sources a threshold or rule was chosen on: NQ (3.0 to 3.4), HotpotQA (3.5: the long-core cut was
-# written looking at its misses). MS MARCO and the generators stay held out.
-TUNED_ON = ("nq", "hotpotqa")
+TUNED_ON = "nq"
 POISONEDRAG = ("nq", "hotpotqa", "msmarco")
 GENERATED_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.attack not in ("adv", "honest"))
 GENERATED = tuple(f"gen:{n}" for n in GENERATED_FAMILIES) + ("gen:qa", "gen:rap", "gen:clean-honest")
@@ -223,7 +221,7 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         dense = dense_index(clean + poisons) if embedder == "minilm" else None
         flags = classifier.classify(clean + poisons, params=params, dense=dense)
         row = {"classifier": classifier.ACTOR, "source": source, "embedder": embedder,
-               "role": "tuning" if source in TUNED_ON else "held-out",
+               "role": "tuning" if source == TUNED_ON else "held-out",
                **score(flags, clean, target_of),
                "scenario_clean_flagged": len({f.memory_id for f in flags} & {c for c, _ in extra}),
                "scenario_clean_total": len(extra), "seconds": round(time.perf_counter() - started, 2)}
@@ -289,7 +287,7 @@ def print_instructions(rows: list[dict]) -> None:
 
 
 def print_loso(rows: list[dict]) -> None:
-    print(f"{rows[0]['classifier']}  leave one source out (tuned on {', '.join(TUNED_ON)})")
+    print(f"{rows[0]['classifier']}  leave one source out (thresholds tuned on {TUNED_ON})")
     print(f"{'source':26} {'role':9} {'poison labelled':>16} {'targets covered':>16} {'>=80%':>6} "
           f"{'clean flagged':>16} {'per 10k':>8} {'scen. clean':>12} {'met':>4}")
     for r in rows:
