@@ -83,10 +83,6 @@ Version 3.3 adds a learned instruction detector (:mod:`ledger.classifier.learned
 model over the passage's embedding and speech-act cues, fitted offline on the tune sets, with a
 bar calibrated on the store's own score distribution; it needs ``Dense.vector``.
 
-Version 3.5: a core longer than ``max_core_tokens`` is cut to its rarest tokens instead of being
-rejected as "not question-sized" (HotpotQA restates two-entity questions with full names, dates
-and places; see ``grouping.question_sized``).
-
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
 ``readmit`` (6, 6b), ``instruction`` (3.1), ``learned`` (3.3), ``pipeline`` (7), ``model`` (datatypes).

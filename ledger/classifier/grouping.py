@@ -47,12 +47,7 @@ class _Search:
     groups: list[Group] = field(default_factory=list)
 
     def consider(self, core: frozenset[str]) -> None:
-        """Judge ``core`` once; keep its group when suspicious (or always with ``keep_all``).
-
-        3.5: a core longer than a question (``max_core_tokens``) is cut to its rarest tokens: a
-        restated two-entity question with full names, dates and places shares more words than a
-        question has, and is still one claim restated (copies of one text count once anyway)."""
-        core = question_sized(core, self.corpus, params=self.params)
+        """Judge ``core`` once; keep its group when suspicious (or always with ``keep_all``)."""
         if core in self.seen:
             return
         self.seen.add(core)
@@ -72,13 +67,6 @@ class _Search:
             group = readmit(group, corpus, params=params, dense=dense)
         if group.suspicious or self.keep_all:
             self.groups.append(group)
-
-
-def question_sized(core: frozenset[str], corpus: Corpus, *, params: Params) -> frozenset[str]:
-    """``core`` cut to its ``max_core_tokens`` rarest tokens (highest idf, ties by token)."""
-    if len(core) <= params.max_core_tokens:
-        return core
-    return frozenset(sorted(core, key=lambda t: (-corpus.idf[t], t))[: params.max_core_tokens])
 
 
 def lexical_cores(corpus: Corpus, *, params: Params) -> Iterator[frozenset[str]]:
