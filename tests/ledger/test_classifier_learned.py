@@ -102,13 +102,10 @@ def test_classify_reports_the_learned_rule(monkeypatch):
     assert set(f.memory_id for f in classify(passages, dense=dense, only=["c001"])) == set()
 
 
-def test_the_bench_index_gives_vectors_and_the_ledger_index_does_not_yet():
+def test_the_bench_index_gives_vectors():
     np = pytest.importorskip("numpy")
     from bench.classifier_eval import VectorIndex
-    from ledger.dense import DenseIndex
 
     m = np.eye(3, dtype=np.float32)
     vi = VectorIndex(["a", "b", "c"], m, model="toy")
     assert vi.vector("b") == [0.0, 1.0, 0.0] and vi.vector("zz") is None
-    # ledger.dense.DenseIndex (not this package's file) lacks vector(): the detector stays off there
-    assert not hasattr(DenseIndex(["a"], m[:1], model="toy"), "vector")
