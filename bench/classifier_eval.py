@@ -30,10 +30,13 @@ targets fully covered and clean flagged per 10,000. Sources:
   outdated records and near-duplicate honest answers, no poison). A scenario's own clean
   memories join the clean set of its row (``scenario_clean_flagged`` counts them apart).
 
-``--instructions``: the instruction rule on ``bench/instruction_set.py`` (injections in six
+``--instructions``: the instruction rules on ``bench/instruction_set.py`` (injections in six
 styles and hard negatives: user preferences, policies quoted as fact, chat, pages about the
-topic), one batch per set, no embeddings; reports injections labelled and negatives flagged per
-set and style. The ``holdout`` set was written after the rule and measured once.
+topic); reports injections labelled and negatives flagged per set and style. With ``--embedder
+minilm`` (3.3) each set is classified inside a store of the 12,650 clean memories, so the learned
+detector runs and calibrates on that store; the row also counts clean memories an instruction
+rule flagged. ``--embedder none``: one batch per set, the 3.2 patterns alone. The ``holdout`` set
+was written after the 3.2 rule, ``holdout 2`` before the 3.3 detector; each measured once.
 
 Done means (issue 16): on every held-out source >= 99% of targets fully covered with <= 1 false
 label per 10,000 clean.
@@ -48,6 +51,8 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -141,13 +146,26 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
     return clean, poisons, target_of
 
 
-def dense_index(passages: list[tuple[str, str]]) -> DenseIndex:
-    """MiniLM neighbourhoods of the passages (vectors cached in var/bench/embeddings.npz)."""
+class VectorIndex(DenseIndex):
+    """DenseIndex plus ``vector(id)`` (``ledger.classifier.DenseVectors``, version 3.3)."""
+
+    def __init__(self, ids, matrix, **kw) -> None:
+        super().__init__(ids, matrix, **kw)
+        self._vectors = np.asarray(matrix, dtype=np.float32)
+        self._vector_row = {m: i for i, m in enumerate(ids)}
+
+    def vector(self, memory_id: str) -> list[float] | None:
+        row = self._vector_row.get(memory_id)
+        return None if row is None else self._vectors[row].tolist()
+
+
+def dense_index(passages: list[tuple[str, str]]) -> VectorIndex:
+    """MiniLM neighbourhoods and vectors of the passages (cached in var/bench/embeddings.npz)."""
     embedder = CachedEmbedder()
     matrix = embedder.encode_cached([text for _, text in passages])
     if embedder.encoded:
         embedder.save()
-    return DenseIndex([pid for pid, _ in passages], matrix, model=embedder.model_name)
+    return VectorIndex([pid for pid, _ in passages], matrix, model=embedder.model_name)
 
 
 def evaluate(data: Path, split: str = "all", params: classifier.Params | None = None,
@@ -217,12 +235,26 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
     return rows
 
 
-def instruction_eval() -> list[dict]:
-    """Per set of ``bench/instruction_set.py``: injections labelled, hard negatives flagged."""
+def instruction_eval(data: Path | None = None, embedder: str = "none", only: list[str] | None = None) -> list[dict]:
+    """Per set of ``bench/instruction_set.py``: injections labelled, hard negatives flagged.
+
+    With ``embedder="minilm"`` each set is classified inside a store: the set's items together with
+    the 12,650 clean memories of section 1 (the learned detector calibrates its bar on the store),
+    and the row also counts the clean memories an instruction rule flagged."""
     rows = []
+    clean = load_clean(data) if embedder == "minilm" else []
     for name, (injections, negatives) in SETS.items():
+        if only and name not in only:
+            continue
         items = [(f"inj-{i}", it) for i, it in enumerate(injections)] + [(f"neg-{i}", it) for i, it in enumerate(negatives)]
-        flagged = {f.memory_id for f in classifier.classify([(mid, it.text) for mid, it in items])}
+        batch = [(mid, it.text) for mid, it in items] + clean
+        dense = dense_index(batch) if embedder == "minilm" else None
+        flags = classifier.classify(batch, dense=dense)
+        rules = Counter(f.evidence.get("rule", "group") for f in flags if f.memory_id.startswith(("inj", "neg")))
+        clean_ids = {c for c, _ in clean}
+        clean_instr = sorted(f.memory_id for f in flags if f.memory_id in clean_ids
+                             and str(f.evidence.get("rule", "")).startswith("instruction"))
+        flagged = {f.memory_id for f in flags}
         by_style: dict[str, list[int]] = {}
         for mid, it in items:
             hit_total = by_style.setdefault(f"{mid.split('-')[0]}: {it.style}", [0, 0])
@@ -235,16 +267,19 @@ def instruction_eval() -> list[dict]:
                      "negatives_total": len(negatives),
                      "missed": [it.text for mid, it in items if mid.startswith("inj") and mid not in flagged],
                      "false_flags": [it.text for mid, it in items if mid.startswith("neg") and mid in flagged],
-                     "by_style": by_style})
+                     "embedder": embedder, "by_rule": dict(rules),
+                     "clean_instruction_flagged": len(clean_instr), "clean_total": len(clean),
+                     "clean_instruction_ids": clean_instr, "by_style": by_style})
     return rows
 
 
 def print_instructions(rows: list[dict]) -> None:
     print(f"{rows[0]['classifier']}  instruction rule on bench/instruction_set.py")
-    print(f"{'set':14} {'injections labelled':>20} {'negatives flagged':>18}")
+    print(f"{'set':14} {'injections labelled':>20} {'negatives flagged':>18} {'clean flagged':>16}  by rule")
     for r in rows:
         print(f"{r['set']:14} {r['injections_labelled']:>11} / {r['injections_total']:<6} "
-              f"{r['negatives_flagged']:>9} / {r['negatives_total']:<6}")
+              f"{r['negatives_flagged']:>9} / {r['negatives_total']:<6} "
+              f"{r['clean_instruction_flagged']:>7} / {r['clean_total']:<6}  {r['by_rule']}")
         for text in r["missed"]:
             print(f"    missed: {text[:100]}")
         for text in r["false_flags"]:
@@ -271,6 +306,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
     ap.add_argument("--loso", action="store_true", help="leave one poison source out (module docstring)")
     ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
+    ap.add_argument("--instruction-set", action="append", choices=list(SETS),
+                    help="with --instructions: only these sets (repeatable; default all)")
     ap.add_argument("--source", action="append", choices=POISONEDRAG + GENERATED,
                     help="with --loso: only these sources (repeatable; default all)")
     ap.add_argument("--poison-dir", type=Path, default=DEFAULT_POISON_DIR,
@@ -312,12 +349,12 @@ def print_splits(results: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
-    if not args.instructions and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
+    if (not args.instructions or args.embedder == "minilm") and not (args.data / "poisonedrag" / "nq_adv_targeted.json").exists():
         print(f"data not found under {args.data}", file=sys.stderr)
         return 2
     params = _params(ap, args.set)
     if args.instructions:
-        rows = instruction_eval()
+        rows = instruction_eval(args.data, args.embedder, args.instruction_set)
         print_instructions(rows)
     elif args.loso:
         sources = args.source or list(POISONEDRAG + GENERATED)

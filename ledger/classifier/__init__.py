@@ -79,9 +79,13 @@ instruction steers an agent that follows instructions); 3.2 widens that rule and
 (a passage that addresses the agent and persists, overrides, relaxes a control, claims authority
 or sends data out): see :mod:`ledger.classifier.instruction`.
 
+Version 3.3 adds a learned instruction detector (:mod:`ledger.classifier.learned`): a linear
+model over the passage's embedding and speech-act cues, fitted offline on the tune sets, with a
+bar calibrated on the store's own score distribution; it needs ``Dense.vector``.
+
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
-``readmit`` (6, 6b), ``instruction`` (3.1), ``pipeline`` (7), ``model`` (datatypes).
+``readmit`` (6, 6b), ``instruction`` (3.1), ``learned`` (3.3), ``pipeline`` (7), ``model`` (datatypes).
 """
 
 from ledger.classifier.grouping import find_groups
@@ -91,6 +95,7 @@ from ledger.classifier.model import (
     CLASSIFIER_VERSION,
     DEFAULT_PARAMS,
     Dense,
+    DenseVectors,
     Flag,
     Group,
     Params,
@@ -104,6 +109,7 @@ __all__ = [
     "CLASSIFIER_VERSION",
     "DEFAULT_PARAMS",
     "Dense",
+    "DenseVectors",
     "Flag",
     "Group",
     "Params",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "3.2"
+CLASSIFIER_VERSION = "3.4"
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,13 @@ class Dense(Protocol):
     def neighbours(self, memory_id: str) -> Sequence[tuple[str, float]]: ...
 
     def cosine(self, a: str, b: str) -> float: ...
+
+
+class DenseVectors(Dense, Protocol):
+    """A :class:`Dense` that also gives a passage's unit vector (None for an unknown id); the
+    learned instruction detector (3.3) needs it. ``ledger.dense.DenseIndex`` does not have it yet."""
+
+    def vector(self, memory_id: str) -> Sequence[float] | None: ...
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from ledger.classifier.grouping import find_groups
 from ledger.classifier.instruction import instruction_markers
+from ledger.classifier.learned import embedding_injections
 from ledger.classifier.model import CLASSIFIER_NAME, CLASSIFIER_VERSION, DEFAULT_PARAMS, Dense, Flag, Group, Params
 
 ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
@@ -24,11 +25,23 @@ def classify(
     (the whole store, or the store's neighbourhood of the batch). ``only`` restricts the flags
     returned to those ids (the newly ingested batch), while the pattern is still found across
     all passages given. ``dense`` holds the passages' sentence embeddings (version 3 steps);
-    without it the lexical rules alone decide.
+    without it the lexical rules alone decide. When ``dense`` also gives each passage's vector
+    (``dense.vector(id)``, version 3.3) the learned instruction detector runs too, calibrated on
+    every passage given (:mod:`ledger.classifier.learned`).
     """
     wanted = None if only is None else set(only)
     passages = list(passages.items()) if isinstance(passages, Mapping) else list(passages)
     flags = _instruction_flags(passages, wanted)
+    for mid, hit in embedding_injections(passages, dense).items():
+        if (wanted is None or mid in wanted) and mid not in flags:
+            flags[mid] = Flag(
+                memory_id=mid,
+                reason=(f"instruction injection: reads as an order to the agent (learned detector score "
+                        f"{hit.score:.2f} >= this store's bar {hit.threshold:.2f}; form '{hit.form}')"),
+                evidence={"classifier": ACTOR, "rule": "instruction-embedding", "score": hit.score,
+                          "store_bar": hit.threshold, "form": hit.form,
+                          "embedding_model": getattr(dense, "model", None)},
+            )
     for g in find_groups(passages, params=params, dense=dense):
         for mid in g.members:
             if (wanted is None or mid in wanted) and mid not in flags:
