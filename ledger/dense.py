@@ -48,3 +48,8 @@ class DenseIndex:
 
     def cosine(self, a: str, b: str) -> float:
         return round(float(self._matrix[self._row[a]] @ self._matrix[self._row[b]]), 6)
+
+    def vector(self, memory_id: str) -> list[float] | None:
+        """The memory's unit embedding (the learned instruction detector scores it), or None."""
+        row = self._row.get(memory_id)
+        return None if row is None else self._matrix[row].tolist()
