@@ -147,7 +147,7 @@ def _timed_stages(stages: dict) -> None:
     wrap(imports, "memories_create", "insert")
     wrap(services, "memory_genesis_sign", "sign genesis")
     wrap(imports, "embeddings_compute", "embed")
-    wrap(import_tasks, "ingest_classify", "classify (whole store)")
+    wrap(import_tasks, "ingest_classify", "classify")
     wrap(classifier_service, "ingest_flags", "classify: its flags step")
 
 
@@ -177,10 +177,16 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
     progress: list = []
     embed_chunk = imports.import_chunk_embed
 
+    log = (workdir / "progress.log").open("a", encoding="utf-8")  # followed while the run lasts
+
     def counted(*, job_id, memory_ids):  # what the job page shows after each chunk
         embed_chunk(job_id=job_id, memory_ids=memory_ids)
         j = ImportJob.objects.get(pk=job_id)
-        progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(_proc_status()["VmRSS"])))
+        status = _proc_status()
+        progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(status["VmRSS"])))
+        log.write(f"{time.strftime('%H:%M:%S')} {progress[-1][0]} s {j.done}/{j.total} "
+                  f"rss {status['VmRSS']:.0f} MB hwm {status['VmHWM']:.0f} MB\n")
+        log.flush()
 
     imports.import_chunk_embed = counted
     base = peak_rss_mb()
