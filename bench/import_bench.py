@@ -125,7 +125,8 @@ def _timed_stages(stages: dict) -> None:
     note the process's peak RSS when it last ended."""
     import functools
 
-    from ledger import classifier_service, import_tasks, imports, services
+    from ledger import classifier_service, import_tasks, imports
+    from ledger.services import writes
 
     def wrap(module, name: str, label: str) -> None:
         fn = getattr(module, name)
@@ -145,7 +146,7 @@ def _timed_stages(stages: dict) -> None:
 
     wrap(imports, "_validate_streamed", "validate (pass 1)")
     wrap(imports, "memories_create", "insert")
-    wrap(services, "memory_genesis_sign", "sign genesis")
+    wrap(writes, "memory_genesis_sign", "sign genesis")  # as ledger.tasks calls it
     wrap(imports, "embeddings_compute", "embed")
     wrap(import_tasks, "ingest_classify", "classify")
     wrap(classifier_service, "ingest_flags", "classify: its flags step")
@@ -169,6 +170,10 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
 
     if embedder == "hashing":
         settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    if os.environ.get("IMPORT_BENCH_WHOLE_STORE_MAX"):  # smoke runs: the bounded pass on a small store
+        from ledger import classifier_service
+
+        classifier_service.WHOLE_STORE_MAX = int(os.environ["IMPORT_BENCH_WHOLE_STORE_MAX"])
     app.conf.task_always_eager = True
     org = ledger_env.organization_get()
     store = ledger_env.store_fresh(org, "mem0-import")
