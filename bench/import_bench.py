@@ -184,8 +184,27 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
 
     log = (workdir / "progress.log").open("a", encoding="utf-8")  # followed while the run lasts
 
+    trace = os.environ.get("IMPORT_BENCH_TRACEMALLOC")  # "A,B": diff allocations from chunk A to chunk B
+    if trace:
+        import tracemalloc
+
+        marks = [int(x) for x in trace.split(",")]
+        tracemalloc.start(12)
+        snaps: list = []
+
     def counted(*, job_id, memory_ids):  # what the job page shows after each chunk
         embed_chunk(job_id=job_id, memory_ids=memory_ids)
+        if trace and len(progress) + 1 in marks:
+            import gc
+
+            gc.collect()
+            snaps.append(tracemalloc.take_snapshot())
+            if len(snaps) == 2:
+                diff = snaps[1].compare_to(snaps[0], "traceback")
+                with (workdir / "tracemalloc.txt").open("w") as out:
+                    for stat in diff[:25]:
+                        out.write(f"{stat.size_diff / 1024:+.0f} KiB ({stat.count_diff:+d} blocks)\n")
+                        out.write("\n".join(stat.traceback.format()[-12:]) + "\n\n")
         j = ImportJob.objects.get(pk=job_id)
         status = _proc_status()
         progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(status["VmRSS"])))
