@@ -205,8 +205,9 @@ def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = D
         page_pks = np.array([pk for pk, _ in kept], dtype=np.int64)
         sims = query @ np.stack([v for _, v in kept]).astype(np.float32).T
         sims[own[:, None] == page_pks[None, :]] = -np.inf  # a passage is not its own neighbour
-        sims = np.concatenate([best_sims, sims], axis=1)
-        cand = np.concatenate([best_pks, np.broadcast_to(page_pks, (len(rows), len(page_pks)))], axis=1)
+        top_sims, top_pks = _page_top(sims, page_pks, k)
+        sims = np.concatenate([best_sims, top_sims], axis=1)
+        cand = np.concatenate([best_pks, top_pks], axis=1)
         order = np.lexsort((cand, -sims), axis=1)[:, :k]  # best first, ties by primary key
         best_sims = np.take_along_axis(sims, order, axis=1)
         best_pks = np.take_along_axis(cand, order, axis=1)
@@ -215,6 +216,21 @@ def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = D
         out[pk] = [(int(n), float(s)) for n, s in zip(best_pks[i], best_sims[i], strict=True)
                    if np.isfinite(s) and s >= floor]
     return out
+
+
+def _page_top(sims: np.ndarray, page_pks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best columns of one page (by cosine, ties by primary key): a partition,
+    not a sort of the page; a row whose k-th value is tied outside the partition is redone
+    exactly, so the result never depends on how the partition broke the tie."""
+    if sims.shape[1] <= k:
+        return sims, np.broadcast_to(page_pks, sims.shape)
+    part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    top = np.take_along_axis(sims, part, axis=1)
+    kth = top.min(axis=1, keepdims=True)
+    for r in np.flatnonzero((sims == kth).sum(axis=1) > (top == kth).sum(axis=1)):
+        part[r] = np.lexsort((page_pks, -sims[r]))[:k]
+        top[r] = sims[r, part[r]]
+    return top, page_pks[part]
 
 
 def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,

@@ -123,3 +123,18 @@ def test_embedding_neighbours_are_the_nearest_ones_of_the_store(store, housekeep
         sims[i, i] = -np.inf
         best = sorted(range(len(pks)), key=lambda j: (-sims[i, j], pks[j]))[:5]
         assert [n for n, _ in got[pk]] == [pks[j] for j in best]
+
+
+def test_a_pages_best_columns_break_ties_by_primary_key_as_a_full_sort_would():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    sims = rng.choice(np.array([0.1, 0.5, 0.7, 0.9], dtype=np.float32), size=(40, 30))  # ties everywhere
+    page_pks = rng.permutation(np.arange(100, 130)).astype(np.int64)
+
+    top, pks = classifier_service._page_top(sims.copy(), page_pks, 5)
+
+    for r in range(len(sims)):
+        exact = np.lexsort((page_pks, -sims[r]))[:5]
+        order = np.lexsort((pks[r], -top[r]))
+        assert pks[r][order].tolist() == page_pks[exact].tolist()
