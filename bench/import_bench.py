@@ -189,7 +189,7 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
         import tracemalloc
 
         marks = [int(x) for x in trace.split(",")]
-        tracemalloc.start(12)
+        tracemalloc.start(int(os.environ.get("IMPORT_BENCH_TRACEMALLOC_FRAMES", "6")))
         snaps: list = []
 
     def counted(*, job_id, memory_ids):  # what the job page shows after each chunk
@@ -231,6 +231,57 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
             "progress (s, done, total, rss MB)": progress[::step] + progress[-1:]}
 
 
+class _DenseStandIn:
+    """Hashing384's vectors under Hashing384's model name (so an import's cached vectors are
+    reused) but not a ``HashingEmbedder``: the classifier service then takes the path it takes
+    for a sentence model (embedding neighbours streamed over the store, vectors to the
+    classifier). Timing and memory only; the flags mean nothing with these vectors."""
+
+    def __init__(self) -> None:
+        from bench.recall_bench import Hashing384
+
+        self._inner = Hashing384()
+        self.model_name = self._inner.model_name
+        self.dim = self._inner.dim
+
+    def encode(self, texts):
+        return self._inner.encode(texts)
+
+    def encode_query(self, text):
+        return self._inner.encode_query(text)
+
+
+def phase_classify(workdir: Path, embedder: str) -> dict:
+    """The ingest classifier's bounded pass again over an import's store (``--workdir`` of an
+    earlier ``import`` phase): its time and the process's peak RSS, with ``--embedder hashing``
+    (lexical) or ``dense`` (the embedding-neighbour path on the hashing vectors)."""
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"
+    from bench import ledger_env
+
+    ledger_env.setup(str(workdir), embedder="hashing")
+    from django.conf import settings
+    from django.db.models import Max, Min
+
+    from ledger import classifier_service
+    from ledger.models import Memory, Store
+
+    settings.EMBEDDING_BACKEND = ("bench.import_bench._DenseStandIn" if embedder == "dense"
+                                  else "bench.recall_bench.Hashing384")
+    if os.environ.get("IMPORT_BENCH_WHOLE_STORE_MAX"):
+        classifier_service.WHOLE_STORE_MAX = int(os.environ["IMPORT_BENCH_WHOLE_STORE_MAX"])
+    store = Store.objects.get(slug="mem0-import")
+    span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
+    base = peak_rss_mb()
+    t = time.perf_counter()
+    flags = classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))
+    secs = time.perf_counter() - t
+    return {"embedder": embedder, "rows": Memory.objects.filter(store=store).count(), "flags": len(flags),
+            "seconds": round(secs, 1), "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
+
+
 def phase_encoder(path: Path, sample: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from interchange.importers import memories_parse
@@ -262,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder"], help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify"], help=argparse.SUPPRESS)
     ap.add_argument("--embedder", default="hashing", help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -274,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.phase == "import":
         print(json.dumps(phase_import(args.file, Path(args.workdir), args.embedder)))
+        return 0
+    if args.phase == "classify":  # python bench/import_bench.py --phase classify --workdir DIR/db-20 --embedder dense
+        print(json.dumps(phase_classify(Path(args.workdir), args.embedder)))
         return 0
     if args.phase == "encoder":
         print(json.dumps(phase_encoder(args.file, args.encoder_sample)))
