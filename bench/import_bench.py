@@ -282,6 +282,70 @@ def phase_classify(workdir: Path, embedder: str) -> dict:
             "seconds": round(secs, 1), "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
 
 
+def phase_agree(workdir: Path, window_budget: int, background: int) -> dict:
+    """Does the bounded pass flag what the whole-store pass flags? One store built like
+    ``bench/poisonedrag_bench.py``'s (nq_clean_context + 2WikiMultihopQA + LoCoMo + the five
+    adv_texts of every NQ target, imported without the classifier, the hashing embedder, so the
+    lexical rules alone), then ``ingest_flags`` for the whole store as one batch (memory_ids
+    None: the whole-store pass) and as an import's pk range through the bounded pass (every
+    store forced through it). Data read from ../shared/data at run time."""
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"
+    from bench import ledger_env
+
+    ledger_env.setup(str(workdir), embedder="hashing")
+    from django.conf import settings
+    from django.db.models import Max, Min
+
+    from bench.poisonedrag_bench import adv_memories, clean_context_memories, corpus_memories
+    from ledger import classifier_service
+    from ledger.imports import memories_import
+    from ledger.models import Memory, Store
+
+    settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    data = ledger_env.DEFAULT_DATA
+    store = Store.objects.filter(slug="agree").first()
+    if store is None:
+        poison, _ = adv_memories(data / "poisonedrag" / "nq_adv_targeted.json")
+        clean = clean_context_memories(data / "poisonedrag" / "nq_clean_context.json")
+        for c in (data / "wiki2" / "2wikimultihopqa_corpus.json", data / "locomo" / "locomo10.json"):
+            clean += corpus_memories(c)
+        store = ledger_env.store_fresh(ledger_env.organization_get(), "agree")
+        payload = "\n".join(json.dumps(r) for r in clean + poison).encode("utf-8")
+        job = memories_import(store=store, data=payload, filename="agree.jsonl", inline=True, classify=False)
+        assert job.status == "done", job.errors[:3]
+    span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
+    t = time.perf_counter()
+    whole = {pk: f.reason for pk, f in classifier_service.ingest_flags(store=store)}
+    whole_s = time.perf_counter() - t
+    classifier_service.WHOLE_STORE_MAX = 0
+    classifier_service.WINDOW_BUDGET, classifier_service.BACKGROUND = window_budget, background
+    calls: list[int] = []
+    real = classifier_service.classify
+
+    def counted(passages, **kwargs):
+        passages = list(passages)
+        calls.append(len(passages))
+        return real(passages, **kwargs)
+
+    classifier_service.classify = counted
+    t = time.perf_counter()
+    bounded = {pk: f.reason for pk, f in classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))}
+    bounded_s = time.perf_counter() - t
+    adv = set(Memory.objects.filter(store=store, external_id__startswith="adv-").values_list("pk", flat=True))
+    return {"rows": Memory.objects.filter(store=store).count(), "adv_passages": len(adv),
+            "window_budget": window_budget, "background": background,
+            "whole": {"flags": len(whole), "adv_flagged": len(adv & set(whole)), "seconds": round(whole_s, 1)},
+            "bounded": {"flags": len(bounded), "adv_flagged": len(adv & set(bounded)), "seconds": round(bounded_s, 1),
+                        "classifier_calls": len(calls), "largest_call": max(calls, default=0)},
+            "both": len(set(whole) & set(bounded)), "only_whole": len(set(whole) - set(bounded)),
+            "only_bounded": len(set(bounded) - set(whole)),
+            "only_whole_adv": len((set(whole) - set(bounded)) & adv),
+            "only_bounded_adv": len((set(bounded) - set(whole)) & adv)}
+
+
 def phase_encoder(path: Path, sample: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from interchange.importers import memories_parse
@@ -313,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify"], help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify", "agree"],
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--window-budget", type=int, default=8000, help=argparse.SUPPRESS)
+    ap.add_argument("--background", type=int, default=2000, help=argparse.SUPPRESS)
     ap.add_argument("--embedder", default="hashing", help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -328,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.phase == "classify":  # python bench/import_bench.py --phase classify --workdir DIR/db-20 --embedder dense
         print(json.dumps(phase_classify(Path(args.workdir), args.embedder)))
+        return 0
+    if args.phase == "agree":  # python bench/import_bench.py --phase agree --workdir DIR [--window-budget N]
+        print(json.dumps(phase_agree(Path(args.workdir), args.window_budget, args.background)))
         return 0
     if args.phase == "encoder":
         print(json.dumps(phase_encoder(args.file, args.encoder_sample)))

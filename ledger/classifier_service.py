@@ -55,6 +55,7 @@ WINDOW_BUDGET = 8_000
 BACKGROUND = 2_000
 BLOCK = 4_096  # import memories whose neighbours are looked up together
 PAGE = 2_000  # store rows read per query while streaming
+DENSE_PAGE = 512  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
 DENSE_NEIGHBOURS = 16  # as ledger.dense.DenseIndex keeps per passage
 DENSE_FLOOR = 0.5
 
@@ -197,7 +198,7 @@ def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = D
     best_sims = np.full((len(rows), k), -np.inf, dtype=np.float32)
     best_pks = np.full((len(rows), k), np.iinfo(np.int64).max, dtype=np.int64)
     own = np.asarray(rows, dtype=np.int64)
-    for page in _store_pages(store, ("pk", "content_sha256")):
+    for page in _store_pages(store, ("pk", "content_sha256"), size=DENSE_PAGE):
         page_vectors = cached_vectors(model=model, hashes=(h for _, h in page))
         kept = [(pk, page_vectors[bytes(h)]) for pk, h in page if bytes(h) in page_vectors]
         if not kept:
