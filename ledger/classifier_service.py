@@ -236,10 +236,18 @@ def _page_top(sims: np.ndarray, page_pks: np.ndarray, k: int) -> tuple[np.ndarra
 
 def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
                          pk_range: Sequence[int] | None, params: Params = DEFAULT_PARAMS) -> list[tuple[int, Flag]]:
-    """The bounded pass (module constants above): one streamed read of the store builds the
-    lexical index on disk and picks the background sample; then, a block of the batch at a
-    time, each memory's neighbours are looked up and it joins the current window with them; a
-    window that reaches WINDOW_BUDGET is classified together with the background sample."""
+    """The bounded pass (module constants above):
+
+    1. One streamed read of the store (PAGE rows a query) writes its content tokens to the
+       lexical index on disk, picks BACKGROUND memories evenly spaced by key (so idf weights in
+       a window keep the store's scale) and, with a sentence model, embeds what lacks a vector.
+    2. A BLOCK of the batch at a time: each memory's lexical candidates (step 3 of
+       ``ledger.classifier``: sharing ``min_shared`` informative tokens, at most
+       ``max_neighbours``) and, with a sentence model, its DENSE_NEIGHBOURS nearest by cosine.
+    3. Each memory joins the current window with its neighbours; a window of WINDOW_BUDGET
+       passages is classified with the background (``only``: the batch's memories in it).
+    4. A memory keeps its first flag; the result is sorted by primary key.
+    """
     embedder = embedder_for_store(store)
     dense = not isinstance(embedder, HashingEmbedder)
     if memory_ids is not None:
