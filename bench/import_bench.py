@@ -125,7 +125,8 @@ def _timed_stages(stages: dict) -> None:
     note the process's peak RSS when it last ended."""
     import functools
 
-    from ledger import classifier_service, import_tasks, imports, services
+    from ledger import classifier_service, import_tasks, imports
+    from ledger.services import writes
 
     def wrap(module, name: str, label: str) -> None:
         fn = getattr(module, name)
@@ -145,9 +146,9 @@ def _timed_stages(stages: dict) -> None:
 
     wrap(imports, "_validate_streamed", "validate (pass 1)")
     wrap(imports, "memories_create", "insert")
-    wrap(services, "memory_genesis_sign", "sign genesis")
+    wrap(writes, "memory_genesis_sign", "sign genesis")  # as ledger.tasks calls it
     wrap(imports, "embeddings_compute", "embed")
-    wrap(import_tasks, "ingest_classify", "classify (whole store)")
+    wrap(import_tasks, "ingest_classify", "classify")
     wrap(classifier_service, "ingest_flags", "classify: its flags step")
 
 
@@ -169,6 +170,10 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
 
     if embedder == "hashing":
         settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    if os.environ.get("IMPORT_BENCH_WHOLE_STORE_MAX"):  # smoke runs: the bounded pass on a small store
+        from ledger import classifier_service
+
+        classifier_service.WHOLE_STORE_MAX = int(os.environ["IMPORT_BENCH_WHOLE_STORE_MAX"])
     app.conf.task_always_eager = True
     org = ledger_env.organization_get()
     store = ledger_env.store_fresh(org, "mem0-import")
@@ -177,10 +182,35 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
     progress: list = []
     embed_chunk = imports.import_chunk_embed
 
+    log = (workdir / "progress.log").open("a", encoding="utf-8")  # followed while the run lasts
+
+    trace = os.environ.get("IMPORT_BENCH_TRACEMALLOC")  # "A,B": diff allocations from chunk A to chunk B
+    if trace:
+        import tracemalloc
+
+        marks = [int(x) for x in trace.split(",")]
+        tracemalloc.start(int(os.environ.get("IMPORT_BENCH_TRACEMALLOC_FRAMES", "6")))
+        snaps: list = []
+
     def counted(*, job_id, memory_ids):  # what the job page shows after each chunk
         embed_chunk(job_id=job_id, memory_ids=memory_ids)
+        if trace and len(progress) + 1 in marks:
+            import gc
+
+            gc.collect()
+            snaps.append(tracemalloc.take_snapshot())
+            if len(snaps) == 2:
+                diff = snaps[1].compare_to(snaps[0], "traceback")
+                with (workdir / "tracemalloc.txt").open("w") as out:
+                    for stat in diff[:25]:
+                        out.write(f"{stat.size_diff / 1024:+.0f} KiB ({stat.count_diff:+d} blocks)\n")
+                        out.write("\n".join(stat.traceback.format()[-12:]) + "\n\n")
         j = ImportJob.objects.get(pk=job_id)
-        progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(_proc_status()["VmRSS"])))
+        status = _proc_status()
+        progress.append((round(time.perf_counter() - t, 1), j.done, j.total, round(status["VmRSS"])))
+        log.write(f"{time.strftime('%H:%M:%S')} {progress[-1][0]} s {j.done}/{j.total} "
+                  f"rss {status['VmRSS']:.0f} MB hwm {status['VmHWM']:.0f} MB\n")
+        log.flush()
 
     imports.import_chunk_embed = counted
     base = peak_rss_mb()
@@ -199,6 +229,121 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
             "rss_before_mb": round(base), "errors": job.errors[:3],
             "stages": {k: {**v, "seconds": round(v["seconds"], 1)} for k, v in stages.items()},
             "progress (s, done, total, rss MB)": progress[::step] + progress[-1:]}
+
+
+class _DenseStandIn:
+    """Hashing384's vectors under Hashing384's model name (so an import's cached vectors are
+    reused) but not a ``HashingEmbedder``: the classifier service then takes the path it takes
+    for a sentence model (embedding neighbours streamed over the store, vectors to the
+    classifier). Timing and memory only; the flags mean nothing with these vectors."""
+
+    def __init__(self) -> None:
+        from bench.recall_bench import Hashing384
+
+        self._inner = Hashing384()
+        self.model_name = self._inner.model_name
+        self.dim = self._inner.dim
+
+    def encode(self, texts):
+        return self._inner.encode(texts)
+
+    def encode_query(self, text):
+        return self._inner.encode_query(text)
+
+
+def phase_classify(workdir: Path, embedder: str) -> dict:
+    """The ingest classifier's bounded pass again over an import's store (``--workdir`` of an
+    earlier ``import`` phase): its time and the process's peak RSS, with ``--embedder hashing``
+    (lexical) or ``dense`` (the embedding-neighbour path on the hashing vectors)."""
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"
+    from bench import ledger_env
+
+    ledger_env.setup(str(workdir), embedder="hashing")
+    from django.conf import settings
+    from django.db.models import Max, Min
+
+    from ledger import classifier_service
+    from ledger.models import Memory, Store
+
+    settings.EMBEDDING_BACKEND = ("bench.import_bench._DenseStandIn" if embedder == "dense"
+                                  else "bench.recall_bench.Hashing384")
+    if os.environ.get("IMPORT_BENCH_WHOLE_STORE_MAX"):
+        classifier_service.WHOLE_STORE_MAX = int(os.environ["IMPORT_BENCH_WHOLE_STORE_MAX"])
+    store = Store.objects.get(slug="mem0-import")
+    span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
+    base = peak_rss_mb()
+    t = time.perf_counter()
+    flags = classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))
+    secs = time.perf_counter() - t
+    return {"embedder": embedder, "rows": Memory.objects.filter(store=store).count(), "flags": len(flags),
+            "seconds": round(secs, 1), "peak_rss_mb": round(peak_rss_mb()), "rss_before_mb": round(base)}
+
+
+def phase_agree(workdir: Path, window_budget: int, background: int) -> dict:
+    """Does the bounded pass flag what the whole-store pass flags? One store built like
+    ``bench/poisonedrag_bench.py``'s (nq_clean_context + 2WikiMultihopQA + LoCoMo + the five
+    adv_texts of every NQ target, imported without the classifier, the hashing embedder, so the
+    lexical rules alone), then ``ingest_flags`` for the whole store as one batch (memory_ids
+    None: the whole-store pass) and as an import's pk range through the bounded pass (every
+    store forced through it). Data read from ../shared/data at run time."""
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"
+    from bench import ledger_env
+
+    ledger_env.setup(str(workdir), embedder="hashing")
+    from django.conf import settings
+    from django.db.models import Max, Min
+
+    from bench.poisonedrag_bench import adv_memories, clean_context_memories, corpus_memories
+    from ledger import classifier_service
+    from ledger.imports import memories_import
+    from ledger.models import Memory, Store
+
+    settings.EMBEDDING_BACKEND = "bench.recall_bench.Hashing384"
+    data = ledger_env.DEFAULT_DATA
+    store = Store.objects.filter(slug="agree").first()
+    if store is None:
+        poison, _ = adv_memories(data / "poisonedrag" / "nq_adv_targeted.json")
+        clean = clean_context_memories(data / "poisonedrag" / "nq_clean_context.json")
+        for c in (data / "wiki2" / "2wikimultihopqa_corpus.json", data / "locomo" / "locomo10.json"):
+            clean += corpus_memories(c)
+        store = ledger_env.store_fresh(ledger_env.organization_get(), "agree")
+        payload = "\n".join(json.dumps(r) for r in clean + poison).encode("utf-8")
+        job = memories_import(store=store, data=payload, filename="agree.jsonl", inline=True, classify=False)
+        assert job.status == "done", job.errors[:3]
+    span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
+    t = time.perf_counter()
+    whole = {pk: f.reason for pk, f in classifier_service.ingest_flags(store=store)}
+    whole_s = time.perf_counter() - t
+    classifier_service.WHOLE_STORE_MAX = 0
+    classifier_service.WINDOW_BUDGET, classifier_service.BACKGROUND = window_budget, background
+    calls: list[int] = []
+    real = classifier_service.classify
+
+    def counted(passages, **kwargs):
+        passages = list(passages)
+        calls.append(len(passages))
+        return real(passages, **kwargs)
+
+    classifier_service.classify = counted
+    t = time.perf_counter()
+    bounded = {pk: f.reason for pk, f in classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))}
+    bounded_s = time.perf_counter() - t
+    adv = set(Memory.objects.filter(store=store, external_id__startswith="adv-").values_list("pk", flat=True))
+    return {"rows": Memory.objects.filter(store=store).count(), "adv_passages": len(adv),
+            "window_budget": window_budget, "background": background,
+            "whole": {"flags": len(whole), "adv_flagged": len(adv & set(whole)), "seconds": round(whole_s, 1)},
+            "bounded": {"flags": len(bounded), "adv_flagged": len(adv & set(bounded)), "seconds": round(bounded_s, 1),
+                        "classifier_calls": len(calls), "largest_call": max(calls, default=0)},
+            "both": len(set(whole) & set(bounded)), "only_whole": len(set(whole) - set(bounded)),
+            "only_bounded": len(set(bounded) - set(whole)),
+            "only_whole_adv": len((set(whole) - set(bounded)) & adv),
+            "only_bounded_adv": len((set(bounded) - set(whole)) & adv)}
 
 
 def phase_encoder(path: Path, sample: int) -> dict:
@@ -232,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder"], help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify", "agree"],
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--window-budget", type=int, default=8000, help=argparse.SUPPRESS)
+    ap.add_argument("--background", type=int, default=2000, help=argparse.SUPPRESS)
     ap.add_argument("--embedder", default="hashing", help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -244,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.phase == "import":
         print(json.dumps(phase_import(args.file, Path(args.workdir), args.embedder)))
+        return 0
+    if args.phase == "classify":  # python bench/import_bench.py --phase classify --workdir DIR/db-20 --embedder dense
+        print(json.dumps(phase_classify(Path(args.workdir), args.embedder)))
+        return 0
+    if args.phase == "agree":  # python bench/import_bench.py --phase agree --workdir DIR [--window-budget N]
+        print(json.dumps(phase_agree(Path(args.workdir), args.window_budget, args.background)))
         return 0
     if args.phase == "encoder":
         print(json.dumps(phase_encoder(args.file, args.encoder_sample)))

@@ -9,13 +9,18 @@ task carries the finding's id only, never a label.
 
 from __future__ import annotations
 
+import heapq
 import logging
-from collections.abc import Sequence
+import math
+import os
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ledger import dispatch
-from ledger.classifier import ACTOR, Flag, classify
+from ledger.classifier import ACTOR, DEFAULT_PARAMS, Flag, Params, classify, tokenize
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
 from ledger.embeddings import HashingEmbedder
@@ -39,19 +44,47 @@ def signable_evidence(evidence: dict) -> dict:
     return out
 
 
-def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None) -> list[tuple[int, Flag]]:
-    """Run the classifier over the whole store; return (memory pk, flag) for the given memories.
+# The import's pass (``memory_ids`` or ``pk_range`` given) is bounded independent of the store
+# size: a store of at most WHOLE_STORE_MAX memories is classified whole (one corpus of that size);
+# a larger one in windows of the import, each window with its neighbourhood in the store (the
+# passages sharing informative words with it, the nearest ones by embedding) and a fixed
+# background sample of the store (so idf weights keep the store's scale), at most about
+# WINDOW_BUDGET + BACKGROUND passages per classifier call.
+WHOLE_STORE_MAX = 10_000
+WINDOW_BUDGET = 8_000
+BACKGROUND = 2_000
+BLOCK = 4_096  # import memories whose neighbours are looked up together
+PAGE = 2_000  # store rows read per query while streaming
+DENSE_PAGE = 512  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
+DENSE_NEIGHBOURS = 16  # as ledger.dense.DenseIndex keeps per passage
+DENSE_FLOOR = 0.5
 
-    The whole store is passed so that a pattern split across two imports is still seen; only
-    the new batch (``memory_ids``; all when None) gets flags.
+
+def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None,
+                 pk_range: Sequence[int] | None = None) -> list[tuple[int, Flag]]:
+    """Run the classifier for a batch of the store; return (memory pk, flag) for its memories.
+
+    The batch is ``memory_ids``, or (a streamed import) the store's memories whose primary key
+    is in ``pk_range`` = (first, last); with neither, the whole store is the batch and is read
+    whole (the benchmarks' pass, unbounded). For a batch, the pattern is still sought across the
+    store, so that a pattern split across two imports is still seen; only the batch gets flags.
     """
+    if memory_ids is None and pk_range is None:
+        return _whole_store_flags(store, None)
+    if memory_ids is not None and not memory_ids:
+        return []
+    if Memory.objects.filter(store=store).count() <= WHOLE_STORE_MAX:
+        wanted = set(memory_ids) if memory_ids is not None else set(
+            Memory.objects.filter(store=store, pk__gte=pk_range[0], pk__lte=pk_range[1]).values_list("pk", flat=True))
+        return _whole_store_flags(store, wanted)
+    return _neighbourhood_flags(store, memory_ids=memory_ids, pk_range=pk_range)
+
+
+def _whole_store_flags(store: Store, wanted: set[int] | None) -> list[tuple[int, Flag]]:
     rows = list(Memory.objects.filter(store=store).order_by("external_id").values_list(
         "pk", "external_id", "text", "content_sha256"))
     pk_of = {ext: pk for pk, ext, _, _ in rows}
-    only = None
-    if memory_ids is not None:
-        wanted = set(memory_ids)
-        only = [ext for pk, ext, _, _ in rows if pk in wanted]
+    only = None if wanted is None else [ext for pk, ext, _, _ in rows if pk in wanted]
     flags = classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=store_dense(store, rows))
     return [(pk_of[f.memory_id], f) for f in flags]
 
@@ -69,7 +102,226 @@ def store_dense(store: Store, rows: Sequence[tuple]) -> DenseIndex | None:
     return DenseIndex([ext for _, ext, _, _ in rows], matrix, model=embedder.model_name)
 
 
-def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, inline: bool = False) -> int:
+# --------------------------------------------------------------------------- the bounded pass
+
+
+def _store_pages(store: Store, fields: tuple[str, ...], *, lo: int | None = None,
+                 hi: int | None = None, size: int | None = None) -> Iterator[list[tuple]]:
+    """The store's memories in primary key order, ``size`` rows a query (keyset pagination:
+    nothing but one page is held). The first field must be ``pk``."""
+    size = size or PAGE
+    qs = Memory.objects.filter(store=store)
+    if hi is not None:
+        qs = qs.filter(pk__lte=hi)
+    after = None if lo is None else lo - 1
+    while True:
+        page_qs = qs if after is None else qs.filter(pk__gt=after)
+        page = list(page_qs.order_by("pk").values_list(*fields)[:size])
+        if not page:
+            return
+        yield page
+        after = page[-1][0]
+
+
+class _LexicalIndex:
+    """The store's content tokens (the classifier's own ``tokenize``) as postings in a temporary
+    SQLite file on disk, so that a passage's candidates (store passages sharing informative
+    tokens with it, the classifier's step 3) are found without holding the store in memory."""
+
+    def __init__(self, directory: str, *, params: Params) -> None:
+        self.params = params
+        self.con = sqlite3.connect(os.path.join(directory, "postings.sqlite3"))
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=FILE", "cache_size=-8000"):
+            self.con.execute(f"PRAGMA {pragma}")
+        self.con.create_function("ln", 1, math.log, deterministic=True)
+        self.con.execute("CREATE TABLE post (token TEXT NOT NULL, pk INTEGER NOT NULL)")
+        self.n = 0
+        self.max_df = params.max_df_floor
+
+    def add(self, rows: Iterable[tuple[int, str]]) -> None:
+        pairs = []
+        for pk, text in rows:
+            pairs.extend((t, pk) for t in sorted(set(tokenize(text)[0])))
+            self.n += 1
+        self.con.executemany("INSERT INTO post VALUES (?, ?)", pairs)
+
+    def finish(self) -> None:
+        """Index the postings and note each token's document frequency and idf in the store;
+        informative tokens are those of the classifier's rule (2 <= df <= its cap at this size)."""
+        self.max_df = max(self.params.max_df_floor, int(self.n * self.params.max_df_share))
+        self.con.executescript(
+            "CREATE TABLE df AS SELECT token, COUNT(*) AS n FROM post GROUP BY token HAVING n >= 2 AND n <= %d;"
+            "CREATE UNIQUE INDEX df_token ON df (token);"
+            "CREATE TABLE informative AS SELECT post.token AS token, post.pk AS pk FROM post JOIN df USING (token);"
+            "DROP TABLE post;"
+            "CREATE INDEX informative_pk ON informative (pk, token);"
+            "CREATE INDEX informative_token ON informative (token, pk);"
+            "CREATE TEMP TABLE win (pk INTEGER PRIMARY KEY);" % self.max_df)
+        self.con.commit()
+
+    def neighbours(self, pks: Sequence[int], k: int) -> dict[int, list[int]]:
+        """For each of ``pks``, up to ``k`` store passages sharing at least ``min_shared``
+        informative tokens with it, most shared idf weight first (ties by primary key)."""
+        con = self.con
+        con.execute("DELETE FROM win")
+        con.executemany("INSERT INTO win VALUES (?)", ((pk,) for pk in pks))
+        best: dict[int, list[tuple[float, int]]] = {}
+        rows = con.execute(
+            "SELECT a.pk, b.pk, SUM(ln(? * 1.0 / d.n)) FROM win JOIN informative a ON a.pk = win.pk "
+            "JOIN df d ON d.token = a.token JOIN informative b ON b.token = a.token AND b.pk <> a.pk "
+            "GROUP BY a.pk, b.pk HAVING COUNT(*) >= ?", (self.n, self.params.min_shared))
+        for a, b, weight in rows:
+            heap = best.setdefault(a, [])
+            item = (round(weight, 9), -b)
+            if len(heap) < k:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+        return {a: [-nb for _, nb in sorted(heap, reverse=True)] for a, heap in best.items()}
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = DENSE_NEIGHBOURS,
+                     floor: float = DENSE_FLOOR) -> dict[int, list[tuple[int, float]]]:
+    """For each of ``pks``, its ``k`` nearest store memories by the cosine of their cached
+    vectors (at least ``floor``; best first, ties by primary key), found by streaming the
+    store's vectors a page at a time against the block's (exact; memory is the block's and a
+    page's, whatever the store's size). Memories without a vector are skipped."""
+    hashes = dict(Memory.objects.filter(pk__in=list(pks)).values_list("pk", "content_sha256"))
+    vectors = cached_vectors(model=model, hashes=hashes.values())
+    rows = [pk for pk in pks if bytes(hashes[pk]) in vectors]
+    if not rows:
+        return {}
+    query = np.stack([vectors[bytes(hashes[pk])] for pk in rows]).astype(np.float32)
+    best_sims = np.full((len(rows), k), -np.inf, dtype=np.float32)
+    best_pks = np.full((len(rows), k), np.iinfo(np.int64).max, dtype=np.int64)
+    own = np.asarray(rows, dtype=np.int64)
+    for page in _store_pages(store, ("pk", "content_sha256"), size=DENSE_PAGE):
+        page_vectors = cached_vectors(model=model, hashes=(h for _, h in page))
+        kept = [(pk, page_vectors[bytes(h)]) for pk, h in page if bytes(h) in page_vectors]
+        if not kept:
+            continue
+        page_pks = np.array([pk for pk, _ in kept], dtype=np.int64)
+        sims = query @ np.stack([v for _, v in kept]).astype(np.float32).T
+        sims[own[:, None] == page_pks[None, :]] = -np.inf  # a passage is not its own neighbour
+        top_sims, top_pks = _page_top(sims, page_pks, k)
+        sims = np.concatenate([best_sims, top_sims], axis=1)
+        cand = np.concatenate([best_pks, top_pks], axis=1)
+        order = np.lexsort((cand, -sims), axis=1)[:, :k]  # best first, ties by primary key
+        best_sims = np.take_along_axis(sims, order, axis=1)
+        best_pks = np.take_along_axis(cand, order, axis=1)
+    out: dict[int, list[tuple[int, float]]] = {}
+    for i, pk in enumerate(rows):
+        out[pk] = [(int(n), float(s)) for n, s in zip(best_pks[i], best_sims[i], strict=True)
+                   if np.isfinite(s) and s >= floor]
+    return out
+
+
+def _page_top(sims: np.ndarray, page_pks: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` best columns of one page (by cosine, ties by primary key): a partition,
+    not a sort of the page; a row whose k-th value is tied outside the partition is redone
+    exactly, so the result never depends on how the partition broke the tie."""
+    if sims.shape[1] <= k:
+        return sims, np.broadcast_to(page_pks, sims.shape)
+    part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    top = np.take_along_axis(sims, part, axis=1)
+    kth = top.min(axis=1, keepdims=True)
+    for r in np.flatnonzero((sims == kth).sum(axis=1) > (top == kth).sum(axis=1)):
+        part[r] = np.lexsort((page_pks, -sims[r]))[:k]
+        top[r] = sims[r, part[r]]
+    return top, page_pks[part]
+
+
+def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
+                         pk_range: Sequence[int] | None, params: Params = DEFAULT_PARAMS) -> list[tuple[int, Flag]]:
+    """The bounded pass (module constants above):
+
+    1. One streamed read of the store (PAGE rows a query) writes its content tokens to the
+       lexical index on disk, picks BACKGROUND memories evenly spaced by key (so idf weights in
+       a window keep the store's scale) and, with a sentence model, embeds what lacks a vector.
+    2. A BLOCK of the batch at a time: each memory's lexical candidates (step 3 of
+       ``ledger.classifier``: sharing ``min_shared`` informative tokens, at most
+       ``max_neighbours``) and, with a sentence model, its DENSE_NEIGHBOURS nearest by cosine.
+    3. Each memory joins the current window with its neighbours; a window of WINDOW_BUDGET
+       passages is classified with the background (``only``: the batch's memories in it).
+    4. A memory keeps its first flag; the result is sorted by primary key.
+    """
+    embedder = embedder_for_store(store)
+    dense = not isinstance(embedder, HashingEmbedder)
+    if memory_ids is not None:
+        batch_ids = sorted(set(memory_ids))
+        in_batch: Callable[[int], bool] = set(batch_ids).__contains__
+        blocks: Iterator[list[int]] = (batch_ids[i:i + BLOCK] for i in range(0, len(batch_ids), BLOCK))
+    else:
+        lo, hi = pk_range[0], pk_range[1]
+
+        def in_batch(pk: int) -> bool:
+            return lo <= pk <= hi
+
+        blocks = ([pk for (pk,) in page] for page in _store_pages(store, ("pk",), lo=lo, hi=hi, size=BLOCK))
+    total = Memory.objects.filter(store=store).count()
+    stride = max(1, total // BACKGROUND)
+    background: list[int] = []
+    flagged: dict[int, Flag] = {}
+    with tempfile.TemporaryDirectory(prefix="memaudit-classify-") as tmp:
+        lexical = _LexicalIndex(tmp, params=params)
+        try:
+            seen = 0
+            for page in _store_pages(store, ("pk", "text")):
+                lexical.add(page)
+                for pk, _ in page:
+                    if seen % stride == 0 and len(background) < BACKGROUND:
+                        background.append(pk)
+                    seen += 1
+                if dense:  # the vectors recall uses; the few not embedded yet are embedded now
+                    embeddings_compute(memories=Memory.objects.filter(pk__in=[pk for pk, _ in page])
+                                       .select_related("store"), embedder=embedder)
+            lexical.finish()
+            window: dict[int, None] = {}  # insertion-ordered set
+            for block in blocks:
+                near = lexical.neighbours(block, params.max_neighbours)
+                close = dense_neighbours(store=store, pks=block, model=embedder.model_name) if dense else {}
+                for pk in block:
+                    window[pk] = None
+                    window.update(dict.fromkeys(near.get(pk, ())))
+                    window.update(dict.fromkeys(n for n, _ in close.get(pk, ())))
+                    if len(window) >= WINDOW_BUDGET:
+                        _window_classify(store, window, background, in_batch, flagged, embedder if dense else None)
+                        window = {}
+            if window:
+                _window_classify(store, window, background, in_batch, flagged, embedder if dense else None)
+        finally:
+            lexical.close()
+    return sorted(flagged.items())
+
+
+def _window_classify(store: Store, window: dict[int, None], background: Sequence[int],
+                     in_batch: Callable[[int], bool], flagged: dict[int, Flag], embedder) -> None:
+    """Classify one window (with the background sample); record each batch memory's first flag."""
+    pks = list(dict.fromkeys([*window, *background]))
+    rows: list[tuple] = []
+    for i in range(0, len(pks), 500):  # stay under SQLite's bound-parameter limit
+        rows += Memory.objects.filter(pk__in=pks[i:i + 500]).values_list("pk", "external_id", "text", "content_sha256")
+    rows.sort(key=lambda r: r[1])
+    pk_of = {ext: pk for pk, ext, _, _ in rows}
+    dense = None
+    if embedder is not None:
+        vectors = cached_vectors(model=embedder.model_name, hashes=(h for *_, h in rows))
+        rows = [r for r in rows if bytes(r[3]) in vectors]
+        if rows:
+            dense = DenseIndex([r[1] for r in rows], np.stack([vectors[bytes(r[3])] for r in rows]),
+                               model=embedder.model_name)
+    only = [ext for pk, ext, _, _ in rows if in_batch(pk) and pk not in flagged]
+    if not only:
+        return
+    for f in classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=dense):
+        flagged.setdefault(pk_of[f.memory_id], f)
+
+
+def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, pk_range: Sequence[int] | None = None,
+                    inline: bool = False) -> int:
     """Flag the batch: record one ``ClassifierFinding`` per flag and have the housekeeper sign
     a ``poison_likely`` label from each (it re-checks the finding; ``ledger.decisions``).
 
@@ -78,7 +330,7 @@ def ingest_classify(*, store: Store, memory_ids: Sequence[int] | None = None, in
     harmless. ``inline`` signs in this process (the caller holds the housekeeper role).
     Returns the number of flags.
     """
-    flagged = ingest_flags(store=store, memory_ids=memory_ids)
+    flagged = ingest_flags(store=store, memory_ids=memory_ids, pk_range=pk_range)
     already = set(Memory.objects.filter(pk__in=[pk for pk, _ in flagged],
                                         epistemic_state=EpistemicLabel.Label.LIKELY).values_list("pk", flat=True))
     hashes = dict(Memory.objects.filter(pk__in=[pk for pk, _ in flagged]).values_list("pk", "content_sha256"))

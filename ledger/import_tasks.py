@@ -36,7 +36,9 @@ def ingest_classify_task(self, import_job_id: int, memory_ids: list[int] | None 
     memories = imports.import_memories(job=job, memory_ids=memory_ids, pk_range=pk_range)
     if memories.filter(chain_head__isnull=True).exists() or job.done < job.total:
         raise self.retry(countdown=CLASSIFY_RETRY_SECONDS)
-    ingest_classify(store=job.store, memory_ids=list(memories.values_list("pk", flat=True)))
+    # A streamed import hands the classifier its range, not a list of every primary key.
+    ingest_classify(store=job.store, memory_ids=None if pk_range is not None else list(memory_ids or []),
+                    pk_range=pk_range)
     imports.import_job_finish(job_id=import_job_id)
 
 

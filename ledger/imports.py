@@ -328,7 +328,8 @@ def _import_streamed(job: ImportJob, path: Path, importer, message: str) -> Impo
                 _unstage(job, path)
                 return _job_failed(job, issues_as_dicts(col.issues), col.total)
         with path.open("rb") as f:  # pass 2: the same records, a chunk per transaction
-            pk_range = _insert_streamed(job, importer.stream(f, filename, Collector(), []))
+            # Pass 1 refused duplicates: this pass keeps no id per record (unique=False).
+            pk_range = _insert_streamed(job, importer.stream(f, filename, Collector(), [], unique=False))
     except OSError as exc:
         _unreadable(job, exc)
         return job

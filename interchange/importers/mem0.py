@@ -108,7 +108,8 @@ class Mem0Export(Importer):
 
     streams = True
 
-    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+    def stream(self, f, filename: str, col: Collector, events: list, *,
+               unique: bool = True) -> Iterator[MemoryRecord]:
         js = JsonStream(f, filename, col)
         seen: dict[str, int | None] = {}
         try:
@@ -117,6 +118,9 @@ class Mem0Export(Importer):
             for line, obj in pairs:
                 rec = mem0_record(obj, filename, line, col)
                 if rec is None:
+                    continue
+                if not unique:
+                    yield rec
                     continue
                 if rec.id in seen:
                     col.add(filename, line, "id", f"duplicate id {rec.id!r} (first on line {seen[rec.id]})")

@@ -160,8 +160,9 @@ class MemAuditJsonl(Importer):
 
     streams = True
 
-    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
-        yield from stream_records(iter_jsonl_file(f, filename, col), filename, col, events)
+    def stream(self, f, filename: str, col: Collector, events: list, *,
+               unique: bool = True) -> Iterator[MemoryRecord]:
+        yield from stream_records(iter_jsonl_file(f, filename, col), filename, col, events, unique=unique)
 
 
 class MemAuditJson(Importer):
@@ -191,10 +192,11 @@ class MemAuditJson(Importer):
 
     streams = True
 
-    def stream(self, f, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
+    def stream(self, f, filename: str, col: Collector, events: list, *,
+               unique: bool = True) -> Iterator[MemoryRecord]:
         js = JsonStream(f, filename, col)
         try:
-            yield from stream_records(js.array(), filename, col, events)
+            yield from stream_records(js.array(), filename, col, events, unique=unique)
         except StreamError:
             return
 
@@ -269,14 +271,16 @@ class MemAuditIncidents(Importer):
 
 
 
-def stream_records(pairs, filename: str, col: Collector, events: list) -> Iterator[MemoryRecord]:
-    """``_records`` a record at a time (the duplicate check keeps only ids and lines)."""
+def stream_records(pairs, filename: str, col: Collector, events: list, *,
+                   unique: bool = True) -> Iterator[MemoryRecord]:
+    """``_records`` a record at a time (the duplicate check keeps only ids and lines; with
+    ``unique=False``, a pass over a file already checked, nothing is kept per record)."""
     seen: dict[str, int | None] = {}
     for line, obj in pairs:
         rec = memory_from_obj(obj, filename, line, col)
         if rec is None:
             continue
-        if rec.id in seen:
+        if unique and rec.id in seen:
             col.add(filename, line, "id", f"duplicate id {rec.id!r} (first on line {seen[rec.id]})")
             continue
         update = _supersedes(obj, rec, filename, line, col)
@@ -284,7 +288,8 @@ def stream_records(pairs, filename: str, col: Collector, events: list) -> Iterat
             continue
         if update is not None:
             events.append(update)
-        seen[rec.id] = line
+        if unique:
+            seen[rec.id] = line
         yield rec
 
 for _imp in (MemAuditJsonl(), MemAuditJson(), MemAuditCsv(), MemAuditIncidents()):

@@ -103,7 +103,10 @@ class Importer:
     # ``events``, put problems in ``col`` (the same ones ``parse`` reports, duplicates included).
     streams = False
 
-    def stream(self, f: BinaryIO, filename: str, col: Collector, events: list) -> Iterator[Any]:  # pragma: no cover
+    def stream(self, f: BinaryIO, filename: str, col: Collector, events: list, *,
+               unique: bool = True) -> Iterator[Any]:  # pragma: no cover
+        """The records a piece of the file at a time. ``unique=False``: the file was checked
+        by a pass with ``unique=True`` already; keep nothing per record (no duplicate check)."""
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

@@ -116,3 +116,40 @@ def test_a_token_of_another_store_is_refused(poisoned, globex_store, client_for)
     with pytest.raises(MemAuditError):
         theirs.add("planted", id="planted")
     assert not Memory.objects.filter(external_id="planted").exists()
+
+
+def test_a_langgraph_agent_compiled_with_the_store_stops_getting_a_memory_quarantined_by_review(
+        poisoned, finished_run, alice, bob, acme, client_for):
+    """The README demo as an agent: a LangGraph graph compiled with ``store=MemAuditStore(...)``
+    (the one-line change from ``InMemoryStore()``) whose node recalls through the store LangGraph
+    injects; after review quarantines a memory, the next run of the same graph no longer gets it."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.base import BaseStore
+
+    class State(TypedDict):
+        question: str
+        recalled: list[str]
+
+    def recall(state: State, *, store: BaseStore) -> dict:
+        return {"recalled": [it.key for it in store.search((), query=state["question"], limit=5)]}
+
+    builder = StateGraph(State)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", END)
+    memaudit = MemAuditStore(client_for(poisoned.store))
+    agent = builder.compile(store=memaudit)
+    suspect = finished_run.suspects.filter(in_batch=True, memory__external_id__in=poisoned.poisoned).select_related(
+        "memory").order_by("rank").first()
+    question = next(i["query"] for i in poisoned.incidents if suspect.memory.external_id in i["retrieved"])
+
+    assert suspect.memory.external_id in agent.invoke({"question": question, "recalled": []})["recalled"]
+    [proposal] = services.proposals_create_from_run(audit_run=finished_run, user=alice,
+                                                    memory_ids=[suspect.memory_id])
+    services.proposal_approve(organization=acme, proposal_id=proposal.pk, user=bob, reason="MINJA poison")
+
+    assert suspect.memory.external_id not in agent.invoke({"question": question, "recalled": []})["recalled"]
+    for receipt in memaudit.client.receipts:
+        memaudit.client.verify(receipt)  # both runs' recalls carry signed receipts
