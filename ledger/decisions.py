@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ledger.classifier import ACTOR
@@ -116,6 +116,13 @@ def _specs(decision: object) -> tuple[str, int, list[LabelSpec | TransitionSpec]
     if resolver is None:
         raise Refused(f"no resolver for {kind!r} decisions is installed")
     return kind, pk, resolver(pk)
+
+
+def task_fields_check(args: Sequence, kwargs: Mapping) -> None:
+    """A signing task's message carries a decision id and nothing else; refuse anything more."""
+    if args or kwargs:
+        raise Refused("the task carries fields besides a decision id (" +
+                      ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
 
 
 def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:

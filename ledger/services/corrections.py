@@ -14,7 +14,14 @@ from datetime import datetime
 
 from django.db import transaction
 
-from ledger.decisions import Refused, TransitionSpec, decision_transitions_resolve, refusal_record, transition_key_in
+from ledger.decisions import (
+    Refused,
+    TransitionSpec,
+    decision_transitions_resolve,
+    refusal_record,
+    task_fields_check,
+    transition_key_in,
+)
 from ledger.models import Memory, ProvenanceNode
 from ledger.services.writes import transitions_append
 from ledger.signing import require_housekeeper
@@ -51,9 +58,7 @@ def decision_transitions_sign(*, decision: object, unexpected_args: Sequence = (
     require_housekeeper("signing a decision's weight transitions")
     kwargs = dict(unexpected_kwargs or {})
     try:
-        if unexpected_args or kwargs:
-            raise Refused("the task carries fields besides a decision id (" +
-                          ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+        task_fields_check(unexpected_args, kwargs)
         _, _, specs = decision_transitions_resolve(decision)
     except Refused as exc:
         refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,

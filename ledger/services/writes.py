@@ -68,7 +68,7 @@ from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchErro
 from ledger.core.keys import EpochSet
 from ledger.core.merkle import leaf_hash
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
-from ledger.decisions import Refused, decision_resolve, refusal_record
+from ledger.decisions import Refused, decision_resolve, refusal_record, task_fields_check
 from ledger.models import (
     ClassifierFinding,
     EpistemicLabel,
@@ -660,9 +660,7 @@ def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
     require_housekeeper("signing a decision's labels")
     kwargs = dict(unexpected_kwargs or {})
     try:
-        if unexpected_args or kwargs:
-            raise Refused("the task carries fields besides a decision id (" +
-                          ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+        task_fields_check(unexpected_args, kwargs)
         kind, pk, specs = decision_resolve(decision)
     except Refused as exc:
         refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,

@@ -14,6 +14,7 @@ import pytest
 from audits import services
 from audits.models import AuditRun
 from orgs.models import Organization
+from tests.audits.corrections_factory import OutdatedStore, outdated_store_import
 from tests.audits.factories import PoisonedStore, poisoned_store_import
 
 
@@ -70,6 +71,21 @@ def poisoned(acme, housekeeping) -> PoisonedStore:
 @pytest.fixture
 def globex_store(globex, housekeeping) -> PoisonedStore:
     return poisoned_store_import(organization=globex, slug="theirs", seed=3)
+
+
+@pytest.fixture
+def outdated(acme, housekeeping) -> OutdatedStore:
+    return outdated_store_import(organization=acme)
+
+
+@pytest.fixture
+def corrected_run(outdated, alice) -> AuditRun:
+    ids = [i.pk for i in services.incidents_import(store=outdated.store, data=outdated.incidents_jsonl(),
+                                                   filename="incidents.jsonl", user=alice)]
+    run = services.audit_run_create(store=outdated.store, incident_ids=ids, settings={}, user=alice)
+    run.refresh_from_db()
+    assert run.status == AuditRun.Status.DONE, run.error
+    return run
 
 
 def jsonl(rows) -> bytes:

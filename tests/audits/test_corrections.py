@@ -9,30 +9,15 @@ from django.core.exceptions import ValidationError
 
 from audits import dispatch, services
 from audits.decisions import CORRECTION_ETA_Q, CORRECTION_VALENCE_Q
-from audits.models import AuditRun, ReviewProposal
+from audits.models import ReviewProposal
 from audits.services.review import corrections_create_from_run, run_corrections
 from ledger import tasks
 from ledger.models import EpistemicLabel, Memory, ProvenanceNode, SigningRefusal
 from ledger.recall import recall
 from ledger.signing import housekeeper_role
-from tests.audits.corrections_factory import QUESTION, OutdatedStore, outdated_store_import
+from tests.audits.corrections_factory import QUESTION
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def outdated(acme, housekeeping) -> OutdatedStore:
-    return outdated_store_import(organization=acme)
-
-
-@pytest.fixture
-def corrected_run(outdated, alice) -> AuditRun:
-    ids = [i.pk for i in services.incidents_import(store=outdated.store, data=outdated.incidents_jsonl(),
-                                                   filename="incidents.jsonl", user=alice)]
-    run = services.audit_run_create(store=outdated.store, incident_ids=ids, settings={}, user=alice)
-    run.refresh_from_db()
-    assert run.status == AuditRun.Status.DONE, run.error
-    return run
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from rest_framework.test import APIClient
 from audits import services
 from audits.models import AuditRun, ReviewProposal
 from ledger.models import Memory, ProvenanceNode
-from tests.audits.corrections_factory import OutdatedStore, outdated_store_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,21 +19,6 @@ def client_for(user) -> APIClient:
     c = APIClient()
     c.force_authenticate(user)
     return c
-
-
-@pytest.fixture
-def outdated(acme, housekeeping) -> OutdatedStore:
-    return outdated_store_import(organization=acme)
-
-
-@pytest.fixture
-def corrected_run(outdated, alice) -> AuditRun:
-    ids = [i.pk for i in services.incidents_import(store=outdated.store, data=outdated.incidents_jsonl(),
-                                                   filename="incidents.jsonl", user=alice)]
-    run = services.audit_run_create(store=outdated.store, incident_ids=ids, settings={}, user=alice)
-    run.refresh_from_db()
-    assert run.status == AuditRun.Status.DONE, run.error
-    return run
 
 
 # ----------------------------------------------------------------------------- API
