@@ -38,8 +38,8 @@ from ledger.signing import key_endorsement_from_row
 
 __all__ = [
     "DEFAULT_ETA_Q", "GENESIS_BATCH", "EntryRejected", "_tips", "_tips_key", "checkpoint_origin_of",
-    "decision_labels_sign", "decision_transitions_sign", "entry_insert_verified", "housekeeper_init", "housekeeper_revoke", "housekeeper_rotate",
-    "key_endorsement_from_row",     "label_append", "memories_create", "memory_genesis_sign", "outcomes_apply", "receipt_key_endorse",
-    "receipt_key_revoke", "store_create", "transition_append", "transition_for_key", "transitions_append", "tree_head_issue",
-    "tree_heads_issue_due",
+    "decision_labels_sign", "decision_transitions_sign", "entry_insert_verified", "housekeeper_init",
+    "housekeeper_revoke", "housekeeper_rotate", "key_endorsement_from_row", "label_append", "memories_create",
+    "memory_genesis_sign", "outcomes_apply", "receipt_key_endorse", "receipt_key_revoke", "store_create",
+    "transition_append", "transition_for_key", "transitions_append", "tree_head_issue", "tree_heads_issue_due",
 ]
