@@ -18,8 +18,8 @@ from orgs.models import Organization
 from orgs.services import activity_record
 
 COLUMNS = ("rank", "memory_id", "memory_pk", "store", "text", "ds", "cmis", "cmis_hat", "cas", "cas_hat",
-           "in_batch", "state", "proposal_id", "proposal_status", "assigned_to", "decision", "decided_by",
-           "decided_at", "decision_reason", "notes")
+           "in_batch", "verdict", "state", "proposal_id", "proposal_kind", "corrected_by", "proposal_status",
+           "assigned_to", "decision", "decided_by", "decided_at", "decision_reason", "notes")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -44,7 +44,7 @@ def audit_export_rows(*, organization: Organization, run: AuditRun) -> list[dict
     memory_ids = [s.memory_id for s in suspects]
     latest: dict[int, ReviewProposal] = {}
     for p in ReviewProposal.objects.filter(organization=organization, memory_id__in=memory_ids) \
-            .select_related("decided_by", "assigned_to").order_by("created_at", "pk"):
+            .select_related("decided_by", "assigned_to", "corrected_by").order_by("created_at", "pk"):
         latest[p.memory_id] = p
     note_count: dict[int, int] = {}
     for memory_id in CaseNote.objects.filter(organization=organization, memory_id__in=memory_ids,
@@ -53,6 +53,8 @@ def audit_export_rows(*, organization: Organization, run: AuditRun) -> list[dict
     for memory_id in CaseNote.objects.filter(organization=organization, memory_id__in=memory_ids,
                                              proposal__audit_run=run).values_list("memory_id", flat=True):
         note_count[memory_id] = note_count.get(memory_id, 0) + 1
+    # The engine's verdict per batch member (poison-like / honest-error, issue 16); "" outside the batch.
+    verdicts = (run.results or {}).get("verdicts") or {}
     rows = []
     for s in suspects:
         p = latest.get(s.memory_id)
@@ -60,8 +62,11 @@ def audit_export_rows(*, organization: Organization, run: AuditRun) -> list[dict
             "rank": s.rank, "memory_id": s.memory.external_id, "memory_pk": s.memory_id,
             "store": s.memory.store.slug, "text": s.memory.text, "ds": round(s.ds, 6), "cmis": round(s.cmis, 6),
             "cmis_hat": round(s.cmis_hat, 6), "cas": round(s.cas, 6), "cas_hat": round(s.cas_hat, 6),
-            "in_batch": s.in_batch, "state": s.memory.epistemic_state or "none",
-            "proposal_id": p.pk if p else None, "proposal_status": p.status if p else "",
+            "in_batch": s.in_batch, "verdict": (verdicts.get(s.memory.external_id) or {}).get("verdict", ""),
+            "state": s.memory.epistemic_state or "none",
+            "proposal_id": p.pk if p else None, "proposal_kind": p.kind if p else "",
+            "corrected_by": p.corrected_by.external_id if p and p.corrected_by_id else "",
+            "proposal_status": p.status if p else "",
             "assigned_to": p.assigned_to.get_username() if p and p.assigned_to else "",
             "decision": p.decision if p else "",
             "decided_by": p.decided_by.get_username() if p and p.decided_by else "",

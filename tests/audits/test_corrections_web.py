@@ -143,3 +143,24 @@ def test_only_proposers_see_the_button_and_may_post(client, corrected_run, bob):
     assert 'id="propose-corrections"' not in page
     assert client.post(f"/audits/{corrected_run.pk}/corrections/").status_code == 403
     assert not ReviewProposal.objects.exists()
+
+
+def test_the_audit_export_names_each_members_verdict_and_its_correction(client, corrected_run, alice, outdated):
+    import csv
+    import io
+    import json
+
+    from audits.services.review import corrections_create_from_run
+
+    proposed = list(corrections_create_from_run(audit_run=corrected_run, user=alice))
+    assert proposed
+    client.force_login(alice)
+    rows = json.loads(client.get(f"/audits/{corrected_run.pk}/export.json").content)["suspects"]
+    by_id = {r["memory_id"]: r for r in rows}
+    for ext in outdated.stale:
+        assert by_id[ext]["verdict"] == "honest-error"
+        assert by_id[ext]["proposal_kind"] == "correction" and by_id[ext]["corrected_by"] == outdated.correcting
+    table = list(csv.DictReader(io.StringIO(client.get(f"/audits/{corrected_run.pk}/export.csv").content.decode())))
+    assert {r["memory_id"]: (r["verdict"], r["proposal_kind"], r["corrected_by"]) for r in table
+            if r["memory_id"] in outdated.stale} == {ext: ("honest-error", "correction", outdated.correcting)
+                                                    for ext in outdated.stale}
