@@ -118,11 +118,22 @@ def _specs(decision: object) -> tuple[str, int, list[LabelSpec | TransitionSpec]
     return kind, pk, resolver(pk)
 
 
-def task_fields_check(args: Sequence, kwargs: Mapping) -> None:
-    """A signing task's message carries a decision id and nothing else; refuse anything more."""
-    if args or kwargs:
-        raise Refused("the task carries fields besides a decision id (" +
-                      ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+def decision_of_task(resolve: Callable[[object], tuple[str, int, list]], *, decision: object,
+                     unexpected_args: Sequence = (), unexpected_kwargs: Mapping | None = None,
+                     task: str = TASK) -> tuple[str, int, list] | None:
+    """What a signing task's message calls for: ``resolve(decision)`` when the message carries a
+    decision id and nothing else and the decision is eligible; otherwise None, the refusal
+    recorded (``refusal_record``). The one gate of the label and the correction tasks."""
+    kwargs = dict(unexpected_kwargs or {})
+    try:
+        if unexpected_args or kwargs:
+            raise Refused("the task carries fields besides a decision id (" +
+                          ", ".join(sorted(map(str, kwargs))[:8] or ["positional arguments"]) + ")")
+        return resolve(decision)
+    except Refused as exc:
+        refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
+                       kwargs={"decision": decision, **kwargs}, task=task)
+        return None
 
 
 def decision_resolve(decision: object) -> tuple[str, int, list[LabelSpec]]:

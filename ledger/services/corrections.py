@@ -15,11 +15,9 @@ from datetime import datetime
 from django.db import transaction
 
 from ledger.decisions import (
-    Refused,
     TransitionSpec,
+    decision_of_task,
     decision_transitions_resolve,
-    refusal_record,
-    task_fields_check,
     transition_key_in,
 )
 from ledger.models import Memory, ProvenanceNode
@@ -56,12 +54,6 @@ def decision_transitions_sign(*, decision: object, unexpected_args: Sequence = (
     """Append the weight transitions a recorded decision calls for, once each; refuse (and
     record, as ``decision_labels_sign`` does) anything else. Returns the provenance nodes."""
     require_housekeeper("signing a decision's weight transitions")
-    kwargs = dict(unexpected_kwargs or {})
-    try:
-        task_fields_check(unexpected_args, kwargs)
-        _, _, specs = decision_transitions_resolve(decision)
-    except Refused as exc:
-        refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
-                       kwargs={"decision": decision, **kwargs}, task=TASK)
-        return []
-    return [_append_once(s, now) for s in specs]
+    resolved = decision_of_task(decision_transitions_resolve, decision=decision, unexpected_args=unexpected_args,
+                                unexpected_kwargs=unexpected_kwargs, task=TASK)
+    return [] if resolved is None else [_append_once(s, now) for s in resolved[2]]

@@ -68,7 +68,7 @@ from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchErro
 from ledger.core.keys import EpochSet
 from ledger.core.merkle import leaf_hash
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
-from ledger.decisions import Refused, decision_resolve, refusal_record, task_fields_check
+from ledger.decisions import decision_of_task, decision_resolve
 from ledger.models import (
     ClassifierFinding,
     EpistemicLabel,
@@ -658,14 +658,11 @@ def decision_labels_sign(*, decision: object, unexpected_args: Sequence = (),
     event ``signing.refused`` and a warning, signs nothing, and returns ``[]``.
     """
     require_housekeeper("signing a decision's labels")
-    kwargs = dict(unexpected_kwargs or {})
-    try:
-        task_fields_check(unexpected_args, kwargs)
-        kind, pk, specs = decision_resolve(decision)
-    except Refused as exc:
-        refusal_record(reason=exc.reason, args=tuple(unexpected_args), organization=exc.organization,
-                       kwargs={"decision": decision, **kwargs})
+    resolved = decision_of_task(decision_resolve, decision=decision, unexpected_args=unexpected_args,
+                                unexpected_kwargs=unexpected_kwargs)
+    if resolved is None:
         return []
+    kind, pk, specs = resolved
     labels = [label_append(memory_id=s.memory_id, label=s.label, reason=s.reason, evidence=s.evidence, actor=s.actor,
                            idempotency_key=s.idempotency_key, now=now) for s in specs]
     if kind == "finding":
