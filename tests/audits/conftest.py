@@ -78,14 +78,24 @@ def outdated(acme, housekeeping) -> OutdatedStore:
     return outdated_store_import(organization=acme)
 
 
-@pytest.fixture
-def corrected_run(outdated, alice) -> AuditRun:
-    ids = [i.pk for i in services.incidents_import(store=outdated.store, data=outdated.incidents_jsonl(),
-                                                   filename="incidents.jsonl", user=alice)]
-    run = services.audit_run_create(store=outdated.store, incident_ids=ids, settings={}, user=alice)
+def audit_finished(scenario, user) -> AuditRun:
+    """Import ``scenario``'s incidents and audit them (eager worker): the finished run."""
+    ids = [i.pk for i in services.incidents_import(store=scenario.store, data=scenario.incidents_jsonl(),
+                                                   filename="incidents.jsonl", user=user)]
+    run = services.audit_run_create(store=scenario.store, incident_ids=ids, settings={}, user=user)
     run.refresh_from_db()
     assert run.status == AuditRun.Status.DONE, run.error
     return run
+
+
+@pytest.fixture
+def finished_run(poisoned, alice) -> AuditRun:
+    return audit_finished(poisoned, alice)
+
+
+@pytest.fixture
+def corrected_run(outdated, alice) -> AuditRun:
+    return audit_finished(outdated, alice)
 
 
 def jsonl(rows) -> bytes:

@@ -7,20 +7,10 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from audits import selectors, services
-from audits.models import AuditRun, ReviewProposal
+from audits.models import ReviewProposal
 from ledger.models import EpistemicLabel, Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def finished_run(poisoned, alice) -> AuditRun:
-    ids = [i.pk for i in services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
-                                                   filename="incidents.jsonl", user=alice)]
-    run = services.audit_run_create(store=poisoned.store, incident_ids=ids, settings={}, user=alice)
-    run.refresh_from_db()
-    assert run.status == AuditRun.Status.DONE, run.error
-    return run
 
 
 @pytest.fixture

@@ -11,16 +11,6 @@ from audits.models import AuditRun
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def finished_run(poisoned, alice) -> AuditRun:
-    ids = [i.pk for i in services.incidents_import(store=poisoned.store, data=poisoned.incidents_jsonl(),
-                                                   filename="incidents.jsonl", user=alice)]
-    run = services.audit_run_create(store=poisoned.store, incident_ids=ids, settings={}, user=alice)
-    run.refresh_from_db()
-    assert run.status == AuditRun.Status.DONE, run.error
-    return run
-
-
 def test_the_run_keeps_a_verdict_with_reasons_for_every_batch_member(finished_run):
     res = finished_run.results
     assert set(res["verdicts"]) == set(res["batch_external_ids"])
