@@ -153,8 +153,7 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
         memory = memories.get(keys[row][0])
         if memory is None:
             out[row] = (False, "memory no longer in the database")
-        elif (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q,
-              memory.epistemic_state or "", bytes(memory.content_sha256)) != keys[row][1:]:
+        elif verification.live_state(memory) != keys[row][1:]:
             # The row moved since the index was built: not what we would be vouching for.
             out[row] = (False, "live state changed during recall")
         else:

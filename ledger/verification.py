@@ -36,9 +36,16 @@ _clean: OrderedDict[tuple, bool] = OrderedDict()
 _lock = threading.Lock()
 
 
+def live_state(memory: Memory) -> tuple:
+    """What a verification vouches for besides the memory's id: chain head, label seq, live
+    weight, state and content hash (a transition or label moves one of the first four; a raw edit
+    of the text and its hash moves only the last)."""
+    return (bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q, memory.epistemic_state or "",
+            bytes(memory.content_sha256))
+
+
 def _cache_key(memory: Memory) -> tuple:
-    return (memory.pk, bytes(memory.chain_head or b""), memory.label_seq, memory.live_weight_q,
-            memory.epistemic_state, bytes(memory.content_sha256))
+    return (memory.pk, *live_state(memory))
 
 
 def _database_findings(parts: dict) -> list[Finding]:
@@ -358,8 +365,7 @@ def store_preverify(store, *, log_position: int) -> dict:
         for r in chunk:
             m = memories.get(r[0])
             # Vouch only for the state verified: a memory that moved since it was listed waits for the next run.
-            if m is not None and (bytes(m.chain_head or b""), m.label_seq, m.live_weight_q,
-                                  m.epistemic_state or "", bytes(m.content_sha256)) == r[1:]:
+            if m is not None and live_state(m) == r[1:]:
                 batch.append(m)
         findings = memories_verify(batch, cached=False)
         by_pk = {r[0]: r for r in chunk}
@@ -373,5 +379,5 @@ def store_preverify(store, *, log_position: int) -> dict:
             "log_position": log_position}
 
 
-__all__ = ["Finding", "Preverified", "memories_verify", "memory_verify", "memory_verify_cache_clear",
+__all__ = ["Finding", "Preverified", "live_state", "memories_verify", "memory_verify", "memory_verify_cache_clear",
            "organization_verify", "preverified_load", "preverified_path", "store_preverify"]
