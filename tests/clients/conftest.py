@@ -3,6 +3,7 @@
 from tests.audits.conftest import (  # noqa: F401 - fixtures
     _audit_test_settings,
     acme,
+    finished_run,
     globex,
     globex_store,
     housekeeping,
@@ -10,4 +11,3 @@ from tests.audits.conftest import (  # noqa: F401 - fixtures
     org_b,
     poisoned,
 )
-from tests.audits.test_review import finished_run  # noqa: F401 - a fixture
