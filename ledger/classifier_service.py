@@ -55,7 +55,7 @@ WINDOW_BUDGET = 8_000
 BACKGROUND = 2_000
 BLOCK = 4_096  # import memories whose neighbours are looked up together
 PAGE = 2_000  # store rows read per query while streaming
-DENSE_PAGE = 512  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
+DENSE_PAGE = 2_048  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
 DENSE_NEIGHBOURS = 16  # as ledger.dense.DenseIndex keeps per passage
 DENSE_FLOOR = 0.5
 
@@ -183,12 +183,61 @@ class _LexicalIndex:
         self.con.close()
 
 
-def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = DENSE_NEIGHBOURS,
+class _VectorFile:
+    """The store's vectors (float32) and their primary keys, in two temporary files on disk:
+    written once, a page at a time, by the streamed read of step 1, then read back DENSE_PAGE
+    rows at a time for every block (the database is read once, not once per block; memory is
+    one page whatever the store's size)."""
+
+    def __init__(self, directory: str) -> None:
+        self._vec_path = os.path.join(directory, "vectors.f32")
+        self._pk_path = os.path.join(directory, "pks.i64")
+        self._vec = open(self._vec_path, "wb")  # noqa: SIM115 - closed by finish()
+        self._pk = open(self._pk_path, "wb")  # noqa: SIM115 - closed by finish()
+        self.dim = 0
+        self.n = 0
+
+    def add_page(self, page: Sequence[tuple], embedder) -> None:
+        """Write one page of ``(pk, ..., content_sha256)`` store rows: the vectors recall uses,
+        embedding (with ``embedder``) the few texts not embedded yet."""
+        embeddings_compute(memories=Memory.objects.filter(pk__in=[r[0] for r in page]).select_related("store"),
+                           embedder=embedder)
+        vectors = cached_vectors(model=embedder.model_name, hashes=(r[-1] for r in page))
+        kept = [(r[0], vectors[bytes(r[-1])]) for r in page if bytes(r[-1]) in vectors]
+        if not kept:
+            return
+        matrix = np.ascontiguousarray(np.stack([v for _, v in kept]), dtype="<f4")
+        if self.dim and matrix.shape[1] != self.dim:
+            raise ValueError(f"vector width {matrix.shape[1]} differs from the store's {self.dim}")
+        self.dim = matrix.shape[1]
+        self._vec.write(matrix.tobytes())
+        self._pk.write(np.asarray([pk for pk, _ in kept], dtype="<i8").tobytes())
+        self.n += len(kept)
+
+    def finish(self) -> None:
+        self._vec.close()
+        self._pk.close()
+
+    def pages(self, size: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(primary keys, vectors) ``size`` (DENSE_PAGE) rows at a time, in the order written."""
+        size = size or DENSE_PAGE
+        if not self.n:
+            return
+        with open(self._vec_path, "rb") as vec, open(self._pk_path, "rb") as pk:
+            while True:
+                pks = np.fromfile(pk, dtype="<i8", count=size)
+                if not len(pks):
+                    return
+                yield pks, np.fromfile(vec, dtype="<f4", count=len(pks) * self.dim).reshape(len(pks), self.dim)
+
+
+def dense_neighbours(*, pks: Sequence[int], model: str, store_vectors: _VectorFile, k: int = DENSE_NEIGHBOURS,
                      floor: float = DENSE_FLOOR) -> dict[int, list[tuple[int, float]]]:
     """For each of ``pks``, its ``k`` nearest store memories by the cosine of their cached
     vectors (at least ``floor``; best first, ties by primary key), found by streaming the
-    store's vectors a page at a time against the block's (exact; memory is the block's and a
-    page's, whatever the store's size). Memories without a vector are skipped."""
+    store's vectors (``store_vectors``, on disk) a page at a time against the block's (exact;
+    memory is the block's and a page's, whatever the store's size). Memories without a vector
+    are skipped."""
     hashes = dict(Memory.objects.filter(pk__in=list(pks)).values_list("pk", "content_sha256"))
     vectors = cached_vectors(model=model, hashes=hashes.values())
     rows = [pk for pk in pks if bytes(hashes[pk]) in vectors]
@@ -198,13 +247,8 @@ def dense_neighbours(*, store: Store, pks: Sequence[int], model: str, k: int = D
     best_sims = np.full((len(rows), k), -np.inf, dtype=np.float32)
     best_pks = np.full((len(rows), k), np.iinfo(np.int64).max, dtype=np.int64)
     own = np.asarray(rows, dtype=np.int64)
-    for page in _store_pages(store, ("pk", "content_sha256"), size=DENSE_PAGE):
-        page_vectors = cached_vectors(model=model, hashes=(h for _, h in page))
-        kept = [(pk, page_vectors[bytes(h)]) for pk, h in page if bytes(h) in page_vectors]
-        if not kept:
-            continue
-        page_pks = np.array([pk for pk, _ in kept], dtype=np.int64)
-        sims = query @ np.stack([v for _, v in kept]).astype(np.float32).T
+    for page_pks, page_vectors in store_vectors.pages():
+        sims = query @ page_vectors.T
         sims[own[:, None] == page_pks[None, :]] = -np.inf  # a passage is not its own neighbour
         top_sims, top_pks = _page_top(sims, page_pks, k)
         sims = np.concatenate([best_sims, top_sims], axis=1)
@@ -240,10 +284,12 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
 
     1. One streamed read of the store (PAGE rows a query) writes its content tokens to the
        lexical index on disk, picks BACKGROUND memories evenly spaced by key (so idf weights in
-       a window keep the store's scale) and, with a sentence model, embeds what lacks a vector.
+       a window keep the store's scale) and, with a sentence model, embeds what lacks a vector
+       and writes every vector to a file on disk (``_VectorFile``).
     2. A BLOCK of the batch at a time: each memory's lexical candidates (step 3 of
        ``ledger.classifier``: sharing ``min_shared`` informative tokens, at most
-       ``max_neighbours``) and, with a sentence model, its DENSE_NEIGHBOURS nearest by cosine.
+       ``max_neighbours``) and, with a sentence model, its DENSE_NEIGHBOURS nearest by cosine
+       (exact, the file read back DENSE_PAGE vectors at a time: the database is read once).
     3. Each memory joins the current window with its neighbours; a window of WINDOW_BUDGET
        passages is classified with the background (``only``: the batch's memories in it).
     4. A memory keeps its first flag; the result is sorted by primary key.
@@ -267,22 +313,25 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
     flagged: dict[int, Flag] = {}
     with tempfile.TemporaryDirectory(prefix="memaudit-classify-") as tmp:
         lexical = _LexicalIndex(tmp, params=params)
+        store_vectors = _VectorFile(tmp) if dense else None
         try:
             seen = 0
-            for page in _store_pages(store, ("pk", "text")):
-                lexical.add(page)
-                for pk, _ in page:
+            for page in _store_pages(store, ("pk", "text", "content_sha256")):
+                lexical.add((pk, text) for pk, text, _ in page)
+                for pk, _, _ in page:
                     if seen % stride == 0 and len(background) < BACKGROUND:
                         background.append(pk)
                     seen += 1
-                if dense:  # the vectors recall uses; the few not embedded yet are embedded now
-                    embeddings_compute(memories=Memory.objects.filter(pk__in=[pk for pk, _ in page])
-                                       .select_related("store"), embedder=embedder)
+                if store_vectors is not None:
+                    store_vectors.add_page(page, embedder)
+            if store_vectors is not None:
+                store_vectors.finish()  # written: from here on it is read a page at a time
             lexical.finish()
             window: dict[int, None] = {}  # insertion-ordered set
             for block in blocks:
                 near = lexical.neighbours(block, params.max_neighbours)
-                close = dense_neighbours(store=store, pks=block, model=embedder.model_name) if dense else {}
+                close = ({} if store_vectors is None else
+                         dense_neighbours(pks=block, model=embedder.model_name, store_vectors=store_vectors))
                 for pk in block:
                     window[pk] = None
                     window.update(dict.fromkeys(near.get(pk, ())))
@@ -294,6 +343,8 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
                 _window_classify(store, window, background, in_batch, flagged, embedder if dense else None)
         finally:
             lexical.close()
+            if store_vectors is not None:
+                store_vectors.finish()
     return sorted(flagged.items())
 
 

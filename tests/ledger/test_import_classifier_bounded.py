@@ -7,6 +7,8 @@ exercise what a 264k-row import does (several windows, a background sample, a le
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from ledger import classifier_service
@@ -25,6 +27,7 @@ def small_windows(monkeypatch):
     monkeypatch.setattr(classifier_service, "BACKGROUND", 30, raising=False)
     monkeypatch.setattr(classifier_service, "BLOCK", 64, raising=False)
     monkeypatch.setattr(classifier_service, "PAGE", 50, raising=False)
+    monkeypatch.setattr(classifier_service, "DENSE_PAGE", 48, raising=False)
 
 
 @pytest.fixture
@@ -102,6 +105,38 @@ def test_the_neighbourhood_pass_takes_embedding_neighbours_and_passes_the_vector
     assert {lab.evidence["embedding_model"] for lab in labels} == {"topic-test"}
 
 
+def test_the_store_vectors_are_read_from_the_database_once_not_once_per_block(
+        store, housekeeper, settings, small_windows, monkeypatch):
+    """The embedding-neighbour search streamed the store's vectors from the database for every
+    BLOCK of the import: quadratic in the store for a store-sized import (53k rows: 1,384 s).
+    They are written to a file once and every block reads the file."""
+    from ledger.embedding_store import _EMBEDDERS
+
+    settings.EMBEDDING_BACKEND = "tests.ledger.test_import.TopicEmbedder"
+    _EMBEDDERS.pop(settings.EMBEDDING_BACKEND, None)
+    import_inline(store, filler(200) + _poison([0, 1, 2]))
+    streams: list[tuple] = []
+    blocks: list[int] = []
+    pages, neighbours = classifier_service._store_pages, classifier_service.dense_neighbours
+
+    def pages_spy(store_, fields, **kwargs):
+        streams.append(fields)
+        return pages(store_, fields, **kwargs)
+
+    def neighbours_spy(*, pks, **kwargs):
+        blocks.append(len(pks))
+        return neighbours(pks=pks, **kwargs)
+
+    monkeypatch.setattr(classifier_service, "_store_pages", pages_spy)
+    monkeypatch.setattr(classifier_service, "dense_neighbours", neighbours_spy)
+    import_inline(store, _more_filler(300, seed=8, prefix="n") + _poison([3, 4]))
+
+    assert len(blocks) >= 4  # the import's blocks of BLOCK
+    assert sum(1 for fields in streams if "content_sha256" in fields) == 1
+    labels = EpistemicLabel.objects.filter(memory__store=store)
+    assert sorted(lab.memory.external_id for lab in labels) == ["p3", "p4"]  # as before the change
+
+
 def test_embedding_neighbours_are_the_nearest_ones_of_the_store(store, housekeeper, settings, small_windows):
     """The streamed nearest-neighbour search agrees with brute force over the whole matrix."""
     import numpy as np
@@ -116,13 +151,25 @@ def test_embedding_neighbours_are_the_nearest_ones_of_the_store(store, housekeep
     pks = [pk for pk, _ in rows]
     block = pks[:70]
 
-    got = classifier_service.dense_neighbours(store=store, pks=block, model=emb.model_name, k=5, floor=-1.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        store_vectors = classifier_service._VectorFile(tmp)
+        for page in classifier_service._store_pages(store, ("pk", "content_sha256"), size=64):
+            store_vectors.add_page(page, emb)
+        store_vectors.finish()
+        got = classifier_service.dense_neighbours(pks=block, model=emb.model_name, store_vectors=store_vectors,
+                                                  k=5, floor=-1.0)
+        assert [len(pks) for pks, _ in store_vectors.pages(size=100)] == [100, 100, 20]
 
-    sims = matrix[:70] @ matrix.T
+    # brute force in float64: the streamed float32 products may differ in the last bits, so
+    # near-ties (within 1e-5) may come out in either order, but no farther memory may enter
+    sims = matrix[:70].astype(np.float64) @ matrix.T.astype(np.float64)
+    column = {p: j for j, p in enumerate(pks)}
     for i, pk in enumerate(block):
         sims[i, i] = -np.inf
         best = sorted(range(len(pks)), key=lambda j: (-sims[i, j], pks[j]))[:5]
-        assert [n for n, _ in got[pk]] == [pks[j] for j in best]
+        assert len(got[pk]) == 5
+        assert np.allclose([s for _, s in got[pk]], sims[i, best], atol=1e-5)  # the 5 best, best first
+        assert all(abs(sims[i, column[n]] - s) <= 1e-5 for n, s in got[pk])  # each one's own cosine
 
 
 def test_a_pages_best_columns_break_ties_by_primary_key_as_a_full_sort_would():
