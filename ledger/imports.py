@@ -534,8 +534,21 @@ def import_chunk_embed(*, job_id: int | None, memory_ids: list[int]) -> None:
 
 
 def import_job_finish(*, job_id: int) -> None:
-    ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.RUNNING).update(
+    """Mark the job done, then ask a worker to prepare the store for recall (its ANN graph and
+    the chains verified ahead: ``dispatch.recall_prepare``), once per import, not per chunk, so
+    the first recall after a large import neither scores by brute force nor verifies inline."""
+    finished = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.RUNNING).update(
         status=ImportJob.Status.DONE, finished_at=timezone.now())
+    if finished:
+        store_id = ImportJob.objects.values_list("store_id", flat=True).get(pk=job_id)
+        transaction.on_commit(lambda: _recall_prepare(store_id))
+
+
+def _recall_prepare(store_id: int) -> None:
+    try:
+        dispatch.recall_prepare(store_id)
+    except Exception:  # noqa: BLE001 - a broker outage leaves recall to ask for it (embedding_store)
+        logger.exception("could not queue recall_prepare for store %s after an import", store_id)
 
 
 def content_sha256(text: str) -> bytes:

@@ -112,3 +112,36 @@ def test_the_query_log_is_emptied_after_each_chunk(store, housekeeper, staged, s
         import_staged_run(job_id=staged.pk)
     assert ImportJob.objects.get(pk=staged.pk).status == ImportJob.Status.DONE
     assert len(sizes) >= 3 and all(sizes)  # once per chunk, each time with that chunk's queries
+
+
+def test_a_finished_import_asks_a_worker_once_to_prepare_the_store_for_recall(
+        store, housekeeper, staged, monkeypatch, django_capture_on_commit_callbacks):
+    """The ANN graph and the chains verified ahead are a worker's job (``recall_prepare``): a
+    finished import asks for it once (not once per chunk), so the first recall after a large
+    import does not score by brute force and verify inline; a redelivered finished job does not
+    ask again."""
+    from ledger import dispatch
+
+    asked: list[int] = []
+    monkeypatch.setattr(dispatch, "recall_prepare", asked.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        import_staged_run(job_id=staged.pk)
+    assert ImportJob.objects.get(pk=staged.pk).status == "done"
+    assert asked == [store.pk]  # three chunks, one request
+
+    with django_capture_on_commit_callbacks(execute=True):
+        import_staged_run(job_id=staged.pk)
+    assert asked == [store.pk]
+
+
+def test_an_import_finishes_although_the_broker_refuses_the_recall_request(
+        store, housekeeper, staged, monkeypatch, django_capture_on_commit_callbacks):
+    from ledger import dispatch
+
+    def refuse(store_id):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(dispatch, "recall_prepare", refuse)
+    with django_capture_on_commit_callbacks(execute=True):
+        import_staged_run(job_id=staged.pk)
+    assert ImportJob.objects.get(pk=staged.pk).status == "done"
