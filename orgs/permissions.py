@@ -43,6 +43,8 @@ def require_member(*, user, organization, capability: str) -> Membership:
     membership = Membership.objects.filter(user=user, organization=organization).first()
     if membership is None:
         raise PermissionDenied("You are not a member of this organization.")
+    if not membership.is_active:
+        raise PermissionDenied("Your membership of this organization is deactivated; ask its admin.")
     if not membership_allows(membership, capability):
         raise PermissionDenied(f"Your role ({membership.get_role_display()}) cannot do this.")
     return membership

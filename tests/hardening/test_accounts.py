@@ -425,3 +425,17 @@ def test_an_invitation_made_out_to_a_username_keeps_it(client, dana):
     assert r.status_code == 302
     assert Membership.objects.filter(user__username="hana").exists()
     assert not Membership.objects.filter(user__username="somebody-else").exists()
+
+
+def test_a_deactivated_membership_grants_nothing_to_a_service(alice):
+    """Services check roles themselves (``orgs.permissions.require``) for the API, the pages and
+    commands alike: a deactivated membership must not pass that check, whatever its role."""
+    from django.core.exceptions import PermissionDenied
+
+    from orgs.permissions import require
+
+    m = alice.memberships.get()
+    require(user=alice, organization=m.organization, capability="member")
+    Membership.objects.filter(pk=m.pk).update(is_active=False)
+    with pytest.raises(PermissionDenied, match="deactivated"):
+        require(user=alice, organization=m.organization, capability="member")
