@@ -30,17 +30,33 @@ class DenseIndex:
         self._matrix = matrix
         self._neighbours: list[list[tuple[str, float]]] = []
         n = len(self.ids)
-        take = min(limit + 1, n)
+        # an id's rank among the sorted ids breaks ties, so the order never depends on the
+        # platform's sort (numpy's lexsort is stable and exact on these keys)
+        rank = np.empty(n, dtype=np.int64)
+        rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
         for start in range(0, n, BLOCK):
             sims = matrix[start:start + BLOCK] @ matrix.T
             rows = np.arange(len(sims))
             sims[rows, rows + start] = -np.inf  # a passage is not its own neighbour
-            tops = np.argpartition(-sims, take - 1, axis=1)[:, :take] if take < n else np.tile(np.arange(n), (len(sims), 1))
-            for row, top in zip(sims, tops, strict=True):
-                # best first; ties by id so the order never depends on the platform's sort
-                order = sorted(top.tolist(), key=lambda j: (-float(row[j]), self.ids[j]))
-                self._neighbours.append([(self.ids[j], round(float(row[j]), 6)) for j in order[:limit]
-                                         if float(row[j]) >= floor])
+            # only cosines at or above the floor can be neighbours: sort just those, per row
+            # best first then by id, and keep each row's first ``limit``
+            keep = sims >= floor
+            if limit < n and np.count_nonzero(keep) > 4 * limit * len(sims):  # a low floor: cut at each
+                kth = np.partition(sims, n - limit, axis=1)[:, n - limit:n - limit + 1]  # row's limit-th best,
+                keep &= sims >= kth  # ties with it kept, so the cut is exact
+            r, c = np.nonzero(keep)
+            vals = sims[r, c]
+            order = np.lexsort((rank[c], -vals, r))
+            r, c, vals = r[order], c[order], vals[order]
+            first = np.searchsorted(r, rows)
+            top = (np.arange(len(r)) - first[r]) < limit
+            r, c, vals = r[top], c[top], vals[top]
+            bounds = np.searchsorted(r, np.arange(len(sims) + 1))
+            ids = self.ids
+            for i in range(len(sims)):
+                lo, hi = bounds[i], bounds[i + 1]
+                self._neighbours.append([(ids[j], round(float(v), 6)) for j, v in zip(c[lo:hi].tolist(),
+                                                                                    vals[lo:hi].tolist(), strict=True)])
 
     def neighbours(self, memory_id: str) -> list[tuple[str, float]]:
         row = self._row.get(memory_id)
