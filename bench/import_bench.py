@@ -213,6 +213,10 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
         log.flush()
 
     imports.import_chunk_embed = counted
+    from ledger import dispatch
+
+    prepare_queued: list[int] = []  # recall_prepare is another worker's task, not the import job's
+    dispatch.recall_prepare = prepare_queued.append
     base = peak_rss_mb()
     t = time.perf_counter()
     with path.open("rb") as f:
@@ -226,7 +230,7 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
     return {"status": job.status, "format": job.format, "embedder": embedder, "rows": job.total, "done": job.done,
             "bytes": job.size_bytes, "stage_seconds": round(staged, 2), "seconds": round(secs, 1),
             "rows_per_s": round(job.total / secs, 1), "peak_rss_mb": round(peak_rss_mb()),
-            "rss_before_mb": round(base), "errors": job.errors[:3],
+            "rss_before_mb": round(base), "errors": job.errors[:3], "recall_prepare_queued": len(prepare_queued),
             "stages": {k: {**v, "seconds": round(v["seconds"], 1)} for k, v in stages.items()},
             "progress (s, done, total, rss MB)": progress[::step] + progress[-1:]}
 

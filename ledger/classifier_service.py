@@ -55,7 +55,7 @@ WINDOW_BUDGET = 8_000
 BACKGROUND = 2_000
 BLOCK = 4_096  # import memories whose neighbours are looked up together
 PAGE = 2_000  # store rows read per query while streaming
-DENSE_PAGE = 2_048  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
+DENSE_PAGE = 1_024  # store vectors scored per step against a block (its scores: BLOCK x DENSE_PAGE floats)
 DENSE_NEIGHBOURS = 16  # as ledger.dense.DenseIndex keeps per passage
 DENSE_FLOOR = 0.5
 
