@@ -280,14 +280,19 @@ def audit_propose(request, audit_run_id: int):
                                   "each is now signed poison_suspect and awaits a reviewer.")
     elif not created.skipped:
         messages.info(request, "Nothing new to propose: the batch is already under review or labelled.")
-    if created.skipped:
-        names = dict(run.suspects.filter(memory_id__in=list(created.skipped)).values_list("memory_id",
-                                                                                        "memory__external_id"))
-        for memory_id, why in sorted(created.skipped.items(), key=lambda kv: names.get(kv[0], ""))[:20]:
-            messages.warning(request, f"{names.get(memory_id, memory_id)} not proposed: {why}.")
-        if len(created.skipped) > 20:
-            messages.warning(request, f"… and {len(created.skipped) - 20} more not proposed (see the table).")
+    _skipped_messages(request, run, created.skipped, "not proposed")
     return redirect("audit-detail", audit_run_id=run.pk)
+
+
+def _skipped_messages(request, run, skipped: dict, what: str, shown: int = 20) -> None:
+    """One warning per memory a proposal left out (by name, with why), the first ``shown`` of them."""
+    if not skipped:
+        return
+    names = dict(run.suspects.filter(memory_id__in=list(skipped)).values_list("memory_id", "memory__external_id"))
+    for memory_id, why in sorted(skipped.items(), key=lambda kv: names.get(kv[0], ""))[:shown]:
+        messages.warning(request, f"{names.get(memory_id, memory_id)} {what}: {why}.")
+    if len(skipped) > shown:
+        messages.warning(request, f"… and {len(skipped) - shown} more {what} (see the table).")
 
 
 @org_required("propose")
@@ -307,10 +312,7 @@ def audit_propose_corrections(request, audit_run_id: int):
                                   "on approval the housekeeper signs a down-weight for each.")
     elif not created.skipped:
         messages.info(request, "Nothing to propose: this audit found no honest errors.")
-    names = dict(run.suspects.filter(memory_id__in=list(created.skipped)).values_list("memory_id",
-                                                                                    "memory__external_id"))
-    for memory_id, why in sorted(created.skipped.items(), key=lambda kv: names.get(kv[0], ""))[:20]:
-        messages.warning(request, f"{names.get(memory_id, memory_id)} not proposed as a correction: {why}.")
+    _skipped_messages(request, run, created.skipped, "not proposed as a correction")
     return redirect(f"{reverse('audit-detail', args=[run.pk])}#verdicts")
 
 
