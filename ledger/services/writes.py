@@ -91,7 +91,6 @@ from ledger.services.sql import (
     _run_statements,
     _Statement,
     _tips,
-    _tips_key,
     _tips_remember,
 )
 from ledger.signing import OnlineSigner, endorsement_generation, housekeeper_signer, require_housekeeper
