@@ -1,13 +1,12 @@
-"""``ledger_memory_guard()`` (PostgreSQL) as steps that run only the lookups an UPDATE needs.
+"""Cheaper server-side halves of the warm append (PostgreSQL; SQLite keeps 0002's triggers and
+takes the locked path). Measured in ``docs/benchmarks.md`` section 11, "Ledger".
 
-The 0002 guard evaluated its whole condition as one expression: PL/pgSQL ran it as one query
-whose plan holds seven sub-plans (the transition, the latest node twice, the genesis, the label
-twice), and the executor opened every table and index they name on each memory UPDATE, also
-those of the branches the row never reached. ``auto_explain`` put that trigger at about 0.13 ms
-of the ~0.4 ms of server CPU one warm append cost (``docs/benchmarks.md`` section 11).
-
-This version accepts exactly the same updates: the content and identity columns unchanged
-(``IMMUTABLE_MEMORY`` of 0002), and
+**``ledger_memory_guard()``** as steps that run only the lookups an UPDATE needs. The 0002
+guard evaluated its whole condition as one expression: PL/pgSQL ran it as one query whose plan
+holds seven sub-plans (the transition, the latest node twice, the genesis, the label twice), and
+the executor set up every one of them on each memory UPDATE, also those of the branches the row
+never reached. This version accepts exactly the same updates: the content and identity columns
+unchanged (``IMMUTABLE_MEMORY`` of 0002), and
 
 * the weight state (``live_weight_q``, ``live_seq``, ``chain_head``) unchanged, or moved to a
   transition commitment of the memory with that seq and weight while ``live_seq`` is the
@@ -20,8 +19,16 @@ This version accepts exactly the same updates: the content and identity columns 
   latest label with that seq and value.
 
 Each comparison with a missing row is NULL and counts as "no", as ``COALESCE(..., false)`` made
-it count in 0002; a DELETE is refused as before. SQLite keeps its 0002 triggers (there the
-condition is a trigger's WHEN clause).
+it count in 0002; a DELETE is refused as before.
+
+**``ledger_append_transitions(...)``** (0010) plans its statements once per session
+(``plan_cache_mode = force_generic_plan``, set on the function only). Its statements take the
+arrays as parameters, and PostgreSQL's plan cache kept choosing a custom plan for them, so
+every call planned each statement again: a CPU profile of the backend (``perf record -e
+cpu-clock``) put planning at 18 % of the server's CPU per warm append. The generic plans use
+the same indexes (the memories' and the organization's primary keys, the key epochs by
+organization, the log by organization and index; the memory lock reads the primary key as a
+bitmap scan); the function body, its checks and its writes are 0010's unchanged.
 """
 
 import importlib
@@ -31,7 +38,7 @@ from django.db import migrations
 _0002 = importlib.import_module("ledger.migrations.0002_triggers")
 _IMMUTABLE = " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in _0002.IMMUTABLE_MEMORY)
 
-FORWARD = f"""
+GUARD = f"""
 CREATE OR REPLACE FUNCTION ledger_memory_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     ok boolean := false;
@@ -71,15 +78,21 @@ END $$
 """
 
 
+GENERIC = "ALTER FUNCTION ledger_append_transitions SET plan_cache_mode = force_generic_plan"
+CUSTOM = "ALTER FUNCTION ledger_append_transitions RESET plan_cache_mode"
+
+
 def forwards(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORWARD, params=None)
+        for sql in (GUARD, GENERIC):
+            schema_editor.execute(sql, params=None)
 
 
 def backwards(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         fwd = _0002.postgres_sql()[0]
         schema_editor.execute(next(s for s in fwd if "FUNCTION ledger_memory_guard()" in s), params=None)
+        schema_editor.execute(CUSTOM, params=None)
 
 
 class Migration(migrations.Migration):
