@@ -38,6 +38,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -424,6 +425,16 @@ def _warm_signer(memory: Memory, now: datetime, db: Any = None) -> Any:
     return signer
 
 
+_NODE_COLUMNS = itemgetter("memory_id", "seq", "prev_weight_q", "new_weight_q", "valence_q", "eta_q", "evidence",
+                           "prev", "epoch", "time", "signature", "entry_hash")
+_COMMITMENT_COLUMNS = itemgetter("memory_id", "seq", "new_weight_q", "provenance_hash", "epoch", "time", "signature")
+
+
+def _columns(rows: list[tuple], width: int) -> list[Sequence[Any]]:
+    """``rows`` (tuples of ``width`` values) as ``width`` columns."""
+    return list(zip(*rows)) if rows else [()] * width
+
+
 def _write_call(chains: list[_Chain], db: Any = None) -> None:
     """:func:`_write` of verified transitions to one organization's remembered memories, as one
     call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
@@ -451,21 +462,14 @@ def _write_call(chains: list[_Chain], db: Any = None) -> None:
             else:
                 raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
         leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
-    mems = [c.memory for c in chains]
-    m_cols = ([m.pk for m in mems], [m.live_seq for m in mems], [bytes(m.chain_head) for m in mems],
-              [m.live_weight_q for m in mems], [m.label_seq for m in mems], [c.seq for c in chains],
-              [bytes.fromhex(c.head) for c in chains], [c.weight_q for c in chains])
-    nv = [r.values for r in nodes]
-    n_cols = ([v["memory_id"] for v in nv], [v["seq"] for v in nv], [v["prev_weight_q"] for v in nv],
-              [v["new_weight_q"] for v in nv], [v["valence_q"] for v in nv], [v["eta_q"] for v in nv],
-              [json.dumps(v["evidence"]) for v in nv], [v["prev"] for v in nv], [v["epoch"] for v in nv],
-              [v["time"] for v in nv], [v["signature"] for v in nv], [v["entry_hash"] for v in nv])
-    tv = [r.values for r in tcs]
-    t_cols = ([v["memory_id"] for v in tv], [v["seq"] for v in tv], [v["new_weight_q"] for v in tv],
-              [v["provenance_hash"] for v in tv], [v["epoch"] for v in tv], [v["time"] for v in tv],
-              [v["signature"] for v in tv])
-    l_cols = ([x[0] for x in leaves], [x[1] for x in leaves], [x[2] for x in leaves],
-              [leaf_hash(x[3]) for x in leaves])
+    # One tuple per row, turned into one column per argument by zip (a list comprehension per
+    # column cost more than the columns' array literals).
+    m_cols = _columns([(c.memory.pk, c.memory.live_seq, bytes(c.memory.chain_head), c.memory.live_weight_q,
+                        c.memory.label_seq, c.seq, bytes.fromhex(c.head), c.weight_q) for c in chains], 8)
+    n_cols = _columns(list(map(_NODE_COLUMNS, [r.values for r in nodes])), 12)
+    n_cols[6] = [json.dumps(e) for e in n_cols[6]]  # evidence: its JSON text, cast to jsonb by the call
+    t_cols = _columns(list(map(_COMMITMENT_COLUMNS, [r.values for r in tcs])), 7)
+    l_cols = _columns([(pk, kind, seq, leaf_hash(digest)) for pk, kind, seq, digest in leaves], 4)
     node_rows = nodes
     ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols], db)
     if len(ids) != len(node_rows):
