@@ -324,8 +324,9 @@ def _guard_sql(memories: list[Memory]) -> list[_Statement]:
 #
 # The warm append of transitions to one organization's memories as one call of the server-side
 # function ``ledger_append_transitions`` (migration 0010): one array per column, a statement
-# prepared once per connection, its statements planned once per session (generic plans, 0011). It runs the same checks as
-# :func:`_guard_sql` and the same writes as ``writes._write``; the triggers still check each row.
+# prepared once per connection, its statements planned once per session (generic plans, 0011).
+# It runs the same checks as :func:`_guard_sql` and the same writes as ``writes._write``; the
+# triggers still check each row.
 
 _APPEND_TYPES = (
     "bigint", "bigint", "bigint", "bigint", "text", "bytea",  # organization, key-epoch marks

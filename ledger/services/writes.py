@@ -138,7 +138,6 @@ class _Row:
         return obj
 
 
-
 _attnames_cache: dict[type, tuple[str, ...]] = {}
 
 
