@@ -266,24 +266,26 @@ _tips: dict[tuple, Memory] = {}
 _TIPS_MAX = 50_000
 
 
-def _tips_key(memory_id: int) -> tuple:
-    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+def _tips_key(memory_id: int, db: Any = None) -> tuple:
+    db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     return (db.alias, db.settings_dict["NAME"], memory_id)
 
 
-def _tips_remember(memories: list[Memory]) -> None:
-    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+def _tips_remember(memories: list[Memory], db: Any = None) -> None:
+    db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     if db.vendor != "postgresql":
         return
+    alias, name = db.alias, db.settings_dict["NAME"]
     for m in memories:
         if getattr(m, "epoch_mark", None) is not None:
-            _tips[_tips_key(m.pk)] = m
-    while len(_tips) > _TIPS_MAX:
-        _tips.pop(next(iter(_tips)))
+            _tips[(alias, name, m.pk)] = m
+    if len(_tips) > _TIPS_MAX:
+        for key in list(_tips)[:len(_tips) - _TIPS_MAX]:
+            del _tips[key]
 
 
-def _one_round_trip() -> bool:
-    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+def _one_round_trip(db: Any = None) -> bool:
+    db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     return (db.vendor == "postgresql" and db.Database.__name__ == "psycopg"
             and not db.in_atomic_block and db.get_autocommit())
 
@@ -322,8 +324,9 @@ def _guard_sql(memories: list[Memory]) -> list[_Statement]:
 #
 # The warm append of transitions to one organization's memories as one call of the server-side
 # function ``ledger_append_transitions`` (migration 0010): one array per column, a statement
-# prepared once per connection, plans cached by the server. It runs the same checks as
-# :func:`_guard_sql` and the same writes as ``writes._write``; the triggers still check each row.
+# prepared once per connection, its statements planned once per session (generic plans, 0011).
+# It runs the same checks as :func:`_guard_sql` and the same writes as ``writes._write``; the
+# triggers still check each row.
 
 _APPEND_TYPES = (
     "bigint", "bigint", "bigint", "bigint", "text", "bytea",  # organization, key-epoch marks
@@ -383,7 +386,7 @@ def _text_param(v: Any) -> bytes | None:
     raise TypeError(f"no text parameter for {t.__name__}")
 
 
-def _append_call(params: Sequence[Any]) -> list[int]:
+def _append_call(params: Sequence[Any], db: Any = None) -> list[int]:
     """Call ``ledger_append_transitions`` with ``params`` (autocommit: one implicit transaction)
     and return the provenance node ids.
 
@@ -395,7 +398,7 @@ def _append_call(params: Sequence[Any]) -> list[int]:
     if len(params) != len(_APPEND_TYPES):
         raise ValueError(f"ledger_append_transitions takes {len(_APPEND_TYPES)} arguments, got {len(params)}")
     args = [_text_param(p) if w is None else w(p).encode() for w, p in zip(_APPEND_WRITERS, params)]
-    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     if db.execute_wrappers:
         with db.cursor() as cur:
             cur.execute(APPEND_CALL, [a if a is None else a.decode() for a in args])

@@ -38,11 +38,14 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from ledger.core.canonical import format_time, now_utc, parse_time
 from ledger.core.entries import (
@@ -89,7 +92,6 @@ from ledger.services.sql import (
     _run_statements,
     _Statement,
     _tips,
-    _tips_key,
     _tips_remember,
 )
 from ledger.signing import OnlineSigner, endorsement_generation, housekeeper_signer, require_housekeeper
@@ -118,11 +120,22 @@ class _Row:
     values: dict[str, Any]
     pk: int | None = None
 
-    def instance(self) -> models.Model:
-        """The inserted row as a model instance (only for rows a service returns)."""
-        db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
-        values = self.values
-        return self.model.from_db(db.alias, None, [self.pk, *(values[a] for a in _attnames(self.model))])
+    def instance(self, alias: str = DEFAULT_DB_ALIAS) -> models.Model:
+        """The inserted row as a model instance (only for rows a service returns), as
+        ``Model.from_db`` builds it. Without init signals on the model it is built directly:
+        ``Model.__init__`` (one descriptor assignment per field) cost as much as a signature."""
+        model, values = self.model, self.values
+        names = _attnames(model)
+        if pre_init.has_listeners(model) or post_init.has_listeners(model):
+            return model.from_db(alias, None, [self.pk, *(values[a] for a in names)])
+        obj = model.__new__(model)
+        d = obj.__dict__
+        d[model._meta.pk.attname] = self.pk
+        for a in names:
+            d[a] = values[a]
+        state = obj._state = ModelState()
+        state.adding, state.db = False, alias
+        return obj
 
 
 _attnames_cache: dict[type, tuple[str, ...]] = {}
@@ -383,7 +396,7 @@ def _write(chains: list[_Chain], *, guard: list[_Statement] | None = None) -> No
 _signers: dict[tuple, tuple[tuple, OnlineSigner, datetime, datetime]] = {}
 
 
-def _warm_signer(memory: Memory, now: datetime) -> Any:
+def _warm_signer(memory: Memory, now: datetime, db: Any = None) -> Any:
     """``housekeeper_signer`` for the warm path without its per-call lookup (a stat of the key
     directory's epochs.json, the online-key list): the signer found last time is reused while
     the key-epoch marks it was found under are the ones the call's check will require in the
@@ -391,7 +404,7 @@ def _warm_signer(memory: Memory, now: datetime) -> Any:
     the signer up afresh), its endorsement has committed, and ``now`` lies in its window and in
     its epoch's (not revoked), that epoch being the newest (so the lookup would pick it again).
     Anything else, or a ``now`` without a time zone, takes the full lookup."""
-    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     key = (db.alias, db.settings_dict["NAME"], memory.organization_id)
     mark = (memory.epoch_mark, endorsement_generation())
     hit = _signers.get(key)
@@ -411,7 +424,17 @@ def _warm_signer(memory: Memory, now: datetime) -> Any:
     return signer
 
 
-def _write_call(chains: list[_Chain]) -> None:
+_NODE_COLUMNS = itemgetter("memory_id", "seq", "prev_weight_q", "new_weight_q", "valence_q", "eta_q", "evidence",
+                           "prev", "epoch", "time", "signature", "entry_hash")
+_COMMITMENT_COLUMNS = itemgetter("memory_id", "seq", "new_weight_q", "provenance_hash", "epoch", "time", "signature")
+
+
+def _columns(rows: list[tuple], width: int) -> list[Sequence[Any]]:
+    """``rows`` (tuples of ``width`` values) as ``width`` columns."""
+    return list(zip(*rows)) if rows else [()] * width
+
+
+def _write_call(chains: list[_Chain], db: Any = None) -> None:
     """:func:`_write` of verified transitions to one organization's remembered memories, as one
     call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
     first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and the
@@ -438,23 +461,16 @@ def _write_call(chains: list[_Chain]) -> None:
             else:
                 raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
         leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
-    mems = [c.memory for c in chains]
-    m_cols = ([m.pk for m in mems], [m.live_seq for m in mems], [bytes(m.chain_head) for m in mems],
-              [m.live_weight_q for m in mems], [m.label_seq for m in mems], [c.seq for c in chains],
-              [bytes.fromhex(c.head) for c in chains], [c.weight_q for c in chains])
-    nv = [r.values for r in nodes]
-    n_cols = ([v["memory_id"] for v in nv], [v["seq"] for v in nv], [v["prev_weight_q"] for v in nv],
-              [v["new_weight_q"] for v in nv], [v["valence_q"] for v in nv], [v["eta_q"] for v in nv],
-              [json.dumps(v["evidence"]) for v in nv], [v["prev"] for v in nv], [v["epoch"] for v in nv],
-              [v["time"] for v in nv], [v["signature"] for v in nv], [v["entry_hash"] for v in nv])
-    tv = [r.values for r in tcs]
-    t_cols = ([v["memory_id"] for v in tv], [v["seq"] for v in tv], [v["new_weight_q"] for v in tv],
-              [v["provenance_hash"] for v in tv], [v["epoch"] for v in tv], [v["time"] for v in tv],
-              [v["signature"] for v in tv])
-    l_cols = ([x[0] for x in leaves], [x[1] for x in leaves], [x[2] for x in leaves],
-              [leaf_hash(x[3]) for x in leaves])
+    # One tuple per row, turned into one column per argument by zip (a list comprehension per
+    # column cost more than the columns' array literals).
+    m_cols = _columns([(c.memory.pk, c.memory.live_seq, bytes(c.memory.chain_head), c.memory.live_weight_q,
+                        c.memory.label_seq, c.seq, bytes.fromhex(c.head), c.weight_q) for c in chains], 8)
+    n_cols = _columns(list(map(_NODE_COLUMNS, [r.values for r in nodes])), 12)
+    n_cols[6] = [json.dumps(e) for e in n_cols[6]]  # evidence: its JSON text, cast to jsonb by the call
+    t_cols = _columns(list(map(_COMMITMENT_COLUMNS, [r.values for r in tcs])), 7)
+    l_cols = _columns([(pk, kind, seq, leaf_hash(digest)) for pk, kind, seq, digest in leaves], 4)
     node_rows = nodes
-    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols])
+    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols], db)
     if len(ids) != len(node_rows):
         raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
     for row, pk in zip(node_rows, ids):
@@ -462,11 +478,11 @@ def _write_call(chains: list[_Chain]) -> None:
     for c in chains:
         m = c.memory
         m.live_seq, m.live_weight_q, m.chain_head = c.seq, c.weight_q, bytes.fromhex(c.head)
-    _tips_remember([c.memory for c in chains])
+    _tips_remember([c.memory for c in chains], db)
 
 
-def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime, *, warm: bool = False
-                        ) -> tuple[dict[int, _Chain], list[_Row]]:
+def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: datetime, *, warm: bool = False,
+                        db: Any = None) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
     name one memory); the chains to write and the provenance rows, in item order. ``warm``: the
     memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached."""
@@ -481,7 +497,7 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
         if m.organization_id not in keys:
             # The signer first: looking it up may endorse a new online key, which the key ring
             # must then include.
-            signer = _warm_signer(m, now) if warm else housekeeper_signer(m.organization, now=now)
+            signer = _warm_signer(m, now, db) if warm else housekeeper_signer(m.organization, now=now)
             keys[m.organization_id] = (signer, _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
@@ -495,30 +511,32 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
 def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[ProvenanceNode] | None:
     """The appends in one round trip, or None when that path does not apply or its check failed
     (nothing was written then; the caller takes the locked path)."""
-    if not _one_round_trip():
+    db = connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
+    if not _one_round_trip(db):
         return None
+    alias, name = db.alias, db.settings_dict["NAME"]
     memories: dict[int, Memory] = {}
     for it in items:
-        m = _tips.get(_tips_key(it["memory_id"])) if isinstance(it.get("memory_id"), int) else None
+        m = _tips.get((alias, name, it["memory_id"])) if isinstance(it.get("memory_id"), int) else None
         if m is None:
             return None
         memories[m.pk] = m
     one_org = len({(m.organization_id, m.epoch_mark) for m in memories.values()}) == 1
     if not one_org and len({m.organization_id for m in memories.values()}) == 1:
         return None  # remembered under different key-epoch marks: one of them is stale
-    chains, nodes = _transitions_signed(items, memories, now, warm=True)
+    chains, nodes = _transitions_signed(items, memories, now, warm=True, db=db)
     try:
         if one_org:
-            _write_call(list(chains.values()))
+            _write_call(list(chains.values()), db)
         else:
             _write(list(chains.values()), guard=_guard_sql([c.memory for c in chains.values()]))
     except DatabaseError:
         # Moved by another process (the check), or refused (a constraint, a trigger): nothing
         # was written. The locked path re-reads the tips and raises a refusal properly.
         for pk in memories:
-            _tips.pop(_tips_key(pk), None)
+            _tips.pop((alias, name, pk), None)
         return None
-    return [node.instance() for node in nodes]
+    return [node.instance(alias) for node in nodes]
 
 
 def entry_insert_verified(*, memory_id: int, entries: list[SignedEntry]) -> list[models.Model]:
