@@ -206,7 +206,7 @@ def score(flags: list[classifier.Flag], clean: list[tuple[str, str]], target_of:
 
 
 def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder: str,
-         poison_dir: Path) -> list[dict]:
+         poison_dir: Path, explain: bool = False) -> list[dict]:
     """One row per poison source: its poisons alone against the clean memories (module docstring)."""
     base = load_clean(data)
     rows = []
@@ -220,11 +220,14 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         started = time.perf_counter()
         dense = dense_index(clean + poisons) if embedder == "minilm" else None
         flags = classifier.classify(clean + poisons, params=params, dense=dense)
+        misses = explain_misses(clean + poisons, target_of, flags, params=params, dense=dense) if explain else None
         row = {"classifier": classifier.ACTOR, "source": source, "embedder": embedder,
                "role": "tuning" if source == TUNED_ON else "held-out",
                **score(flags, clean, target_of),
                "scenario_clean_flagged": len({f.memory_id for f in flags} & {c for c, _ in extra}),
                "scenario_clean_total": len(extra), "seconds": round(time.perf_counter() - started, 2)}
+        if misses is not None:
+            row["misses"] = misses
         covered = row["targets_fully_covered"] >= TARGET_COVERAGE * row["targets_total"]
         row["met"] = covered and row["clean_flagged_per_10k"] <= MAX_CLEAN_PER_10K
         rows.append(row)
@@ -233,6 +236,59 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
               f"({row['targets_4of5_covered']} at >= 80%), {row['clean_flagged']}/{row['clean_total']} clean flagged "
               f"({row['scenario_clean_flagged']} of the scenario's), {row['seconds']} s", file=sys.stderr, flush=True)
     return rows
+
+
+def explain_misses(passages: list[tuple[str, str]], target_of: dict[str, str], flags: list[classifier.Flag], *,
+                   params: classifier.Params, dense) -> list[dict]:
+    """Per target not fully covered: which rule would have caught it and why it did not.
+
+    For each such target: its poisons' common core (every poison's tokens), judged as the group
+    rule judges a core (``why_not``, distinct passages, core size, support size); the same for
+    each core of all but one poison (the best of them); how close the poisons are in meaning
+    (mean and least pairwise cosine, and for each missed poison how many of its siblings are among
+    its ``dense_limit`` nearest neighbours at ``dense_seed`` or more); and every group the search
+    judged that holds one of its poisons, with the reason it was not suspicious."""
+    from ledger.classifier.corpus import Corpus
+    from ledger.classifier.judge import judge
+
+    flagged = {f.memory_id for f in flags}
+    corpus = Corpus.build(passages, params=params)
+    groups = classifier.find_groups(passages, params=params, dense=dense, keep_all=True)
+    by_target: dict[str, list[str]] = {}
+    for pid, t in sorted(target_of.items()):
+        by_target.setdefault(t, []).append(pid)
+    out = []
+    for target, pids in sorted(by_target.items()):
+        missed = [p for p in pids if p not in flagged]
+        if not missed:
+            continue
+        idx = [corpus.index_of[p] for p in pids]
+
+        def judged(members: list[int]) -> dict:
+            core = frozenset.intersection(*(corpus.items[i].tokens for i in members))
+            if not core:
+                return {"why_not": "no common token", "core_size": 0}
+            held = corpus.support(core)
+            g = judge(corpus, held, core, params=params, dense=dense)
+            return {"why_not": g.why_not or "suspicious", "distinct": g.distinct, "core_size": len(core),
+                    "core_weight": round(corpus.weight(core), 1), "support": len(held),
+                    "members_kept": sorted(set(g.members) & set(pids)), "core": list(g.core)[:16]}
+
+        subsets = [judged([i for i in idx if i != j]) for j in idx] if len(idx) > 2 else []
+        row = {"target": target, "poisons": len(pids), "missed": missed, "all": judged(idx),
+               "best_leave_one": max(subsets, key=lambda r: (r["why_not"] == "suspicious", len(r.get("members_kept", [])),
+                                                             r.get("distinct", 0)), default=None),
+               "groups": [{"members": len(set(g.members) & set(pids)), "of": len(g.members), "why_not": g.why_not or "suspicious",
+                           "core": list(g.core)[:8]}
+                          for g in groups if set(g.members) & set(pids)][:8]}
+        if dense is not None:
+            pairs = [dense.cosine(a, b) for i, a in enumerate(pids) for b in pids[i + 1:]]
+            row["dense_mean"] = round(sum(pairs) / len(pairs), 3) if pairs else None
+            row["dense_min"] = round(min(pairs), 3) if pairs else None
+            row["siblings_near"] = {p: sum(1 for b, c in dense.neighbours(p)[: params.dense_limit]
+                                           if c >= params.dense_seed and b in pids) for p in missed}
+        out.append(row)
+    return out
 
 
 def instruction_eval(data: Path | None = None, embedder: str = "none", only: list[str] | None = None) -> list[dict]:
@@ -305,6 +361,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
     ap.add_argument("--loso", action="store_true", help="leave one poison source out (module docstring)")
+    ap.add_argument("--explain", action="store_true",
+                    help="with --loso: per target not fully covered, the rule that kept it out (JSON)")
     ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
     ap.add_argument("--instruction-set", action="append", choices=list(SETS),
                     help="with --instructions: only these sets (repeatable; default all)")
@@ -362,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
             return 2
-        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir)
+        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir,
+                    explain=args.explain)
         print_loso(rows)
     else:
         splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]
