@@ -249,7 +249,6 @@ def explain_misses(passages: list[tuple[str, str]], target_of: dict[str, str], f
     its ``dense_limit`` nearest neighbours at ``dense_seed`` or more); and every group the search
     judged that holds one of its poisons, with the reason it was not suspicious."""
     from ledger.classifier.corpus import Corpus
-    from ledger.classifier.judge import judge
 
     flagged = {f.memory_id for f in flags}
     corpus = Corpus.build(passages, params=params)
@@ -264,18 +263,10 @@ def explain_misses(passages: list[tuple[str, str]], target_of: dict[str, str], f
             continue
         idx = [corpus.index_of[p] for p in pids]
 
-        def judged(members: list[int]) -> dict:
-            core = frozenset.intersection(*(corpus.items[i].tokens for i in members))
-            if not core:
-                return {"why_not": "no common token", "core_size": 0}
-            held = corpus.support(core)
-            g = judge(corpus, held, core, params=params, dense=dense)
-            return {"why_not": g.why_not or "suspicious", "distinct": g.distinct, "core_size": len(core),
-                    "core_weight": round(corpus.weight(core), 1), "support": len(held),
-                    "members_kept": sorted(set(g.members) & set(pids)), "core": list(g.core)[:16]}
-
-        subsets = [judged([i for i in idx if i != j]) for j in idx] if len(idx) > 2 else []
-        row = {"target": target, "poisons": len(pids), "missed": missed, "all": judged(idx),
+        subsets = [_judged(corpus, [i for i in idx if i != j], pids, params=params, dense=dense)
+                   for j in idx] if len(idx) > 2 else []
+        row = {"target": target, "poisons": len(pids), "missed": missed,
+               "all": _judged(corpus, idx, pids, params=params, dense=dense),
                "best_leave_one": max(subsets, key=lambda r: (r["why_not"] == "suspicious", len(r.get("members_kept", [])),
                                                              r.get("distinct", 0)), default=None),
                "groups": [{"members": len(set(g.members) & set(pids)), "of": len(g.members), "why_not": g.why_not or "suspicious",
@@ -289,6 +280,20 @@ def explain_misses(passages: list[tuple[str, str]], target_of: dict[str, str], f
                                            if c >= params.dense_seed and b in pids) for p in missed}
         out.append(row)
     return out
+
+
+def _judged(corpus, members: list[int], pids: list[str], *, params: classifier.Params, dense) -> dict:
+    """The group rule's judgement of the core that the passages ``members`` share."""
+    from ledger.classifier.judge import judge
+
+    core = frozenset.intersection(*(corpus.items[i].tokens for i in members))
+    if not core:
+        return {"why_not": "no common token", "core_size": 0}
+    held = corpus.support(core)
+    g = judge(corpus, held, core, params=params, dense=dense)
+    return {"why_not": g.why_not or "suspicious", "distinct": g.distinct, "core_size": len(core),
+            "core_weight": round(corpus.weight(core), 1), "support": len(held),
+            "members_kept": sorted(set(g.members) & set(pids)), "core": list(g.core)[:16]}
 
 
 def instruction_eval(data: Path | None = None, embedder: str = "none", only: list[str] | None = None) -> list[dict]:
