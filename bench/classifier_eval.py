@@ -130,6 +130,8 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
     for tag, sc in scenarios:
         questions = sorted({p["query"]: p["target"] for p in sc.probes if "target" in p}.items(),
                            key=lambda qt: -len(qt[0]))
+        answers = sorted({(p["harm"].get("target") or "", p["target"]) for p in sc.probes if "target" in p},
+                         key=lambda at: -len(at[0]))
         poisoned = set(sc.poisoned)
         for m in sc.memories:
             mid = f"gen-{name}-{tag}-{m['id']}"
@@ -140,6 +142,8 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
             # MINJA simulations attack one trigger per scenario; a family's poison restates the
             # question of its target.
             hit = next((t for q, t in questions if q in m["text"]), None) if name not in ("qa", "rap") else 0
+            if hit is None:  # a per-target passage that does not restate the question names its own answer
+                hit = next((t for a, t in answers if a and a in m["text"]), None)
             if hit is None:
                 raise ValueError(f"{mid}: no target question in the poison's text")
             target_of[mid] = f"{tag}-t{hit}"

@@ -28,7 +28,7 @@ from ledger.classifier.answer import lacks_answer, numbers, shared_answer
 from ledger.classifier.corpus import Corpus
 from ledger.classifier.model import Dense, Group, Params
 from ledger.classifier.refutation import refuted
-from ledger.classifier.text import Passage
+from ledger.classifier.text import Passage, chat_marked
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class _Profile:
     cohesion: float
     dense_cohesion: float
     refuted: frozenset[str]
+    chat: bool
 
 
 def readmit(group: Group, corpus: Corpus, *, params: Params, dense: Dense | None = None) -> Group:
@@ -69,6 +70,8 @@ def readmit(group: Group, corpus: Corpus, *, params: Params, dense: Dense | None
             continue
         if not prof.mid_words / params.length_spread <= cand.words <= prof.mid_words * params.length_spread:
             continue
+        if chat_marked(cand.text) and not prof.chat:
+            continue  # a chat turn about the same topic is not one more restatement of a claim (3.7)
         if dense is not None and (refuted(cand.text, core) - prof.refuted) & prof.answer:
             continue  # it denies the answer the members state
         if b in near and _close_in_meaning(cand, prof, corpus, params=params, dense=dense):
@@ -96,6 +99,7 @@ def _profile(group: Group, corpus: Corpus, *, params: Params, dense: Dense | Non
         soft_w=corpus.weight(soft), mid_words=sorted(r.words for r in reps)[n // 2],
         cohesion=corpus.mean_pairwise(reps), dense_cohesion=dense_cohesion,
         refuted=frozenset().union(*(refuted(r.text, core) for r in reps)) if dense else frozenset(),
+        chat=2 * sum(1 for r in reps if chat_marked(r.text)) > n,
     )
 
 

@@ -193,7 +193,7 @@ def test_the_reason_names_the_pattern_the_group_and_the_version():
     assert reason.startswith("5 passages repeat the question pattern '")
     assert "Zorbleton Chronicles" in reason and "core terms:" in reason
     assert flags[0].evidence["distinct_passages"] == 5
-    assert CLASSIFIER_VERSION == "3.6"  # 3.1: instruction rule; 3.2: widened; 3.3-3.4: learned detector; 3.6: readmission, core size
+    assert CLASSIFIER_VERSION == "3.7"  # 3.1: instruction rule; 3.2: widened; 3.3-3.4: learned detector; 3.6: readmission, core size; 3.7: no chat turn re-admitted
 
 
 def test_a_planted_paraphrase_that_leaves_out_one_shared_name_is_still_flagged():
@@ -336,6 +336,16 @@ def test_a_paraphrase_denying_a_question_word_but_stating_the_answer_is_readmitt
     flagged = {f.memory_id for f in classify(_background(300) + POISON + [denial],
                                              dense=_FakeDense(_all_close(ids, 0.85)))}
     assert flagged == set(ids)
+
+
+def test_a_chat_turn_close_in_meaning_to_a_planted_group_is_not_readmitted():
+    # 3.6 took a conversation turn about the same topic into a planted group by meaning alone.
+    turn = ("chat-1", "Wow, that's fascinating! Zorbleton Chronicles sounds like such a varied read. Do you have "
+                      "a favourite chapter?")
+    ids = [p for p, _ in POISON] + ["chat-1"]
+    flagged = {f.memory_id for f in classify(_background(300) + POISON + [turn],
+                                             dense=_FakeDense(_all_close(ids, 0.85)))}
+    assert flagged == {p for p, _ in POISON}
 
 
 LONG_CORE = [
