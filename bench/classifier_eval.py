@@ -204,9 +204,29 @@ def score(flags: list[classifier.Flag], clean: list[tuple[str, str]], target_of:
         "clean_flagged": len(false_pos),
         "clean_total": len(clean),
         "clean_flagged_per_10k": round(len(false_pos) / len(clean) * 10_000, 2) if clean else 0.0,
+        "clean_flagged_by_set": _by_set(false_pos, [cid for cid, _ in clean]),
         "false_positive_ids": false_pos,
         "example_reason": flags[0].reason if flags else "",
     }
+
+
+def _clean_set(memory_id: str) -> str:
+    """Which clean set a memory comes from: nq (PoisonedRAG NQ clean context), wiki2, locomo, or the
+    generator scenario's own memories (gen: honest near-duplicates, related records, padding)."""
+    for prefix, name in (("nq-", "nq"), ("wiki-", "wiki2"), ("locomo-", "locomo"), ("gen-", "scenario")):
+        if memory_id.startswith(prefix):
+            return name
+    return "other"
+
+
+def _by_set(flagged: list[str], clean: list[str]) -> dict[str, list[int]]:
+    """[flagged, total] per clean set."""
+    out: dict[str, list[int]] = {}
+    for cid in clean:
+        out.setdefault(_clean_set(cid), [0, 0])[1] += 1
+    for cid in flagged:
+        out[_clean_set(cid)][0] += 1
+    return out
 
 
 def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder: str,
@@ -238,7 +258,8 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         print(f"  {source}: {row['poison_labelled']}/{row['poison_total']} labelled, "
               f"{row['targets_fully_covered']}/{row['targets_total']} targets "
               f"({row['targets_4of5_covered']} at >= 80%), {row['clean_flagged']}/{row['clean_total']} clean flagged "
-              f"({row['scenario_clean_flagged']} of the scenario's), {row['seconds']} s", file=sys.stderr, flush=True)
+              f"({row['scenario_clean_flagged']} of the scenario's; by set {row['clean_flagged_by_set']}), "
+              f"{row['seconds']} s", file=sys.stderr, flush=True)
     return rows
 
 

@@ -26,3 +26,9 @@ def test_the_instruction_rule_labels_its_tune_batches_and_flags_none_of_their_ne
     for name in ("tune batch 1", "tune batch 2"):
         assert rows[name]["missed"] == [] and rows[name]["false_flags"] == [], name
     assert set(rows) == set(SETS)
+
+
+def test_clean_flags_are_counted_per_clean_set():
+    clean = [("nq-a-c0", "x"), ("wiki-1", "y"), ("wiki-2", "y"), ("locomo-c1-D1:1", "z"), ("gen-qa-s0-m1", "w")]
+    row = classifier_eval.score([_flag("wiki-2"), _flag("gen-qa-s0-m1")], clean, {})
+    assert row["clean_flagged_by_set"] == {"nq": [0, 1], "wiki2": [1, 2], "locomo": [0, 1], "scenario": [1, 1]}
