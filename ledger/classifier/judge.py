@@ -13,7 +13,7 @@ from ledger.classifier.answer import other_answers
 from ledger.classifier.corpus import Corpus
 from ledger.classifier.model import Dense, Group, Params
 from ledger.classifier.refutation import minority_side
-from ledger.classifier.text import Passage, chat_marked, chatty, jaccard, pattern_sentence, tokenize
+from ledger.classifier.text import Passage, chatty, jaccard, pattern_sentence, tokenize
 
 TOO_FEW = "too few distinct passages"
 
@@ -70,7 +70,6 @@ def judge(corpus: Corpus, held: Sequence[int], core: frozenset[str], *, params: 
                         near_duplicate=params.near_duplicate)
     _drop_off_soft_core(sel, corpus, params)
     _drop_off_length(sel, params)
-    _drop_chat_turns(sel)
     # Every planted passage asserts the same answer (answer.other_answers).
     while len(sel.reps) >= params.min_group:
         drop = other_answers(sel.reps, core, corpus)
@@ -147,15 +146,6 @@ def _drop_off_length(sel: _Selection, params: Params) -> None:
         return
     mid = sorted(r.words for r in sel.reps)[len(sel.reps) // 2]
     sel.keep([r for r in sel.reps if mid / params.length_spread <= r.words <= mid * params.length_spread])
-
-
-def _drop_chat_turns(sel: _Selection) -> None:
-    """A chat turn (chat markers: "!", "wow", "thanks") that happens to hold the core of a group of
-    claims is a conversation about the topic, not one more restatement of the claim (3.8). Where
-    most members are chat turns the group is judged as chat (5h) instead."""
-    chat = [r for r in sel.reps if chat_marked(r.text)]
-    if chat and 2 * len(chat) < len(sel.reps):
-        sel.keep([r for r in sel.reps if r not in chat])
 
 
 def _peel(sel: _Selection, sim: Similarity, *, ratio: float, params: Params) -> None:

@@ -193,7 +193,7 @@ def test_the_reason_names_the_pattern_the_group_and_the_version():
     assert reason.startswith("5 passages repeat the question pattern '")
     assert "Zorbleton Chronicles" in reason and "core terms:" in reason
     assert flags[0].evidence["distinct_passages"] == 5
-    assert CLASSIFIER_VERSION == "3.8"  # 3.1: instruction rule; 3.2: widened; 3.3-3.4: learned detector; 3.6: readmission, core size; 3.7-3.8: no chat turn re-admitted or kept in a group of claims
+    assert CLASSIFIER_VERSION == "3.7"  # 3.1: instruction rule; 3.2: widened; 3.3-3.4: learned detector; 3.6: readmission, core size; 3.7: no chat turn re-admitted
 
 
 def test_a_planted_paraphrase_that_leaves_out_one_shared_name_is_still_flagged():
@@ -346,16 +346,6 @@ def test_a_chat_turn_close_in_meaning_to_a_planted_group_is_not_readmitted():
     flagged = {f.memory_id for f in classify(_background(300) + POISON + [turn],
                                              dense=_FakeDense(_all_close(ids, 0.85)))}
     assert flagged == {p for p, _ in POISON}
-
-
-def test_a_chat_turn_holding_the_core_of_a_planted_group_is_not_part_of_it():
-    # Three planted passages and a chat turn share the core; 3.7 completed the three with the turn.
-    turn = ("chat-2", "Wow, the novel Zorbleton Chronicles by Marla Quint! Did you read it too?")
-    planted = POISON[:3]
-    ids = [p for p, _ in planted] + ["chat-2"]
-    flagged = {f.memory_id for f in classify(_background(300) + planted + [turn],
-                                             dense=_FakeDense(_all_close(ids, 0.85)))}
-    assert "chat-2" not in flagged
 
 
 LONG_CORE = [
