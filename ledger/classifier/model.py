@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "3.7"
+CLASSIFIER_VERSION = "3.9"
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ class Params:
     knee: float = 0.7
     min_shared: int = 2
     max_neighbours: int = 40
-    min_core_tokens: int = 2
-    max_core_tokens: int = 40
+    min_core_tokens: int = 3
+    max_core_tokens: int = 12
     min_core_weight: float = 12.0
     max_support: int = 12
     max_df_floor: int = 50
