@@ -130,6 +130,8 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
     for tag, sc in scenarios:
         questions = sorted({p["query"]: p["target"] for p in sc.probes if "target" in p}.items(),
                            key=lambda qt: -len(qt[0]))
+        answers = sorted({(p["harm"].get("target") or "", p["target"]) for p in sc.probes if "target" in p},
+                         key=lambda at: -len(at[0]))
         poisoned = set(sc.poisoned)
         for m in sc.memories:
             mid = f"gen-{name}-{tag}-{m['id']}"
@@ -140,6 +142,8 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
             # MINJA simulations attack one trigger per scenario; a family's poison restates the
             # question of its target.
             hit = next((t for q, t in questions if q in m["text"]), None) if name not in ("qa", "rap") else 0
+            if hit is None:  # a per-target passage that does not restate the question names its own answer
+                hit = next((t for a, t in answers if a and a in m["text"]), None)
             if hit is None:
                 raise ValueError(f"{mid}: no target question in the poison's text")
             target_of[mid] = f"{tag}-t{hit}"
@@ -200,13 +204,33 @@ def score(flags: list[classifier.Flag], clean: list[tuple[str, str]], target_of:
         "clean_flagged": len(false_pos),
         "clean_total": len(clean),
         "clean_flagged_per_10k": round(len(false_pos) / len(clean) * 10_000, 2) if clean else 0.0,
+        "clean_flagged_by_set": _by_set(false_pos, [cid for cid, _ in clean]),
         "false_positive_ids": false_pos,
         "example_reason": flags[0].reason if flags else "",
     }
 
 
+def _clean_set(memory_id: str) -> str:
+    """Which clean set a memory comes from: nq (PoisonedRAG NQ clean context), wiki2, locomo, or the
+    generator scenario's own memories (gen: honest near-duplicates, related records, padding)."""
+    for prefix, name in (("nq-", "nq"), ("wiki-", "wiki2"), ("locomo-", "locomo"), ("gen-", "scenario")):
+        if memory_id.startswith(prefix):
+            return name
+    return "other"
+
+
+def _by_set(flagged: list[str], clean: list[str]) -> dict[str, list[int]]:
+    """[flagged, total] per clean set."""
+    out: dict[str, list[int]] = {}
+    for cid in clean:
+        out.setdefault(_clean_set(cid), [0, 0])[1] += 1
+    for cid in flagged:
+        out[_clean_set(cid)][0] += 1
+    return out
+
+
 def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder: str,
-         poison_dir: Path) -> list[dict]:
+         poison_dir: Path, explain: bool = False) -> list[dict]:
     """One row per poison source: its poisons alone against the clean memories (module docstring)."""
     base = load_clean(data)
     rows = []
@@ -220,19 +244,81 @@ def loso(data: Path, sources: list[str], *, params: classifier.Params, embedder:
         started = time.perf_counter()
         dense = dense_index(clean + poisons) if embedder == "minilm" else None
         flags = classifier.classify(clean + poisons, params=params, dense=dense)
+        misses = explain_misses(clean + poisons, target_of, flags, params=params, dense=dense) if explain else None
         row = {"classifier": classifier.ACTOR, "source": source, "embedder": embedder,
                "role": "tuning" if source == TUNED_ON else "held-out",
                **score(flags, clean, target_of),
                "scenario_clean_flagged": len({f.memory_id for f in flags} & {c for c, _ in extra}),
                "scenario_clean_total": len(extra), "seconds": round(time.perf_counter() - started, 2)}
+        if misses is not None:
+            row["misses"] = misses
         covered = row["targets_fully_covered"] >= TARGET_COVERAGE * row["targets_total"]
         row["met"] = covered and row["clean_flagged_per_10k"] <= MAX_CLEAN_PER_10K
         rows.append(row)
         print(f"  {source}: {row['poison_labelled']}/{row['poison_total']} labelled, "
               f"{row['targets_fully_covered']}/{row['targets_total']} targets "
               f"({row['targets_4of5_covered']} at >= 80%), {row['clean_flagged']}/{row['clean_total']} clean flagged "
-              f"({row['scenario_clean_flagged']} of the scenario's), {row['seconds']} s", file=sys.stderr, flush=True)
+              f"({row['scenario_clean_flagged']} of the scenario's; by set {row['clean_flagged_by_set']}), "
+              f"{row['seconds']} s", file=sys.stderr, flush=True)
     return rows
+
+
+def explain_misses(passages: list[tuple[str, str]], target_of: dict[str, str], flags: list[classifier.Flag], *,
+                   params: classifier.Params, dense) -> list[dict]:
+    """Per target not fully covered: which rule would have caught it and why it did not.
+
+    For each such target: its poisons' common core (every poison's tokens), judged as the group
+    rule judges a core (``why_not``, distinct passages, core size, support size); the same for
+    each core of all but one poison (the best of them); how close the poisons are in meaning
+    (mean and least pairwise cosine, and for each missed poison how many of its siblings are among
+    its ``dense_limit`` nearest neighbours at ``dense_seed`` or more); and every group the search
+    judged that holds one of its poisons, with the reason it was not suspicious."""
+    from ledger.classifier.corpus import Corpus
+
+    flagged = {f.memory_id for f in flags}
+    corpus = Corpus.build(passages, params=params)
+    groups = classifier.find_groups(passages, params=params, dense=dense, keep_all=True)
+    by_target: dict[str, list[str]] = {}
+    for pid, t in sorted(target_of.items()):
+        by_target.setdefault(t, []).append(pid)
+    out = []
+    for target, pids in sorted(by_target.items()):
+        missed = [p for p in pids if p not in flagged]
+        if not missed:
+            continue
+        idx = [corpus.index_of[p] for p in pids]
+
+        subsets = [_judged(corpus, [i for i in idx if i != j], pids, params=params, dense=dense)
+                   for j in idx] if len(idx) > 2 else []
+        row = {"target": target, "poisons": len(pids), "missed": missed,
+               "all": _judged(corpus, idx, pids, params=params, dense=dense),
+               "best_leave_one": max(subsets, key=lambda r: (r["why_not"] == "suspicious", len(r.get("members_kept", [])),
+                                                             r.get("distinct", 0)), default=None),
+               "groups": [{"members": len(set(g.members) & set(pids)), "of": len(g.members), "why_not": g.why_not or "suspicious",
+                           "core": list(g.core)[:8]}
+                          for g in groups if set(g.members) & set(pids)][:8]}
+        if dense is not None:
+            pairs = [dense.cosine(a, b) for i, a in enumerate(pids) for b in pids[i + 1:]]
+            row["dense_mean"] = round(sum(pairs) / len(pairs), 3) if pairs else None
+            row["dense_min"] = round(min(pairs), 3) if pairs else None
+            row["siblings_near"] = {p: sum(1 for b, c in dense.neighbours(p)[: params.dense_limit]
+                                           if c >= params.dense_seed and b in pids) for p in missed}
+        out.append(row)
+    return out
+
+
+def _judged(corpus, members: list[int], pids: list[str], *, params: classifier.Params, dense) -> dict:
+    """The group rule's judgement of the core that the passages ``members`` share."""
+    from ledger.classifier.judge import judge
+
+    core = frozenset.intersection(*(corpus.items[i].tokens for i in members))
+    if not core:
+        return {"why_not": "no common token", "core_size": 0}
+    held = corpus.support(core)
+    g = judge(corpus, held, core, params=params, dense=dense)
+    return {"why_not": g.why_not or "suspicious", "distinct": g.distinct, "core_size": len(core),
+            "core_weight": round(corpus.weight(core), 1), "support": len(held),
+            "members_kept": sorted(set(g.members) & set(pids)), "core": list(g.core)[:16]}
 
 
 def instruction_eval(data: Path | None = None, embedder: str = "none", only: list[str] | None = None) -> list[dict]:
@@ -305,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--split", choices=["all", "tune", "holdout", "both"], default="both")
     ap.add_argument("--loso", action="store_true", help="leave one poison source out (module docstring)")
+    ap.add_argument("--explain", action="store_true",
+                    help="with --loso: per target not fully covered, the rule that kept it out (JSON)")
     ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
     ap.add_argument("--instruction-set", action="append", choices=list(SETS),
                     help="with --instructions: only these sets (repeatable; default all)")
@@ -362,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
             return 2
-        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir)
+        rows = loso(args.data, sources, params=params, embedder=args.embedder, poison_dir=args.poison_dir,
+                    explain=args.explain)
         print_loso(rows)
     else:
         splits = ["all", "tune", "holdout"] if args.split == "both" else [args.split]

@@ -83,6 +83,14 @@ Version 3.3 adds a learned instruction detector (:mod:`ledger.classifier.learned
 model over the passage's embedding and speech-act cues, fitted offline on the tune sets, with a
 bar calibrated on the store's own score distribution; it needs ``Dense.vector``.
 
+Version 3.6-3.9 (issue 16, from the misses on PoisonedRAG HotpotQA and MS MARCO) changes only
+re-admission (6b): a paraphrase that leaves the shared numbers out but names nobody else instead is
+re-admitted ("making Glanville the younger of the two" without the birth years); only a denied
+*answer* (a shared name or number) keeps a passage out, not a denied question word ("is not
+located in Salt Lake County", "not communicable": how many planted passages state their claim);
+and a chat turn (chat markers) is not re-admitted into a group of claims. The core-size bounds
+tried in 3.6-3.7 (2..40 tokens) were taken back in 3.9: see docs/benchmarks.md section 1.
+
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
 ``readmit`` (6, 6b), ``instruction`` (3.1), ``learned`` (3.3), ``pipeline`` (7), ``model`` (datatypes).

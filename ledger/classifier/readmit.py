@@ -28,7 +28,7 @@ from ledger.classifier.answer import lacks_answer, numbers, shared_answer
 from ledger.classifier.corpus import Corpus
 from ledger.classifier.model import Dense, Group, Params
 from ledger.classifier.refutation import refuted
-from ledger.classifier.text import Passage
+from ledger.classifier.text import Passage, chat_marked
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class _Profile:
     cohesion: float
     dense_cohesion: float
     refuted: frozenset[str]
+    chat: bool
 
 
 def readmit(group: Group, corpus: Corpus, *, params: Params, dense: Dense | None = None) -> Group:
@@ -69,8 +70,10 @@ def readmit(group: Group, corpus: Corpus, *, params: Params, dense: Dense | None
             continue
         if not prof.mid_words / params.length_spread <= cand.words <= prof.mid_words * params.length_spread:
             continue
-        if dense is not None and refuted(cand.text, core) - prof.refuted:
-            continue  # it refutes what the members state
+        if chat_marked(cand.text) and not prof.chat:
+            continue  # a chat turn about the same topic is not one more restatement of a claim (3.7)
+        if dense is not None and (refuted(cand.text, core) - prof.refuted) & prof.answer:
+            continue  # it denies the answer the members state
         if b in near and _close_in_meaning(cand, prof, corpus, params=params, dense=dense):
             extra.append(cand.memory_id)
         elif hits[b] >= params.min_shared and _close_in_words(cand, prof, corpus, params=params):
@@ -96,6 +99,7 @@ def _profile(group: Group, corpus: Corpus, *, params: Params, dense: Dense | Non
         soft_w=corpus.weight(soft), mid_words=sorted(r.words for r in reps)[n // 2],
         cohesion=corpus.mean_pairwise(reps), dense_cohesion=dense_cohesion,
         refuted=frozenset().union(*(refuted(r.text, core) for r in reps)) if dense else frozenset(),
+        chat=2 * sum(1 for r in reps if chat_marked(r.text)) > n,
     )
 
 
@@ -110,9 +114,14 @@ def _close_in_meaning(cand: Passage, prof: _Profile, corpus: Corpus, *, params: 
     missing_numbers = missing & prof.numbers
     own_names = {t for t in cand.proper if t not in prof.counts} - refuted(cand.text, cand.proper)
     names_kept = not (missing - prof.numbers) or not own_names
+    # Leaving most of the shared numbers out is another answer only when something else is named
+    # instead (3.6): a paraphrase that drops the supporting years and names nobody else
+    # ("making Glanville the younger of the two") still states the members' answer.
+    numbers_kept = (not missing_numbers or 2 * corpus.weight(missing_numbers) < corpus.weight(prof.numbers)
+                    or not own_names)
     return (close >= params.dense_readmit_ratio * prof.dense_cohesion
             and not (missing_numbers and _own_numbers(cand, prof))
-            and (not missing_numbers or 2 * corpus.weight(missing_numbers) < corpus.weight(prof.numbers))
+            and numbers_kept
             and (names_kept or close >= params.dense_sure_ratio * prof.dense_cohesion))
 
 

@@ -143,6 +143,11 @@ def chatty(text: str) -> bool:
     return bool(_PERSONAL.search(_QUOTED.sub(" ", text)) or _CHATTY.search(text))
 
 
+def chat_marked(text: str) -> bool:
+    """Chat markers ("!", "thanks", "wow", "let's"): a turn of a conversation, whoever it addresses."""
+    return bool(_CHATTY.search(text))
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
