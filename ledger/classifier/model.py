@@ -36,7 +36,7 @@ class Dense(Protocol):
 
 class DenseVectors(Dense, Protocol):
     """A :class:`Dense` that also gives a passage's unit vector (None for an unknown id); the
-    learned instruction detector (3.3) needs it. ``ledger.dense.DenseIndex`` does not have it yet."""
+    learned instruction detector (3.3) needs it; ``ledger.dense.DenseIndex`` is one (the ingest path's)."""
 
     def vector(self, memory_id: str) -> Sequence[float] | None: ...
 
