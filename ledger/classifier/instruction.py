@@ -17,6 +17,7 @@ directive).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _I = re.IGNORECASE
 # The reader addressed: the agent under any of its names.
@@ -129,6 +130,11 @@ def instruction_markers(text: str) -> list[tuple[str, str]]:
     A standing directive or a forced answer in a passage attributed to the user is the user's
     preference, not an injection, unless another rule also matches.
     """
+    return list(_markers(text))
+
+
+@lru_cache(maxsize=1 << 15)  # pure in the text; an import's windows meet a passage again and again
+def _markers(text: str) -> tuple[tuple[str, str], ...]:
     out = []
     for name, rx in _INSTRUCTION_RULES:
         m = rx.search(text)
@@ -139,5 +145,5 @@ def instruction_markers(text: str) -> list[tuple[str, str]]:
         out.append(general)
     preference = {_STANDING[0], _WHEN_ASKED[0]}
     if out and _SPEAKER_USER.search(text) and all(name in preference for name, _ in out):
-        return []
-    return out
+        return ()
+    return tuple(out)

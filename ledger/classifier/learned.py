@@ -36,7 +36,7 @@ import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 MODEL_FILE = Path(__file__).with_name("instruction_model.json")
@@ -80,7 +80,12 @@ CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, re.I
 
 def cue_features(text: str) -> list[float]:
     """One 0/1 feature per cue of ``CUES`` (in order)."""
-    return [1.0 if rx.search(text) else 0.0 for _, rx in CUES]
+    return list(_cues(text))
+
+
+@lru_cache(maxsize=1 << 15)  # a text's cues do not change; the import's windows meet it again and again
+def _cues(text: str) -> tuple[float, ...]:
+    return tuple(1.0 if rx.search(text) else 0.0 for _, rx in CUES)
 
 
 @dataclass(frozen=True)
