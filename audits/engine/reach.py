@@ -151,6 +151,53 @@ def answer_spans(text: str) -> list[str]:
                               if sp.strip() and (not lone_opener or sp in inner_caps)))
 
 
+# A chat model's lead-in before the answer proper ("Answer:", "The answer is", "Based on the
+# memories, …"), and what closes it.
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:based on|according to|from) (?:the )?(?:memories|notes|records|information)[^,:]*[,:]\s*)?"
+    r"(?:(?:the )?(?:correct |final )?answer(?: to (?:the|this|your) question)?(?: is)?\s*[:\-]?\s*|a\s*:\s*)?",
+    re.IGNORECASE)
+_SHORT_ANSWER = 6  # words: a name, a number, a date, yes/no — read whole
+
+
+def answer_units(output: str, question: str | None = None) -> list[str]:
+    """What an agent's answer asserts, as units a record can carry.
+
+    Its head — the words after a lead-in such as "The answer is", up to the first clause break
+    — is one unit when it is short (at most `_SHORT_ANSWER` words: a name, a number, a date,
+    yes/no); its answer-like spans (numbers, names, dates; `answer_spans`) are units too. What
+    the question already says is not a unit (a restated topic is not an answer). Empty for no
+    answer."""
+    text = " ".join(output.split())
+    if not text or text == DONT_KNOW:
+        return []
+    body = _LEAD_IN.sub("", text, count=1).strip()
+    qtok = _tokens(question) if question else frozenset()
+    out: list[str] = []
+
+    def add(unit: str) -> None:
+        unit = unit.strip(" .,;:!?\"'()[]")
+        tok = _tokens(unit)
+        if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
+            out.append(unit)
+
+    head = _CLAUSE.split(body, maxsplit=1)[0]
+    if len(head.split()) <= _SHORT_ANSWER:
+        add(head)
+    numbers = _NUMBER.findall(body)
+    for s in answer_spans(body):
+        # "1,024" is one number, not the spans "1" and "024".
+        if not (s.isdigit() and any(s != n and s in n for n in numbers)):
+            add(s)
+    for n in numbers:
+        add(n)
+    return out
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CLAUSE = re.compile(r"[,.;:!?](?:\s|$)")
+
+
 def _mentions(span: str, text: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
 
@@ -199,6 +246,9 @@ class ReachResult:
     tested: int = 0
     candidates: int = 0
     agent_calls: int = 0
+    # One row per tested candidate: the query, the answers with and without its group, what the
+    # confirmation read and why it stopped ("confirmed" or the failed step).
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _carries(out_text: str, claims: Sequence[str]) -> bool:
@@ -283,15 +333,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     def verify(mid: str, q: str, question: str | None) -> tuple[dict[str, Any] | None, bool]:
         """(evidence, whether the store's side was seen at all after removing the group)."""
         m = mems[idx[mid]]
+        row: dict[str, Any] = {"memory": mid, "query": q[:200]}
+        res.trace.append(row)
         r1 = retriever.retrieve(q, k, removed)
         if mid not in [r.id for r in r1]:
+            row["stop"] = "not retrieved for its query"
             return None, True
         me = next(r for r in r1 if r.id == mid)
         # The retrieved records split by shape: the seed-like side (m and its copies) and the
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
         claims = claim_spans(me, rest1, question)
+        row["claims"] = claims
         if not claims:
+            row["stop"] = "no claim"
             return None, True
         group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
         r0: list[RetrievedMemory] = []
@@ -303,7 +358,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             group |= more
             r0 = retriever.retrieve(q, k, removed | group)
         store_side = any(not seedlike(o) for o in r0)
+        row["group"] = sorted(group)
         if len(group) < min_copies or len(group) > max_group:
+            row["stop"] = f"group of {len(group)}"
             return None, store_side
         seen = {o.id for o in r1}
         rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
@@ -313,20 +370,29 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         cands = list(dict.fromkeys(claims + alts))
         _, y1 = replayer.replay(q, removed, cands)
         _, y0 = replayer.replay(q, removed | group, cands)
-        if not _carries(y1.text, claims) or _carries(y0.text, claims):
+        row.update({"with": y1.text, "without": y0.text})
+        if not _carries(y1.text, claims):
+            row["stop"] = "answer with the group does not carry the claim"
             return None, store_side
-        if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
+        if _carries(y0.text, claims):
+            row["stop"] = "answer without the group still carries the claim"
+            return None, store_side
+        if not answer_units(y0.text, q):
+            row["stop"] = "no answer without the group"
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         asked = stated_question(m)
         wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
+        units = answer_units(y0.text, q)
+        row["read"] = units
         support = [o.id for o in wide if o.score >= support_cos and not seedlike(o)
-                   and same_question(asked, stated_question(o)) and (
-            _mentions(y0.text.strip(), o.text)
-            or (answer_slot(o.metadata, o.text) or "").casefold() == y0.text.strip().casefold())]
+                   and same_question(asked, stated_question(o)) and carries_answer(o, units)]
+        row["support"] = support
         if len(support) < min_support:
+            row["stop"] = f"{len(support)} supporter(s)"
             return None, store_side
+        row["stop"] = "confirmed"
         target = next(c for c in claims if _carries(y1.text, [c]))
         return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
                 "after": y0.text, "support": support, "group": sorted(group),
@@ -389,6 +455,15 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return True
     ta, tb = _tokens(a), _tokens(b)
     return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
+
+
+def carries_answer(o: Any, units: Sequence[str]) -> bool:
+    """A record carries an answer (its `answer_units`): its answer slot, when it has one, is one
+    of them; a record without a slot mentions one as a whole word."""
+    slot = answer_slot(o.metadata, o.text)
+    if slot:
+        return any(slot.casefold() == u.casefold() for u in units)
+    return any(_mentions(u, o.text) for u in units)
 
 
 def _carries_claim(o: Any, claims: Sequence[str]) -> bool:
