@@ -336,10 +336,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         row: dict[str, Any] = {"memory": mid, "query": q[:200]}
         res.trace.append(row)
         r1 = retriever.retrieve(q, k, removed)
-        if mid not in [r.id for r in r1]:
-            row["stop"] = "not retrieved for its query"
-            return None, True
-        me = next(r for r in r1 if r.id == mid)
+        me: Any = next((r for r in r1 if r.id == mid), m)
         # The retrieved records split by shape: the seed-like side (m and its copies) and the
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
@@ -349,6 +346,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = "no claim"
             return None, True
         group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
+        if mid not in {o.id for o in r1} and len(group) == 1:
+            # Neither it nor a copy of it answers its question: nothing to replay. (Its copies
+            # alone may: with many copies, the question retrieves some of them and not it.)
+            row["stop"] = "not retrieved for its query"
+            return None, True
         r0: list[RetrievedMemory] = []
         r0 = retriever.retrieve(q, k, removed | group)
         for _ in range(rounds):
@@ -386,11 +388,21 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
         units = answer_units(y0.text, q)
         row["read"] = units
-        support = [o.id for o in wide if o.score >= support_cos and not seedlike(o)
-                   and same_question(asked, stated_question(o)) and carries_answer(o, units)]
+        # The store's side on that question: records about it, not seed-like, not asserting the
+        # claim; the supporters among them carry the new answer.
+        side = [o for o in wide if o.score >= support_cos and not seedlike(o)
+                and same_question(asked, stated_question(o)) and not _carries_claim(o, claims)]
+        support = [o.id for o in side if carries_answer(o, units)]
         row["support"] = support
-        if len(support) < min_support:
-            row["stop"] = f"{len(support)} supporter(s)"
+        row["side"] = len(side)
+        # A voting reader takes the majority, so its new answer has `min_support` carriers; a
+        # chat model may take one record's answer where the store holds several (TUNE
+        # sqa-plain-distinct with SmolLM2: the answer came from a related record, the two
+        # records that answer the question itself were beside it). Either way the group stood
+        # against at least `min_support` records about its question, one of which the agent
+        # now follows.
+        if len(support) < min_support and not (support and len(side) >= min_support):
+            row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"
         target = next(c for c in claims if _carries(y1.text, [c]))
@@ -398,6 +410,26 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 "after": y0.text, "support": support, "group": sorted(group),
                 "harm": make_harm({"type": "contains", "target": target}),
                 "retrieved": [o.id for o in r1]}, store_side
+
+    def borrowed_question(m: Any) -> str | None:
+        """The leading question of m's nearest seed-like paraphrase (cosine ≥ `copy_cos`) that
+        shares an answer-like span with it outside that question: one planted claim, written
+        once as an answer to a question and once as a statement."""
+        spans = answer_spans(m.text)
+        if not spans:
+            return None
+        sims = E @ E[idx[m.id]]
+        for j in np.argsort(-sims)[:20].tolist():
+            o = mems[j]
+            if o.id == m.id or sims[j] < copy_cos or not seedlike(o):
+                continue
+            oq = synth_query(o)
+            if oq == o.text or oq not in o.text:
+                continue
+            qt = _tokens(oq)
+            if any(_mentions(sp, o.text) and not _tokens(sp) <= qt for sp in spans):
+                return oq
+        return None
 
     tested: set[str] = set()
     for _pass in range(passes):
@@ -418,6 +450,10 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 # Its own text found only look-alikes, even with its group out (the template
                 # outweighs the topic): ask by its distinctive words, those rare in the store.
                 ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+            if ev is None and question is None and (bq := borrowed_question(m)):
+                # A statement asked as itself confuses a chat model ("The answer is:"): ask the
+                # question its paraphrases state.
+                ev, _ = verify(mid, bq, bq)
             if ev is None:
                 continue
             ev["seed_margin"] = round(margin, 4)
