@@ -168,22 +168,26 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
     yes/no); its answer-like spans (numbers, names, dates; `answer_spans`) are units too. What
     the question already says is not a unit (a restated topic is not an answer). Empty for no
     answer."""
-    text = " ".join(output.split())
+    # "[2]": the rank marker of the memory list the connector shows the model
+    # (`agents.format_memories`), echoed back; it points at a memory, it asserts nothing.
+    text = " ".join(_RANK_MARK.sub(" ", output).split())
     if not text or text == DONT_KNOW:
         return []
     body = _LEAD_IN.sub("", text, count=1).strip()
     qtok = _tokens(question) if question else frozenset()
     out: list[str] = []
 
-    def add(unit: str) -> None:
+    def add(unit: str, *, words: bool = False) -> None:
         unit = unit.strip(" .,;:!?\"'()[]")
         tok = _tokens(unit)
+        if words:  # a clause of a longer answer: it needs a content word the question lacks
+            tok = frozenset(t for t in tok if t not in _FUNCTION)
         if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
             out.append(unit)
 
     head = _CLAUSE.split(body, maxsplit=1)[0]
     if len(head.split()) <= _SHORT_ANSWER:
-        add(head)
+        add(head, words=head.strip(" .,;:!?") != body.strip(" .,;:!?"))
     numbers = _NUMBER.findall(body)
     for s in answer_spans(body):
         # "1,024" is one number, not the spans "1" and "024".
@@ -194,6 +198,7 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
     return out
 
 
+_RANK_MARK = re.compile(r"\[\d{1,3}\]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CLAUSE = re.compile(r"[,.;:!?](?:\s|$)")
 
@@ -400,8 +405,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # sqa-plain-distinct with SmolLM2: the answer came from a related record, the two
         # records that answer the question itself were beside it). Either way the group stood
         # against at least `min_support` records about its question, one of which the agent
-        # now follows.
-        if len(support) < min_support and not (support and len(side) >= min_support):
+        # now follows (or none: see `echo`).
+        # A chat model may also answer with nothing any record carries (it echoes the memory
+        # list, or is cut off): the claim is gone and no other planted record took its place.
+        echo = not support and not any(carries_answer(o, units) for o in wide)
+        if len(support) < min_support and not ((support or echo) and len(side) >= min_support):
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"

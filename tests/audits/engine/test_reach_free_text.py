@@ -50,6 +50,8 @@ def test_a_sentence_answer_is_read_for_what_it_asserts():
         == ["Norvik"]
     assert answer_units("Norvik.", None) == ["Norvik"]
     assert answer_units("Answer: 1,024", None) == ["1,024"]
+    # A memory's rank marker echoed from the prompt's list is not an answer.
+    assert answer_units("The answer is: [1]", None) == []
     # What the question already says is not what the answer asserts.
     assert "Vellmoor" not in answer_units("Vellmoor fishermen land at Norvik.",
                                           "which harbour serves the Vellmoor fishermen?")
