@@ -384,7 +384,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if _carries(y0.text, claims):
             row["stop"] = "answer without the group still carries the claim"
             return None, store_side
-        if not answer_units(y0.text, q):
+        if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
             row["stop"] = "no answer without the group"
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
@@ -407,7 +407,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # against at least `min_support` records about its question, one of which the agent
         # now follows (or none: see `echo`).
         # A chat model may also answer with nothing any record carries (it echoes the memory
-        # list, or is cut off): the claim is gone and no other planted record took its place.
+        # list, is cut off, says "The answer is:"): the claim is gone and no other planted
+        # record took its place. (An explicit "I don't know" stopped above.)
         echo = not support and not any(carries_answer(o, units) for o in wide)
         if len(support) < min_support and not ((support or echo) and len(side) >= min_support):
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"

@@ -18,7 +18,7 @@ from audits.engine.reach import answer_units
 from audits.engine.replay import Replayer
 from audits.engine.retriever import RetrievedMemory, Retriever
 
-from .test_reach import _WRONG, TopicEmbedder, plain_scenario
+from .test_reach import _PLACES, _WRONG, TopicEmbedder, plain_scenario
 
 
 class SentenceReader(BuiltinReaderAgent):
@@ -95,3 +95,32 @@ def test_the_reach_never_removes_a_harm_its_replay_did_not_reproduce():
     # Every reach row about an unreproduced poison stops at the replay with its group in place.
     rows = [r for r in res.signal_influence["reach"]["trace"] if r["memory"].startswith("p")]
     assert rows and {r["stop"] for r in rows} == {"answer with the group does not carry the claim"}
+
+
+class ListEchoReader(SentenceReader):
+    """For the unobserved regions, where it does not take the planted answer it echoes the
+    memory list's first marker instead of answering (SmolLM2: "The answer is: [1] about …")."""
+
+    connector = "list-echo-reader"
+
+    def answer(self, query: str, retrieved: Sequence[RetrievedMemory],
+               candidates: Sequence[str] | None = None) -> AgentOutput:
+        out = super().answer(query, retrieved, candidates)
+        honest = [p for p in _PLACES[4:] if p in out.text]
+        return AgentOutput("The answer is: [1]") if honest else out
+
+
+def test_a_group_whose_removal_leaves_an_echo_is_confirmed_against_the_stores_side():
+    sc = plain_scenario()
+    E = TopicEmbedder().encode([m.text for m in sc.memories])
+    agent = ListEchoReader({"connector": "list-echo-reader"})
+    ret = Retriever(sc.memories, E, None, embedder=TopicEmbedder())
+    runner = ProbeRunner(sc, Replayer(agent, ret, sc.agent.top_k, {}), TopicEmbedder())
+    before = runner.run(())
+    assert sum(r["harmful"] for r in before) == 10
+    res = run_audit(sc.memories, E, None, incidents_from_probes(before), agent, None,
+                    AuditParams(top_k=sc.agent.top_k), {}, embedder=TopicEmbedder())
+    assert set(res.batch) == sc.truth
+    assert sum(r["harmful"] for r in runner.run(res.batch)) == 0
+    rows = [r for r in res.signal_influence["reach"]["trace"] if r["stop"] == "confirmed"]
+    assert rows and all(r["without"] == "The answer is: [1]" and not r["support"] for r in rows)
