@@ -20,7 +20,9 @@ answers what the rest of the store says. The reach:
    question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
    else its own text — and when that text retrieves only seed-like records even with its group
    out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
-   more than 5% of the store contains).
+   more than 5% of the store contains). A statement still unconfirmed is asked the leading
+   question of its nearest seed-like paraphrase sharing an answer-like span with it (a chat
+   model answers a statement asked as itself with "The answer is:").
 3. Its claim, by contrast with its neighbours: its answer slot when it has one; else its
    answer-like spans (numbers, capitalised names, dates) that no other retrieved record outside
    its near-duplicate group contains, and that the question does not.
@@ -42,7 +44,15 @@ answers what the rest of the store says. The reach:
    records answer — at 0.28–0.32). Where both state a question (`metadata.query`, a `Q:` line)
    the supporter must state the same one (token Jaccard ≥ 0.6): TUNE nq-number-slot-distinct,
    a bystander's honest copies were "confirmed" by records answering another question
-   ("… greys anatomy season 14" for "… chicago fire season 4", Jaccard 0.33). The group joins the batch with a derived event whose harm is the claim.
+   ("… greys anatomy season 14" for "… chicago fire season 4", Jaccard 0.33). A chat model does
+   not vote: it may follow one record, or echo the memory list, where the store holds several
+   records on the question; so a group is also confirmed when the agent follows one supporter,
+   or answers nothing any retrieved record carries, while at least `min_support` records about
+   the question (the same filters, not asserting the claim) stand against it. An explicit
+   "I don't know" stops the candidate. Answers are read for what they assert (`answer_units`:
+   "The answer is Norvik, as the notes say." asserts "Norvik"), records against those units
+   (`carries_answer`). The group joins the batch with a derived event whose harm is the claim;
+   every tested candidate leaves a row in `ReachResult.trace`.
 """
 
 from __future__ import annotations
