@@ -26,7 +26,7 @@ import numpy as np
 
 from interchange.records import MemoryRecord
 
-from .agents import DONT_KNOW, Agent
+from .agents import Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
@@ -46,8 +46,8 @@ from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
+from .reach import answer_units, carries_answer, same_question, stated_question
 from .reach import reach as format_free_reach
-from .reach import same_question, stated_question
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
@@ -462,7 +462,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                                    max_candidates=p.reach_candidates, min_support=p.reach_support,
                                    seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos)
             reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
-                          "agent_calls": rr.agent_calls}
+                          "agent_calls": rr.agent_calls, "trace": rr.trace}
             if rr.added:
                 batch, residual = _join_reach(batch, rr.added, rr.evidence, ranked, events, replayer, p)
                 rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],
@@ -555,7 +555,8 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
                    residual: Mapping[str, Any], retriever: Retriever) -> dict[str, dict[str, Any]]:
     """What the store answers, once the batch is out, to the incident question each batch member
     was credited on: {member: {question, answer, support}} — `support`: the records retrieved
-    after removal that carry that answer. Only for incidents no longer harmful."""
+    after removal that carry that answer (what it asserts, `reach.answer_units`, read the way
+    `reach.carries_answer` reads a record). Only for incidents no longer harmful."""
     rows = {r["event"]: r for r in residual.get("events", [])}
     mems, idx = retriever.memories, retriever.index
     out: dict[str, dict[str, Any]] = {}
@@ -568,18 +569,11 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
         if row is None or row["harmful"]:
             continue
         ans = str(row.get("output", "")).strip()
-        if not ans or ans == DONT_KNOW:
+        # What the answer asserts (a chat model answers in sentences): `reach.answer_units`.
+        units = answer_units(ans, evmap[ev_id].query)
+        if not units:
             continue
-        support = []
-        for rid in row["retrieved"]:
-            if rid not in idx:
-                continue
-            o = mems[idx[rid]]
-            slot = answer_slot(o.metadata, o.text)
-            if (slot or "").casefold() == ans.casefold() or (
-                    not slot and re.search(r"(?<!\w)" + re.escape(ans.casefold()) + r"(?!\w)",
-                                           o.text.casefold())):
-                support.append(rid)
+        support = [rid for rid in row["retrieved"] if rid in idx and carries_answer(mems[idx[rid]], units)]
         out[mid] = {"question": evmap[ev_id].query, "answer": ans, "support": support}
     return out
 

@@ -20,7 +20,9 @@ answers what the rest of the store says. The reach:
    question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
    else its own text — and when that text retrieves only seed-like records even with its group
    out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
-   more than 5% of the store contains).
+   more than 5% of the store contains). A statement still unconfirmed is asked the leading
+   question of its nearest seed-like paraphrase sharing an answer-like span with it (a chat
+   model answers a statement asked as itself with "The answer is:").
 3. Its claim, by contrast with its neighbours: its answer slot when it has one; else its
    answer-like spans (numbers, capitalised names, dates) that no other retrieved record outside
    its near-duplicate group contains, and that the question does not.
@@ -42,7 +44,15 @@ answers what the rest of the store says. The reach:
    records answer — at 0.28–0.32). Where both state a question (`metadata.query`, a `Q:` line)
    the supporter must state the same one (token Jaccard ≥ 0.6): TUNE nq-number-slot-distinct,
    a bystander's honest copies were "confirmed" by records answering another question
-   ("… greys anatomy season 14" for "… chicago fire season 4", Jaccard 0.33). The group joins the batch with a derived event whose harm is the claim.
+   ("… greys anatomy season 14" for "… chicago fire season 4", Jaccard 0.33). A chat model does
+   not vote: it may follow one record, or echo the memory list, where the store holds several
+   records on the question; so a group is also confirmed when the agent follows one supporter,
+   or answers nothing any retrieved record carries, while at least `min_support` records about
+   the question (the same filters, not asserting the claim) stand against it. An explicit
+   "I don't know" stops the candidate. Answers are read for what they assert (`answer_units`:
+   "The answer is Norvik, as the notes say." asserts "Norvik"), records against those units
+   (`carries_answer`). The group joins the batch with a derived event whose harm is the claim;
+   every tested candidate leaves a row in `ReachResult.trace`.
 """
 
 from __future__ import annotations
@@ -151,6 +161,58 @@ def answer_spans(text: str) -> list[str]:
                               if sp.strip() and (not lone_opener or sp in inner_caps)))
 
 
+# A chat model's lead-in before the answer proper ("Answer:", "The answer is", "Based on the
+# memories, …"), and what closes it.
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:based on|according to|from) (?:the )?(?:memories|notes|records|information)[^,:]*[,:]\s*)?"
+    r"(?:(?:the )?(?:correct |final )?answer(?: to (?:the|this|your) question)?(?: is)?\s*[:\-]?\s*|a\s*:\s*)?",
+    re.IGNORECASE)
+_SHORT_ANSWER = 6  # words: a name, a number, a date, yes/no — read whole
+
+
+def answer_units(output: str, question: str | None = None) -> list[str]:
+    """What an agent's answer asserts, as units a record can carry.
+
+    Its head — the words after a lead-in such as "The answer is", up to the first clause break
+    — is one unit when it is short (at most `_SHORT_ANSWER` words: a name, a number, a date,
+    yes/no); its answer-like spans (numbers, names, dates; `answer_spans`) are units too. What
+    the question already says is not a unit (a restated topic is not an answer). Empty for no
+    answer."""
+    # "[2]": the rank marker of the memory list the connector shows the model
+    # (`agents.format_memories`), echoed back; it points at a memory, it asserts nothing.
+    text = " ".join(_RANK_MARK.sub(" ", output).split())
+    if not text or text == DONT_KNOW:
+        return []
+    body = _LEAD_IN.sub("", text, count=1).strip()
+    qtok = _tokens(question) if question else frozenset()
+    out: list[str] = []
+
+    def add(unit: str, *, words: bool = False) -> None:
+        unit = unit.strip(" .,;:!?\"'()[]")
+        tok = _tokens(unit)
+        if words:  # a clause of a longer answer: it needs a content word the question lacks
+            tok = frozenset(t for t in tok if t not in _FUNCTION)
+        if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
+            out.append(unit)
+
+    head = _CLAUSE.split(body, maxsplit=1)[0]
+    if len(head.split()) <= _SHORT_ANSWER:
+        add(head, words=head.strip(" .,;:!?") != body.strip(" .,;:!?"))
+    numbers = _NUMBER.findall(body)
+    for s in answer_spans(body):
+        # "1,024" is one number, not the spans "1" and "024".
+        if not (s.isdigit() and any(s != n and s in n for n in numbers)):
+            add(s)
+    for n in numbers:
+        add(n)
+    return out
+
+
+_RANK_MARK = re.compile(r"\[\d{1,3}\]")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CLAUSE = re.compile(r"[,.;:!?](?:\s|$)")
+
+
 def _mentions(span: str, text: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
 
@@ -199,6 +261,9 @@ class ReachResult:
     tested: int = 0
     candidates: int = 0
     agent_calls: int = 0
+    # One row per tested candidate: the query, the answers with and without its group, what the
+    # confirmation read and why it stopped ("confirmed" or the failed step).
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _carries(out_text: str, claims: Sequence[str]) -> bool:
@@ -283,17 +348,24 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     def verify(mid: str, q: str, question: str | None) -> tuple[dict[str, Any] | None, bool]:
         """(evidence, whether the store's side was seen at all after removing the group)."""
         m = mems[idx[mid]]
+        row: dict[str, Any] = {"memory": mid, "query": q[:200]}
+        res.trace.append(row)
         r1 = retriever.retrieve(q, k, removed)
-        if mid not in [r.id for r in r1]:
-            return None, True
-        me = next(r for r in r1 if r.id == mid)
+        me: Any = next((r for r in r1 if r.id == mid), m)
         # The retrieved records split by shape: the seed-like side (m and its copies) and the
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
         claims = claim_spans(me, rest1, question)
+        row["claims"] = claims
         if not claims:
+            row["stop"] = "no claim"
             return None, True
         group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
+        if mid not in {o.id for o in r1} and len(group) == 1:
+            # Neither it nor a copy of it answers its question: nothing to replay. (Its copies
+            # alone may: with many copies, the question retrieves some of them and not it.)
+            row["stop"] = "not retrieved for its query"
+            return None, True
         r0: list[RetrievedMemory] = []
         r0 = retriever.retrieve(q, k, removed | group)
         for _ in range(rounds):
@@ -303,7 +375,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             group |= more
             r0 = retriever.retrieve(q, k, removed | group)
         store_side = any(not seedlike(o) for o in r0)
+        row["group"] = sorted(group)
         if len(group) < min_copies or len(group) > max_group:
+            row["stop"] = f"group of {len(group)}"
             return None, store_side
         seen = {o.id for o in r1}
         rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
@@ -313,25 +387,68 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         cands = list(dict.fromkeys(claims + alts))
         _, y1 = replayer.replay(q, removed, cands)
         _, y0 = replayer.replay(q, removed | group, cands)
-        if not _carries(y1.text, claims) or _carries(y0.text, claims):
+        row.update({"with": y1.text, "without": y0.text})
+        if not _carries(y1.text, claims):
+            row["stop"] = "answer with the group does not carry the claim"
+            return None, store_side
+        if _carries(y0.text, claims):
+            row["stop"] = "answer without the group still carries the claim"
             return None, store_side
         if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
+            row["stop"] = "no answer without the group"
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         asked = stated_question(m)
         wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
-        support = [o.id for o in wide if o.score >= support_cos and not seedlike(o)
-                   and same_question(asked, stated_question(o)) and (
-            _mentions(y0.text.strip(), o.text)
-            or (answer_slot(o.metadata, o.text) or "").casefold() == y0.text.strip().casefold())]
-        if len(support) < min_support:
+        units = answer_units(y0.text, q)
+        row["read"] = units
+        # The store's side on that question: records about it, not seed-like, not asserting the
+        # claim; the supporters among them carry the new answer.
+        side = [o for o in wide if o.score >= support_cos and not seedlike(o)
+                and same_question(asked, stated_question(o)) and not _carries_claim(o, claims)]
+        support = [o.id for o in side if carries_answer(o, units)]
+        row["support"] = support
+        row["side"] = len(side)
+        # A voting reader takes the majority, so its new answer has `min_support` carriers; a
+        # chat model may take one record's answer where the store holds several (TUNE
+        # sqa-plain-distinct with SmolLM2: the answer came from a related record, the two
+        # records that answer the question itself were beside it). Either way the group stood
+        # against at least `min_support` records about its question, one of which the agent
+        # now follows (or none: see `echo`).
+        # A chat model may also answer with nothing any record carries (it echoes the memory
+        # list, is cut off, says "The answer is:"): the claim is gone and no other planted
+        # record took its place. (An explicit "I don't know" stopped above.)
+        echo = not support and not any(carries_answer(o, units) for o in wide)
+        if len(support) < min_support and not ((support or echo) and len(side) >= min_support):
+            row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
+        row["stop"] = "confirmed"
         target = next(c for c in claims if _carries(y1.text, [c]))
         return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
                 "after": y0.text, "support": support, "group": sorted(group),
                 "harm": make_harm({"type": "contains", "target": target}),
                 "retrieved": [o.id for o in r1]}, store_side
+
+    def borrowed_question(m: Any) -> str | None:
+        """The leading question of m's nearest seed-like paraphrase (cosine ≥ `copy_cos`) that
+        shares an answer-like span with it outside that question: one planted claim, written
+        once as an answer to a question and once as a statement."""
+        spans = answer_spans(m.text)
+        if not spans:
+            return None
+        sims = E @ E[idx[m.id]]
+        for j in np.argsort(-sims)[:20].tolist():
+            o = mems[j]
+            if o.id == m.id or sims[j] < copy_cos or not seedlike(o):
+                continue
+            oq = synth_query(o)
+            if oq == o.text or oq not in o.text:
+                continue
+            qt = _tokens(oq)
+            if any(_mentions(sp, o.text) and not _tokens(sp) <= qt for sp in spans):
+                return oq
+        return None
 
     tested: set[str] = set()
     for _pass in range(passes):
@@ -352,6 +469,10 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 # Its own text found only look-alikes, even with its group out (the template
                 # outweighs the topic): ask by its distinctive words, those rare in the store.
                 ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+            if ev is None and question is None and (bq := borrowed_question(m)):
+                # A statement asked as itself confuses a chat model ("The answer is:"): ask the
+                # question its paraphrases state.
+                ev, _ = verify(mid, bq, bq)
             if ev is None:
                 continue
             ev["seed_margin"] = round(margin, 4)
@@ -389,6 +510,15 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return True
     ta, tb = _tokens(a), _tokens(b)
     return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
+
+
+def carries_answer(o: Any, units: Sequence[str]) -> bool:
+    """A record carries an answer (its `answer_units`): its answer slot, when it has one, is one
+    of them; a record without a slot mentions one as a whole word."""
+    slot = answer_slot(o.metadata, o.text)
+    if slot:
+        return any(slot.casefold() == u.casefold() for u in units)
+    return any(_mentions(u, o.text) for u in units)
 
 
 def _carries_claim(o: Any, claims: Sequence[str]) -> bool:
