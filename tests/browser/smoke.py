@@ -11,12 +11,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from tests.browser.chrome import make_driver  # noqa: E402
+
+
+def _heading_after_login(driver) -> str | bool:
+    """The page's <h1> text once the browser has left the login page; False until then."""
+    try:
+        if "/login" in driver.current_url:
+            return False
+        found = driver.find_elements(By.CSS_SELECTOR, "h1")
+        return found[0].text if found else False
+    except WebDriverException:  # the document changed under the lookup: poll again
+        return False
 
 
 def main(base: str, credentials: str) -> int:
@@ -30,14 +40,11 @@ def main(base: str, credentials: str) -> int:
             time.sleep(1)
         driver.find_element(By.NAME, "username").send_keys("analyst")
         driver.find_element(By.NAME, "password").send_keys(creds["analyst"])
-        form = driver.find_element(By.TAG_NAME, "form")
         driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        # The login page has an <h1> too: wait for it to be gone before reading the next page's
-        # (reading at once raced the navigation and found no element).
+        # The login page has an <h1> too, and an element of the page being left raises mid-
+        # navigation: read the heading only once the browser is off the login page, by polling.
         try:
-            WebDriverWait(driver, 30).until(EC.staleness_of(form))
-            heading = WebDriverWait(driver, 30).until(
-                EC.visibility_of_element_located((By.CSS_SELECTOR, "h1"))).text
+            heading = WebDriverWait(driver, 30).until(_heading_after_login)
         except TimeoutException:
             print(f"smoke: FAILED, still on {driver.current_url} 30 s after logging in")
             return 1
