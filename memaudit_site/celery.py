@@ -9,6 +9,10 @@ import os
 
 from celery import Celery
 from kombu import Queue
+from kombu.transport import TRANSPORT_ALIASES
+
+# The embedded broker writes each message atomically (memaudit_site.broker_fs).
+TRANSPORT_ALIASES["filesystem"] = "memaudit_site.broker_fs:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memaudit_site.settings")
 
