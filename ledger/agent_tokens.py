@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from ledger.models import AgentToken, Store
+from orgs.models import Membership
 from orgs.services import activity_record
 
 PREFIX = "mat_"
@@ -60,20 +62,32 @@ def agent_token_revoke(*, token: AgentToken, actor=None, request=None) -> bool:
     return bool(revoked)
 
 
+def _with_creator_state(rows):
+    """Annotate ``creator_active``: the token's creator is still an active member of its
+    organization with an active account. A token outlives neither: its creator saw the raw value
+    once, and a member who left must not keep reaching the organization's memories with it
+    (``AgentToken.state`` says "suspended"; reactivating the member restores it). Tokens with no
+    creator recorded are not suspended."""
+    return rows.annotate(creator_active=Exists(Membership.objects.filter(
+        organization_id=OuterRef("organization_id"), user_id=OuterRef("created_by_id"), is_active=True,
+        user__is_active=True)))
+
+
 def agent_token_list(*, organization, store_id: int | None = None):
-    rows = AgentToken.objects.select_related("store", "created_by").filter(organization=organization)
+    rows = _with_creator_state(AgentToken.objects.select_related("store", "created_by").filter(organization=organization))
     if store_id is not None:
         rows = rows.filter(store_id=store_id)
     return rows.order_by("-created_at", "-pk")
 
 
 def agent_token_get_for_org(*, organization, token_id: int) -> AgentToken:
-    return AgentToken.objects.select_related("store", "organization").get(organization=organization, pk=token_id)
+    return _with_creator_state(AgentToken.objects.select_related("store", "organization")).get(
+        organization=organization, pk=token_id)
 
 
 def agent_token_get(*, raw: str) -> AgentToken | None:
     """The token a raw value names, revoked or expired ones included (the caller says which)."""
-    return (AgentToken.objects.select_related("store", "store__organization")
+    return (_with_creator_state(AgentToken.objects.select_related("store", "store__organization"))
             .filter(token_hash=token_hash(raw)).first())
 
 
@@ -127,6 +141,10 @@ class AgentTokenAuthentication(authentication.BaseAuthentication):
         if state == "expired":
             raise exceptions.AuthenticationFailed(
                 f"This agent token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; ask an org admin for a new one.")
+        if state == "suspended":
+            raise exceptions.AuthenticationFailed(
+                "The member who created this agent token is no longer an active member of the organization; "
+                "ask an org admin for a new one.")
         agent_token_touch(token=token, now=now)
         return AgentPrincipal(token), token
 

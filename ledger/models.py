@@ -360,10 +360,14 @@ class AgentToken(models.Model):
                                    related_name="+")
 
     def state(self, now) -> str:
+        """revoked, expired, suspended (its creator left: read through ``ledger.agent_tokens``,
+        which annotates ``creator_active``) or active."""
         if self.revoked_at is not None:
             return "revoked"
         if self.expires_at is not None and self.expires_at <= now:
             return "expired"
+        if self.created_by_id is not None and getattr(self, "creator_active", True) is False:
+            return "suspended"
         return "active"
 
 

@@ -198,7 +198,8 @@ def member_set_role(*, organization: Organization, membership_id: int, role: str
 def member_set_active(*, organization: Organization, membership_id: int, active: bool, actor=None,
                       request=None) -> Membership:
     """Deactivate (the member keeps their history but reaches nothing of this organization; their
-    API tokens stop working here) or reactivate a member."""
+    API tokens stop working here, and so do the agent tokens they created: ``ledger.agent_tokens``
+    reads them as suspended) or reactivate a member."""
     membership = Membership.objects.select_for_update().select_related("user").get(
         organization=organization, pk=membership_id)
     if membership.is_active == active:

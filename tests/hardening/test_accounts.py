@@ -284,6 +284,35 @@ def test_agent_tokens_are_listed_revoked_and_expire(store, housekeeper, recall_e
     assert sorted(verbs) == ["token.created", "token.created", "token.revoked"]
 
 
+def test_a_deactivated_members_agent_tokens_stop_working_until_they_are_reactivated(
+        store, housekeeper, recall_env, acme_admin):
+    """An admin saw the raw token once, when they made it: after they leave (deactivated, as a
+    member or as a user) it must not keep reaching the organization's memories."""
+    from orgs.services import member_set_active
+
+    other = _member(store.organization, "acme-admin-2", Role.ADMIN)
+    admin = _api(acme_admin)
+    raw = admin.post(f"/api/v1/stores/{store.pk}/tokens/", {"name": "bot"}, format="json").json()["token"]
+    kept = _api(other).post(f"/api/v1/stores/{store.pk}/tokens/", {"name": "kept"}, format="json").json()["token"]
+    recall = f"/api/v1/stores/{store.pk}/recall"
+    assert _api(token=raw).post(recall, RECALL, format="json").status_code == 200
+    membership = Membership.objects.get(organization=store.organization, user=acme_admin)
+    member_set_active(organization=store.organization, membership_id=membership.pk, active=False, actor=other)
+    r = _api(token=raw).post(recall, RECALL, format="json")
+    assert r.status_code == 401 and "no longer an active member" in r.json()["detail"]
+    assert _api(token=kept).post(recall, RECALL, format="json").status_code == 200  # other admins' tokens work
+    states = {t["name"]: t["state"] for t in _api(other).get("/api/v1/tokens/").json()["results"]}
+    assert states == {"bot": "suspended", "kept": "active"}
+    client = _api(other)
+    assert b"suspended" in client.get("/tokens/").content
+    member_set_active(organization=store.organization, membership_id=membership.pk, active=True, actor=other)
+    assert _api(token=raw).post(recall, RECALL, format="json").status_code == 200
+    # A deactivated user account (Django's is_active) suspends them too.
+    acme_admin.is_active = False
+    acme_admin.save(update_fields=["is_active"])
+    assert _api(token=raw).post(recall, RECALL, format="json").status_code == 401
+
+
 def test_the_agent_tokens_page_creates_shows_once_and_revokes(client, store, acme_admin):
     client.force_login(acme_admin)
     r = client.post("/tokens/", {"store": store.pk, "name": "support-bot", "expires_in_days": 7})
