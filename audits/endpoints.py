@@ -4,25 +4,16 @@ An org admin registers each agent the organization's audits may call (``AgentEnd
 connector, base URL, model, options, secret); analysts pick one by name in the audit settings
 (``{"agent": {"endpoint": "<name>"}}``) and never supply a URL or a secret themselves.
 
-Secrets are write-only. They are encrypted with Fernet (AES-128-CBC + HMAC-SHA256) under the
-key(s) in ``AGENT_SECRETS_KEY`` (a comma list: the first encrypts, all decrypt, so a key can be
-rotated); when that is empty a random key is generated once into ``AGENT_SECRETS_KEY_PATH``
-(``var/agent-secrets.key``, mode 600) — a random key rather than one derived from
-``SECRET_KEY``, so rotating the session key or running with the development placeholder never
-exposes or loses endpoint secrets. The plaintext exists only in the worker that builds the
-connector (``agent_config_resolve``); nothing returns it.
+Secrets are write-only. They are encrypted by ``orgs.secret_box`` (Fernet under
+``AGENT_SECRETS_KEY``). The plaintext exists only in the worker that builds the connector
+(``agent_config_resolve``); nothing returns it.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from pathlib import Path
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings as conf
-from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
@@ -32,6 +23,7 @@ from audits.models import AgentEndpoint
 from egress.client import EgressPolicy
 from orgs.models import Organization
 from orgs.permissions import require_member
+from orgs.secret_box import secret_decrypt, secret_encrypt
 from orgs.services import activity_record
 
 # Settings an endpoint may carry besides its URL, model and secret (none of them secret), and
@@ -44,63 +36,6 @@ RUN_OPTION_KEYS = {name: {st.name for st in CONNECTORS[name].settings if st.endp
 # Never accepted from an analyst: where requests go and what credentials they carry.
 FORBIDDEN_AGENT_KEYS = ("url", "base_url", "api_key", "api_key_env", "headers")
 MAX_SECRET_CHARS = 4096
-
-
-# ============================================================================ secret box
-
-_FERNET: MultiFernet | None = None
-_FERNET_LOCK = threading.Lock()
-
-
-def _key_from_file(path: Path) -> bytes:
-    try:
-        return path.read_bytes().strip()
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = Fernet.generate_key()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process generated it first
-        return path.read_bytes().strip()
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(key + b"\n")
-    return key
-
-
-def _fernet() -> MultiFernet:
-    global _FERNET
-    with _FERNET_LOCK:
-        if _FERNET is None:
-            raw = [k.strip() for k in (conf.AGENT_SECRETS_KEY or "").split(",") if k.strip()]
-            keys = [k.encode() for k in raw] or [_key_from_file(Path(conf.AGENT_SECRETS_KEY_PATH))]
-            try:
-                _FERNET = MultiFernet([Fernet(k) for k in keys])
-            except ValueError:
-                raise ImproperlyConfigured("AGENT_SECRETS_KEY: each key must be 32 url-safe base64 bytes "
-                                           "(python -c 'from cryptography.fernet import Fernet; "
-                                           "print(Fernet.generate_key().decode())')") from None
-        return _FERNET
-
-
-def secrets_reset() -> None:
-    """Forget the loaded key (tests that change the settings, key rotation at runtime)."""
-    global _FERNET
-    with _FERNET_LOCK:
-        _FERNET = None
-
-
-def secret_encrypt(plaintext: str) -> bytes:
-    return _fernet().encrypt(plaintext.encode("utf-8"))
-
-
-def secret_decrypt(token: bytes) -> str:
-    try:
-        return _fernet().decrypt(bytes(token)).decode("utf-8")
-    except InvalidToken:
-        # No detail: the token and the key stay out of errors and logs.
-        raise ImproperlyConfigured("an agent endpoint secret cannot be decrypted with AGENT_SECRETS_KEY "
-                                   "(was the key changed? re-enter the secret)") from None
 
 
 # ============================================================================ egress policy

@@ -353,7 +353,8 @@ AGENT_MAX_RESPONSE_BYTES = envint("AGENT_MAX_RESPONSE_BYTES", "2097152")
 AGENT_MAX_IN_FLIGHT = envint("AGENT_MAX_IN_FLIGHT", "16")
 if AGENT_MAX_IN_FLIGHT < 1:
     raise ImproperlyConfigured("AGENT_MAX_IN_FLIGHT must be at least 1")
-# Fernet key(s) encrypting agent endpoint secrets; a comma list rotates (the first encrypts).
+# Fernet key(s) encrypting stored secrets (agent endpoint API keys, webhook signing secrets:
+# orgs.secret_box); a comma list rotates (the first encrypts).
 # Empty = a random key generated once into AGENT_SECRETS_KEY_PATH (mode 600).
 AGENT_SECRETS_KEY = envsecret("AGENT_SECRETS_KEY", "")
 AGENT_SECRETS_KEY_PATH = Path(envstr("AGENT_SECRETS_KEY_PATH", str(VAR_DIR / "agent-secrets.key")))

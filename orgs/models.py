@@ -112,11 +112,12 @@ class NotificationEvent(models.TextChoices):
 
 class WebhookEndpoint(models.Model):
     """An organization's outgoing webhook: events are POSTed as JSON, signed with HMAC-SHA256
-    under ``secret`` (shown to the admin once, when the endpoint is made)."""
+    under a secret shown to the admin once, when the endpoint is made, and stored only encrypted
+    (``orgs.secret_box``)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="webhooks")
     url = models.URLField(max_length=500)
-    secret = models.CharField(max_length=100)
+    secret_encrypted = models.BinaryField(editable=False)
     events = models.JSONField(default=list)
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

@@ -30,6 +30,7 @@ from django.utils import timezone
 from egress.client import EgressError, EgressPolicy, post
 from orgs import dispatch
 from orgs.models import NotificationEvent, NotificationSettings, Organization, WebhookDelivery, WebhookEndpoint
+from orgs.secret_box import secret_decrypt, secret_encrypt
 from orgs.services import activity_record
 
 logger = logging.getLogger(__name__)
@@ -63,16 +64,17 @@ def _events(events) -> list[str]:
 
 
 def webhook_create(*, organization: Organization, url: str, events, created_by=None,
-                   request=None) -> WebhookEndpoint:
-    """A new endpoint with a fresh signing secret (returned on the object once; not shown again)."""
+                   request=None) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint and its fresh signing secret: returned here once, stored only encrypted."""
+    secret = "whsec_" + secrets.token_urlsafe(32)
     endpoint = WebhookEndpoint(organization=organization, url=webhook_url_check(url), events=_events(events),
-                               secret="whsec_" + secrets.token_urlsafe(32),
+                               secret_encrypted=secret_encrypt(secret),
                                created_by=created_by if getattr(created_by, "pk", None) else None)
     endpoint.full_clean()
     endpoint.save()
     activity_record(organization=organization, verb="webhook.created", actor=created_by, request=request,
                     target=endpoint.url, detail={"events": endpoint.events})
-    return endpoint
+    return endpoint, secret
 
 
 def webhook_delete(*, organization: Organization, webhook_id: int, actor=None, request=None) -> None:
@@ -156,7 +158,7 @@ def webhook_deliver(*, delivery_id: int, final: bool = False) -> WebhookDelivery
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "MemAudit-Webhook/1",
                "X-MemAudit-Event": delivery.event, "X-MemAudit-Delivery": str(delivery.pk),
-               "X-MemAudit-Signature": signature_header(secret=endpoint.secret, body=body, timestamp=int(time.time()))}
+               "X-MemAudit-Signature": signature_header(secret=secret_decrypt(endpoint.secret_encrypted), body=body, timestamp=int(time.time()))}
     code, error = None, ""
     try:
         code = _post(endpoint.url, body, headers)

@@ -348,9 +348,9 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             if webhook_form.is_bound and webhook_form.is_valid():
-                endpoint = webhook_create(organization=request.organization, created_by=request.user,
-                                          request=request, **webhook_form.cleaned_data)
-                request.session["webhook_secret"] = {"id": endpoint.pk, "secret": endpoint.secret}
+                endpoint, secret = webhook_create(organization=request.organization, created_by=request.user,
+                                                  request=request, **webhook_form.cleaned_data)
+                request.session["webhook_secret"] = {"id": endpoint.pk, "secret": secret}
                 messages.success(request, f"Webhook to {endpoint.url} added; copy its signing secret now.")
                 return redirect("notification-settings")
             if email_form.is_bound and email_form.is_valid():

@@ -330,7 +330,7 @@ def _account_ids(t) -> None:
     t.ids.update({"invitation_id": invitation.pk, "token": token, "uidb64": "MQ",
                   "token_id": AgentToken.objects.filter(store=t.store).first().pk,
                   "webhook_id": webhook_create(organization=t.organization, url="https://example.com/hook",
-                                               events=["audit.finished"]).pk})
+                                               events=["audit.finished"])[0].pk})
 
 
 @pytest.fixture

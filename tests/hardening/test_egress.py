@@ -44,8 +44,8 @@ SECRET = "sk-ENDPOINT-SECRET-91c2"
 
 @pytest.fixture(autouse=True)
 def _audit_env(settings):
-    from audits.endpoints import secrets_reset
     from ledger.embedding_store import index_invalidate
+    from orgs.secret_box import secrets_reset
 
     settings.EMBEDDING_BACKEND = "ledger.embeddings.HashingEmbedder"
     settings.AGENT_EGRESS_ALLOW = ""
@@ -487,7 +487,7 @@ def test_the_development_secret_key_is_generated_once_owner_only_and_keys_rotate
 
     from cryptography.fernet import Fernet
 
-    from audits import endpoints
+    from orgs import secret_box as endpoints
 
     settings.AGENT_SECRETS_KEY = ""
     settings.AGENT_SECRETS_KEY_PATH = tmp_path / "var" / "agent-secrets.key"

@@ -79,13 +79,13 @@ def _verify(secret: str, headers: dict, body: bytes) -> bool:
 
 
 def test_an_event_is_delivered_signed_to_the_local_receiver(receiver, org_a, dana, django_capture_on_commit_callbacks):
-    endpoint = webhook_create(organization=org_a, url=receiver.url, events=["audit.finished"], created_by=dana)
+    _, secret = webhook_create(organization=org_a, url=receiver.url, events=["audit.finished"], created_by=dana)
     with django_capture_on_commit_callbacks(execute=True):
         notification_emit(organization_id=org_a.pk, event="audit.finished", payload={"audit_run": 7})
         notification_emit(organization_id=org_a.pk, event="label.signed", payload={"memory": 1})  # not subscribed
     [req] = receiver.requests
     assert req["headers"]["x-memaudit-event"] == "audit.finished"
-    assert _verify(endpoint.secret, req["headers"], req["body"])
+    assert _verify(secret, req["headers"], req["body"])
     assert not _verify("whsec_wrong", req["headers"], req["body"])
     assert json.loads(req["body"])["audit_run"] == 7
     d = WebhookDelivery.objects.get()
@@ -164,7 +164,7 @@ def test_the_settings_page_adds_a_webhook_and_shows_its_secret_once(client, dana
     assert r.status_code == 302
     page = client.get("/settings/notifications/").content.decode()
     secret = re.search(r'id="webhook-secret">(whsec_[^<]+)<', page).group(1)
-    assert secret == WebhookEndpoint.objects.get().secret
+    assert WebhookEndpoint.objects.count() == 1
     assert secret not in client.get("/settings/notifications/").content.decode()
     r = client.post("/settings/notifications/", {"form": "webhook", "url": "file:///etc/passwd",
                                                  "events": ["audit.finished"]})
@@ -179,3 +179,45 @@ def test_the_settings_page_adds_a_webhook_and_shows_its_secret_once(client, dana
     client.force_login(dana)
     assert client.post(f"/settings/notifications/webhooks/{w.pk}/delete/").status_code == 302
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_the_signing_secret_is_stored_encrypted_and_still_signs(client, dana, org_a, receiver,
+                                                               django_capture_on_commit_callbacks):
+    """A reader of the database (a backup, a replica) must not get the secret that lets them
+    forge our webhooks to the organization's receivers."""
+    from django.db import connection
+
+    client.force_login(dana)
+    client.post("/settings/notifications/", {"form": "webhook", "url": receiver.url, "events": ["audit.finished"]})
+    secret = re.search(r'id="webhook-secret">(whsec_[^<]+)<', client.get("/settings/notifications/").content.decode()).group(1)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT * FROM {WebhookEndpoint._meta.db_table}")
+        row = cur.fetchone()
+    assert not any(secret.encode() in (bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode())
+                   for v in row)
+    with django_capture_on_commit_callbacks(execute=True):
+        notification_emit(organization_id=org_a.pk, event="audit.finished", payload={"audit_run": 1})
+    [req] = receiver.requests
+    assert _verify(secret, req["headers"], req["body"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_the_secrets_stored_before_it(org_a):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from orgs.secret_box import secret_decrypt
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("orgs", "0005_accounts_notifications")])
+    try:
+        old = executor.loader.project_state([("orgs", "0005_accounts_notifications")]).apps
+        old.get_model("orgs", "WebhookEndpoint").objects.create(
+            organization_id=org_a.pk, url="https://hooks.example.com/x", secret="whsec_before", events=["audit.finished"])
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    endpoint = WebhookEndpoint.objects.get()
+    assert b"whsec_before" not in bytes(endpoint.secret_encrypted)
+    assert secret_decrypt(endpoint.secret_encrypted) == "whsec_before"
