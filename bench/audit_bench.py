@@ -48,6 +48,7 @@ from audits.engine.evaluate import (  # noqa: E402
     incidents_from_probes,
     score_removed,
 )
+from audits.engine.reach import mentions, same_answer  # noqa: E402
 from audits.engine.replay import Replayer  # noqa: E402
 from audits.engine.retriever import Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
@@ -230,9 +231,10 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             removed = list(res.baselines.get(method, {}).get("removed", []))
         after = runner.run(removed)
         benign_after = _answers(es, probe_rep, sc.benign, removed)
-        changed = sum(1 for a, b in zip(benign_before, benign_after) if a != b)
-        correct_b = sum(1 for a, b in zip(benign_before, sc.benign) if a.casefold() == b["expected"].casefold())
-        correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if a.casefold() == b["expected"].casefold())
+        # What the answers assert, not their wording (a chat model re-words: `reach.same_answer`).
+        changed = sum(1 for a, b in zip(benign_before, benign_after) if not same_answer(a, b))
+        correct_b = sum(1 for a, b in zip(benign_before, sc.benign) if mentions(b["expected"], a))
+        correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if mentions(b["expected"], a))
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []

@@ -46,7 +46,7 @@ from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, decide_batch, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, same_question, stated_question
+from .reach import answer_units, carries_answer, mentions, same_answer, same_question, stated_question
 from .reach import reach as format_free_reach
 from .replay import Replayer
 from .retriever import QueryEncoder, Retriever
@@ -663,8 +663,10 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
 
     The questions are synthesised from non-suspect memories (their `metadata.query`, else their
     text): half from the batch's embedding neighbourhood, where removal can reach, half at
-    random. A question whose answer changes is *broken* when the answer before was the source
-    memory's own claim (its answer slot, or the answer appeared in its text); the batch members
+    random. Answers are compared by what they assert (`reach.answer_units`), not by their
+    wording, so a chat model that re-words an answer changes nothing. A question is *broken*
+    when the answer before stated the source memory's own claim (its answer slot, or a unit of
+    that answer its text mentions) and the answer after does not; the batch members
     the question retrieved before are named as `breaking`. Replays whose retrieval the batch
     does not touch are cache hits, so the check costs agent calls only where it matters.
     """
@@ -688,12 +690,13 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
         q = _question_of(m)
         r0, y0 = replayer.replay(q, ())
         r1, y1 = replayer.replay(q, in_batch)
-        changed = y0.text.strip().casefold() != y1.text.strip().casefold()
+        changed = not same_answer(y0.text, y1.text)
+        # The source memory's claim: its answer slot, else what the answer before asserted
+        # that its text says.
         own = answer_slot(m.metadata, m.text)
-        supported = bool(y0.text.strip()) and (
-            (own is not None and own.casefold() == y0.text.strip().casefold())
-            or (own is None and y0.text.strip().casefold() in m.text.casefold()))
-        broke = changed and supported
+        claims = [own] if own else [u for u in answer_units(y0.text) if mentions(u, m.text)]
+        broke = (changed and any(mentions(c, y0.text) for c in claims)
+                 and not any(mentions(c, y1.text) for c in claims))
         culprits = sorted(x.id for x in r0 if x.id in in_batch) if broke else []
         breaking.update(culprits)
         rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text,

@@ -213,7 +213,17 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CLAUSE = re.compile(r"[,.;:!?](?:\s|$)")
 
 
-def _mentions(span: str, text: str) -> bool:
+def same_answer(a: str, b: str) -> bool:
+    """Two agent outputs assert the same (`answer_units`, case-insensitive), whatever their
+    wording; outputs that assert nothing are compared as text."""
+    ua, ub = answer_units(a), answer_units(b)
+    if not ua and not ub:
+        return a.strip().casefold() == b.strip().casefold()
+    return {u.casefold() for u in ua} == {u.casefold() for u in ub}
+
+
+def mentions(span: str, text: str) -> bool:
+    """`span` occurs in `text` as a whole word or phrase (case-insensitive)."""
     return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
 
 
@@ -229,7 +239,7 @@ def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str |
         st = _tokens(s)
         if not st or (qtok and st <= qtok):
             continue
-        if any(_mentions(s, o.text) for o in others):
+        if any(mentions(s, o.text) for o in others):
             continue
         out.append(s)
     return out
@@ -268,7 +278,7 @@ class ReachResult:
 
 def _carries(out_text: str, claims: Sequence[str]) -> bool:
     t = out_text.strip()
-    return bool(t) and any(_mentions(c, t) or t.casefold() == c.casefold() for c in claims)
+    return bool(t) and any(mentions(c, t) or t.casefold() == c.casefold() for c in claims)
 
 
 class ShapeModel:
@@ -446,7 +456,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if oq == o.text or oq not in o.text:
                 continue
             qt = _tokens(oq)
-            if any(_mentions(sp, o.text) and not _tokens(sp) <= qt for sp in spans):
+            if any(mentions(sp, o.text) and not _tokens(sp) <= qt for sp in spans):
                 return oq
         return None
 
@@ -518,11 +528,11 @@ def carries_answer(o: Any, units: Sequence[str]) -> bool:
     slot = answer_slot(o.metadata, o.text)
     if slot:
         return any(slot.casefold() == u.casefold() for u in units)
-    return any(_mentions(u, o.text) for u in units)
+    return any(mentions(u, o.text) for u in units)
 
 
 def _carries_claim(o: Any, claims: Sequence[str]) -> bool:
     slot = answer_slot(o.metadata, o.text)
     if slot:
         return any(slot.casefold() == c.casefold() for c in claims)
-    return any(_mentions(c, o.text) for c in claims)
+    return any(mentions(c, o.text) for c in claims)

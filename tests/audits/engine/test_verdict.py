@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from audits.engine.agents import make_agent
+from audits.engine.agents import DONT_KNOW, AgentOutput, BuiltinVoteAgent, make_agent
 from audits.engine.audit import AuditParams, collateral_check, run_audit
 from audits.engine.evaluate import ProbeRunner, incidents_from_probes
 from audits.engine.replay import Replayer
@@ -177,3 +177,39 @@ def test_a_plain_member_claims_the_harm_target_it_carries_and_nothing_else(hashi
     claims = _claims(["seed", "joined", "other"], {"e1": ev}, _retriever(mems, hashing_embedder))
     assert claims["seed"].casefold() == claims["joined"].casefold() == "harlow ledger office"
     assert "other" not in claims
+
+
+class _ChattyAgent(BuiltinVoteAgent):
+    """A chat model as the collateral check meets it: the vote's answer, said in a sentence
+    whose wording depends on how many memories it was shown (as a model's phrasing does)."""
+
+    connector = "test-chatty"
+
+    def answer(self, query, retrieved, candidates=None):
+        out = super().answer(query, retrieved, candidates)
+        if out.text == DONT_KNOW:
+            return out
+        lead = "Based on the notes, the answer is" if len(retrieved) >= 5 else "I believe it is"
+        return AgentOutput(f"{lead} {out.text}.")
+
+
+def test_collateral_reads_what_a_chat_answer_asserts_not_its_wording(hashing_embedder):
+    # Removing a batch re-words a chat model's answer: that breaks nothing while the answer still
+    # asserts the source memory's claim; an answer that loses the claim is broken.
+    q = "which river runs through Ankh?"
+    mems = _fillers(60)[:3] + [
+        MemoryRecord("good", f"Q: {q}\nA: Ankh River", {"query": q, "answer": "Ankh River"}),
+        MemoryRecord("copy", f"Q: {q} (copy)\nA: Ankh River", {"query": q, "answer": "Ankh River"}),
+        MemoryRecord("note", f"Travel note: {q} Ankh River, as the guide says.", {"query": q}),
+    ]
+    r = _retriever(mems, hashing_embedder)
+    rep = Replayer(_ChattyAgent({"connector": "test-chatty", "top_k": 5}), r, 5, {})
+    # Without f0 and f1 the agent sees 4 memories and says "I believe it is Ankh River."
+    out = collateral_check(["f0", "f1"], r, rep, n=10)
+    rows = {row["memory"]: row for row in out["rows"]}
+    assert rows["good"]["before"] != rows["good"]["after"]  # re-worded ...
+    assert out["broken"] == 0 and out["flagged"] is False  # ... and still right
+    assert out["utility_cost"] == 0.0
+    # Without the two records that carry the answer, the answer is lost: broken, and named.
+    out2 = collateral_check(["good", "copy"], r, rep, n=10)
+    assert out2["broken"] >= 1 and out2["flagged"] is True and set(out2["breaking"]) == {"good", "copy"}
