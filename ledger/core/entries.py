@@ -37,7 +37,7 @@ from ledger.core.errors import (
     TenantMismatchError,
     WeightMismatchError,
 )
-from ledger.core.keys import Epoch, EpochSet, Signer
+from ledger.core.keys import Epoch, EpochSet, SignatureBatch, Signer
 from ledger.core.weights import (
     ETA_MAX_Q,
     VALENCE_MAX_Q,
@@ -290,12 +290,15 @@ def sign_checked_body(kind: str, body: dict, signer: Signer) -> tuple[SignedEntr
 
 
 def verify_entry(entry: SignedEntry, *, kind: str, tenant: str, memory: str, epochs: Epochs,
-                 hash_of: HashOf | None = None, body_checked: bool = False) -> bytes:
+                 hash_of: HashOf | None = None, body_checked: bool = False,
+                 signatures: SignatureBatch | None = None) -> bytes:
     """Verify one entry in isolation; return its hash.
 
     1. Kind and body schema (skipped with ``body_checked``: the caller validated this very body).
     2. Tenant, then memory, match the expected ones (a foreign entry is reported as such, not as
-    a bad signature). 3. Signature under the named epoch, at the body's time.
+    a bad signature). 3. Signature under the named epoch, at the body's time — with
+    ``signatures``, the epoch's window is checked here and the signature itself is handed to
+    that batch, whose ``check()`` the caller must pass before it relies on the entry.
     """
     seq = entry.seq
     try:
@@ -307,6 +310,10 @@ def verify_entry(entry: SignedEntry, *, kind: str, tenant: str, memory: str, epo
         if body["memory"] != memory:
             raise ChainBrokenError(f"entry belongs to memory {body['memory']!r}, not {memory!r}")
         digest = hash_of(entry) if hash_of is not None else entry.hash()
+        if signatures is not None:
+            keys = EpochSet.of(epochs).signature_keys(tenant=tenant, number=body["epoch"], time=body["time"])
+            signatures.add(keys, digest, entry.signature, kind=kind, seq=seq, number=body["epoch"], memory=memory)
+            return digest
         EpochSet.of(epochs).verify(tenant=tenant, number=body["epoch"], time=body["time"],
                                    message=digest, signature=entry.signature)
         return digest

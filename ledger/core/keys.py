@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
@@ -470,20 +471,76 @@ class EpochSet:
             )
         return ep, t
 
+    def signature_keys(self, *, tenant: str, number: object, time: object, delegates: bool = True
+                       ) -> tuple[bytes, ...]:
+        """The keys that may have signed for epoch ``number`` of ``tenant`` at ``time``: the online
+        keys it endorsed then (unless ``delegates=False``), newest first, then its own. Raises as
+        :meth:`check_time` does."""
+        ep, t = self.check_time(tenant=tenant, number=number, time=time)
+        if not delegates:
+            return (ep.public_key,)
+        return (*(pub for pub, dnb, dna, drev in self._delegates.get(number, ())
+                  if dnb <= t < dna and (drev is None or t < drev)), ep.public_key)
+
     def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes,
                delegates: bool = True) -> None:
         """Check that epoch ``number`` of ``tenant`` could sign at ``time`` and did sign ``message``
         (with its own key, or — unless ``delegates=False`` — an online key it endorsed)."""
-        ep, t = self.check_time(tenant=tenant, number=number, time=time)
-        if delegates:
-            for pub, dnb, dna, drev in self._delegates.get(number, ()):
-                if dnb <= t < dna and (drev is None or t < drev) and len(signature) == 64:
-                    try:
-                        verify_signature(pub, message, signature)
-                        return
-                    except SignatureInvalidError:
-                        continue
+        keys = self.signature_keys(tenant=tenant, number=number, time=time, delegates=delegates)
+        if not signed_by_any(keys, message, signature):
+            raise SignatureInvalidError(f"signature invalid (epoch {number})")
+
+
+def signed_by_any(keys: Sequence[bytes], message: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` over ``message`` is valid under one of ``keys``."""
+    for pub in keys:
         try:
-            verify_signature(ep.public_key, message, signature)
+            verify_signature(pub, message, signature)
+            return True
         except SignatureInvalidError:
-            raise SignatureInvalidError(f"signature invalid (epoch {number})") from None
+            continue
+    return False
+
+
+class SignatureBatch:
+    """Signature checks of a batch of entries, run on a pool of threads while the caller goes on
+    checking (and signing) the rest (libsodium runs without the GIL). :meth:`check` waits and
+    raises :class:`SignatureInvalidError`, with the entry's kind, seq and ``memory``, for the
+    first entry of the batch whose signature is invalid. Every other check of an entry stays the
+    caller's."""
+
+    CHUNK = 64
+
+    def __init__(self, pool: Executor) -> None:
+        self._pool = pool
+        self._todo: list[tuple] = []  # (keys, message, signature, kind, seq, epoch number, memory)
+        self._done: list[Future] = []
+
+    def add(self, keys: tuple[bytes, ...], message: bytes, signature: bytes, *, kind: str, seq: object,
+            number: object, memory: str) -> None:
+        self._todo.append((keys, message, signature, kind, seq if type(seq) is int else None, number, memory))
+        if len(self._todo) >= self.CHUNK:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._todo:
+            self._done.append(self._pool.submit(_first_invalid, self._todo))
+            self._todo = []
+
+    def check(self) -> None:
+        self._submit()
+        done, self._done = self._done, []
+        for future in done:
+            bad = future.result()
+            if bad is not None:
+                _, _, _, kind, seq, number, memory = bad
+                exc = SignatureInvalidError(f"signature invalid (epoch {number})", kind=kind, seq=seq)
+                exc.memory = memory  # which chain: seqs repeat across the batch's memories
+                raise exc
+
+
+def _first_invalid(checks: Sequence[tuple]) -> tuple | None:
+    for check in checks:
+        if not signed_by_any(check[0], check[1], check[2]):
+            return check
+    return None

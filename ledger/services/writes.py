@@ -35,7 +35,10 @@ mode serializes writers instead of row locks.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
@@ -68,7 +71,7 @@ from ledger.core.entries import (
     verify_entry,
 )
 from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchError, WeightMismatchError
-from ledger.core.keys import EpochSet
+from ledger.core.keys import EpochSet, SignatureBatch
 from ledger.core.merkle import leaf_hash
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
 from ledger.decisions import decision_of_task, decision_resolve
@@ -100,6 +103,20 @@ from orgs.notifications import notification_emit, site_url
 
 DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e^0.5 ~ 1.65
 GENESIS_BATCH = 500
+SIGNATURE_BATCH_MIN = 32  # items from which a batch's signature checks go to worker threads
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _signature_pool() -> ThreadPoolExecutor:
+    """This process's signature-check threads (one per CPU; made anew after a fork)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                     thread_name_prefix="ledger-verify"))
+        return _pool[1]
 _WRITE_CHUNK = 500  # rows per INSERT statement
 
 
@@ -224,12 +241,14 @@ def _rebuilt(chain: _Chain, entry: SignedEntry, row: _Row) -> SignedEntry:
     return build(columns, tenant=chain.tenant, memory=chain.name)
 
 
-def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: bytes | None = None) -> None:
+def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: bytes | None = None,
+                 signatures: SignatureBatch | None = None) -> None:
     """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``.
 
     ``digest``: the entry's hash, for an entry this process has just built from a body its builder
     validated (:func:`_signed`): the body is then neither validated nor canonically encoded again.
-    Its signature is still verified, against the rebuilt row's body, as for any other entry.
+    Its signature is still verified, against the rebuilt row's body, as for any other entry:
+    at once, or by ``signatures`` (see :func:`_transitions_signed`).
     """
     kind = entry.kind
     body = entry.body if isinstance(entry.body, dict) else {}
@@ -243,10 +262,11 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: by
                                f"(fields {sorted(k for k in set(body) | set(rebuilt.body) if body.get(k) != rebuilt.body.get(k))})",
                                kind=kind, seq=body.get("seq") if isinstance(body.get("seq"), int) else None)
     if digest is None:
-        digest = verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs)
+        digest = verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs,
+                              signatures=signatures)
     else:
         verify_entry(rebuilt, kind=kind, tenant=chain.tenant, memory=chain.name, epochs=epochs,
-                     hash_of=lambda _: digest, body_checked=True)
+                     hash_of=lambda _: digest, body_checked=True, signatures=signatures)
     seq = body["seq"]
 
     def fail(error: type[LedgerError], message: str) -> LedgerError:
@@ -304,18 +324,22 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: by
     chain.changed = True
 
 
-def _verify_into(chain: _Chain, entries: Iterable[SignedEntry | tuple[SignedEntry, bytes]], epochs: EpochSet
-                 ) -> None:
+def _rejected(exc: LedgerError, name: str, kind: str) -> EntryRejected:
+    where = f"{exc.kind or kind} seq={exc.seq}" if exc.seq is not None else (exc.kind or kind)
+    return EntryRejected(f"rejected {where} for memory {name}: {exc.message} ({type(exc).__name__}); "
+                         "nothing written", cause=exc)
+
+
+def _verify_into(chain: _Chain, entries: Iterable[SignedEntry | tuple[SignedEntry, bytes]], epochs: EpochSet,
+                 signatures: SignatureBatch | None = None) -> None:
     """Check ``entries`` in order against ``chain`` (see :func:`_check_entry`); an entry may come
     with its hash, as :func:`_signed` returns it."""
     for item in entries:
         entry, digest = item if isinstance(item, tuple) else (item, None)
         try:
-            _check_entry(chain, entry, epochs, digest)
+            _check_entry(chain, entry, epochs, digest, signatures)
         except LedgerError as exc:
-            where = f"{exc.kind or entry.kind} seq={exc.seq}" if exc.seq is not None else (exc.kind or entry.kind)
-            raise EntryRejected(f"rejected {where} for memory {chain.name}: {exc.message} ({type(exc).__name__}); "
-                                "nothing written", cause=exc) from None
+            raise _rejected(exc, chain.name, entry.kind) from None
     if chain.pending is not None:
         exc = WeightMismatchError(f"provenance seq={chain.pending[0]} has no transition commitment",
                                   kind=PROVENANCE, seq=chain.pending[0])
@@ -490,6 +514,9 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
     nodes: list[_Row] = []
+    # A batch's signature checks run on worker threads while this one signs and checks the
+    # rest; every check has passed before anything is written (``signatures.check()``).
+    signatures = SignatureBatch(_signature_pool()) if len(items) >= SIGNATURE_BATCH_MIN else None
     for it in items:
         m = memories.get(it["memory_id"])
         if m is None:
@@ -503,8 +530,13 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
         entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
                                       eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
-        _verify_into(chain, entries, epochs)
+        _verify_into(chain, entries, epochs, signatures)
         nodes.append(chain.rows[-2])
+    if signatures is not None:
+        try:
+            signatures.check()
+        except LedgerError as exc:
+            raise _rejected(exc, getattr(exc, "memory", "?"), exc.kind or PROVENANCE) from None
     return chains, nodes
 
 

@@ -130,3 +130,31 @@ def test_a_batch_split_into_several_insert_statements_still_logs_contiguously(me
         (n.memory_id, kind, n.seq) for mid in order for n in nodes if n.memory_id == mid
         for kind in ("provenance", "transition")]
     assert organization_verify(organization) == []
+
+
+def test_a_bad_signature_deep_in_a_large_batch_is_refused_and_nothing_is_written(memories, monkeypatch):
+    # A batch's signature checks run on worker threads (SIGNATURE_BATCH_MIN items and up) while
+    # the caller signs the rest: a faulty signer's signature on one entry among many still
+    # refuses the whole batch, naming the memory, before anything is written.
+    n = writes.SIGNATURE_BATCH_MIN * 3
+    calls = {"n": 0}
+    real = writes.sign_checked_body
+
+    def faulty(kind, body, signer):
+        entry, digest = real(kind, body, signer)
+        calls["n"] += 1
+        if calls["n"] == n + 7:  # item 51's provenance node: memory m0's 18th, past the first chunk
+            entry = type(entry)(entry.kind, entry.body, bytes(64 - 1) + b"\x01")
+        return entry, digest
+
+    monkeypatch.setattr(writes, "sign_checked_body", faulty)
+    before = ProvenanceNode.objects.count(), TransitionCommitment.objects.count(), LogLeaf.objects.count()
+    items = [{"memory_id": memories[i % 3].pk, "valence_q": 10, "evidence": [f"b{i}"]} for i in range(n)]
+    with pytest.raises(writes.EntryRejected) as exc:
+        services.transitions_append(items=items)
+    assert "rejected provenance seq=18 for memory main/m0: signature invalid" in str(exc.value), str(exc.value)
+    assert (ProvenanceNode.objects.count(), TransitionCommitment.objects.count(), LogLeaf.objects.count()) == before
+    monkeypatch.setattr(writes, "sign_checked_body", real)
+    services.transitions_append(items=items)  # the same batch, signed properly, goes in whole
+    assert ProvenanceNode.objects.count() == before[0] + n
+    assert organization_verify(memories[0].organization) == []
