@@ -98,7 +98,22 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
                           and verdicts.get(s["external_id"], {}).get("verdict") != "honest-error"),
     })
     data.update(verdict_groups(run=data["run"], suspect_by_ext=suspect_by_ext))
+    data["fusion"] = fusion_weighting(res)
     return data
+
+
+def fusion_weighting(results: dict[str, Any]) -> dict[str, Any] | None:
+    """The results page's "How CMIS and CAS were weighted" card (issue 16): the α the analysis
+    used and how this store's evidence set it, what CAS decided, and each signal's AUC on the
+    run's confirmed seeds (best first). None for a run that recorded none of it."""
+    inf = results.get("signal_influence") or {}
+    if "alpha_used" not in inf:
+        return None
+    fit = inf.get("alpha_fit") or {}
+    return {"alpha": inf["alpha_used"], "cas_weight": round(1 - float(inf["alpha_used"]), 3), "fit": fit,
+            "cas_auc": inf.get("cas_auc"), "seeds": inf.get("seeds"), "reference": inf.get("reference"),
+            "cas_decided": inf.get("cas_decided", 0), "rank_shift": inf.get("mean_rank_shift_in_batch"),
+            "signals": sorted((inf.get("signal_auc") or {}).items(), key=lambda kv: (-kv[1], kv[0]))}
 
 
 def verdict_groups(*, run: AuditRun, suspect_by_ext: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
 
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
                params: AuditParams | None = None, agent_cfg: dict | None = None,
-               alpha: float = 0.6) -> list[dict]:
+               alpha: float = 0.6, fit_alpha: bool = True) -> list[dict]:
     """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
 
     `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
@@ -214,7 +214,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     runner = ProbeRunner(es, probe_rep, emb)
     before = runner.run(())
     incidents = incidents_from_probes(before)
-    p = params or AuditParams(top_k=es.agent.top_k, alpha=alpha)
+    p = params or AuditParams(top_k=es.agent.top_k, alpha=alpha, fit_alpha=fit_alpha)
     t = time.perf_counter()
     res = run_audit(es.memories, embeddings, None, incidents, agent, None, p, {}, embedder=emb) \
         if incidents else None
@@ -263,7 +263,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             row["engine_utility_cost"] = col.get("utility_cost")
             row["signal_influence"] = res.signal_influence
             row["cas_auc"] = res.signal_influence.get("cas_auc")
-            row["alpha_supported"] = res.signal_influence.get("alpha_supported")
+            row["alpha_used"] = res.signal_influence.get("alpha_used")
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -283,7 +283,7 @@ def family_table(rows: list[dict]) -> str:
         groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
     head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
             "P | R | poison_suspect | corrections | honest removed | utility changed | engine utility | "
-            "CAS AUC | α supported | calls |")
+            "CAS AUC | α used | calls |")
     lines = [head, "|" + "---|" * 19]
     for (fam, split, rho, obs, method), rs in groups.items():
         def mean(k, rs=rs):
@@ -294,7 +294,7 @@ def family_table(rows: list[dict]) -> str:
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
                      f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
                      f"{mean('utility_changed'):.2f} | {_f(mean('engine_utility_cost'))} | "
-                     f"{_f(mean('cas_auc'))} | {_f(mean('alpha_supported'))} | {mean('agent_calls'):.0f} |")
+                     f"{_f(mean('cas_auc'))} | {_f(mean('alpha_used'))} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
 
 
@@ -408,7 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
     ap.add_argument("--alpha", type=float, default=0.6,
-                    help="fusion weight for the family runs (1.0 = CMIS only inside MemAudit)")
+                    help="fusion weight for the family runs (1.0 = CMIS only inside MemAudit); with the "
+                         "per-store fit (the default), the most weight CAS can get")
+    ap.add_argument("--no-fit-alpha", action="store_true",
+                    help="family runs: keep --alpha fixed instead of fitting it per store (fusion.fit_alpha)")
     ap.add_argument("--family-llm", action="store_true",
                     help="families with the local LLM (openai-chat at --llm-url) instead of the builtin agents")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
@@ -439,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                     for seed in [int(s) for s in a.seeds.split(",")]:
                         for obs in [int(o) for o in a.observed.split(",")]:
                             rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
-                                               alpha=a.alpha)
+                                               alpha=a.alpha, fit_alpha=not a.no_fit_alpha)
             result["families"] = rows
             print()
             print(family_table(rows))

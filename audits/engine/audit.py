@@ -19,7 +19,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from .cmis import (
 )
 from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
 from .expansion import answer_slot, content_meets_harm, expand_batch
-from .fusion import Suspect, decide_batch, fuse, residual_harm
+from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
 from .reach import answer_units, carries_answer, mentions, same_answer, same_question, stated_question
@@ -59,7 +59,8 @@ ProgressCb = Callable[[str, int, int], None]
 @dataclass
 class AuditParams:
     top_k: int = 5
-    alpha: float = 0.6
+    alpha: float = 0.6  # the paper's fusion weight; with fit_alpha, the most CAS can get
+    fit_alpha: bool = True  # fit α per store from its own evidence (fusion.fit_alpha)
     combine: str = "max"
     group_ablation: bool = True
     group_thresholds: tuple[float, ...] = (0.9, 0.8)
@@ -413,6 +414,10 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     # 4. Fusion, batch, residual
     t = time.perf_counter()
     ranked = fuse(cmis, cas, alpha=p.alpha, candidates=pool, signals=signals)
+    fit = fit_alpha(ranked, default=p.alpha, threshold=p.batch_threshold, seed=p.seed) if p.fit_alpha else None
+    if fit is not None and fit["alpha"] != p.alpha:
+        p = replace(p, alpha=fit["alpha"])  # the whole analysis below weighs CAS as this store supports
+        ranked = fuse(cmis, cas, alpha=p.alpha, candidates=pool, signals=signals)
     batch, residual, rounds = decide_batch(ranked, events, replayer, top_n=p.top_n,
                                            threshold=p.batch_threshold,
                                            max_rounds=p.residual_rounds)
@@ -487,6 +492,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             verdicts[mid]["reasons"].append("collateral: removing it changes a clean answer")
     influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
                                  seed=p.seed)
+    if fit is not None:
+        influence["alpha_fit"] = fit
     if reach_info:
         influence["reach"] = reach_info
     timings["verdicts"] = time.perf_counter() - t
@@ -713,22 +720,15 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             "agent_calls": replayer.calls - calls0, "rows": rows}
 
 
-def _auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
-    if not pos or not neg:
-        return None
-    wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
-    return wins / (len(pos) * len(neg))
-
-
 def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,
                      alpha: float, threshold: float, seed: int = 0) -> dict[str, Any]:
     """How much CAS (and each of its signals) moved this run's ranking and batch.
 
     Evidence: the confirmed seeds (batch members with causal credit) against a seeded random
-    sample of the pool outside the batch. Reported: each signal's AUC on that evidence, the
-    α that evidence supports (1.0 — CAS gets no weight — when CAS separates seeds from clean no
-    better than chance, AUC ≤ 0.6; else the paper's 0.6), how many batch members would change
-    with CMIS alone, and the mean rank shift CAS causes among the batch.
+    sample of the pool outside the batch. Reported: CAS's and each signal's AUC on that
+    evidence, the α the analysis used (``analyse`` adds how it was fitted, ``alpha_fit``), how
+    many batch members CAS decided (in with CMIS credit below the threshold alone), and the
+    mean rank shift CAS causes among the batch.
     """
     by_id = {s.id: s for s in ranked}
     seeds = [m for m in batch if m in by_id and by_id[m].cmis > 0]
@@ -736,17 +736,15 @@ def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequ
     rest = [m for m in pool if m not in set(batch) and m in by_id]
     sample = rng.permutation(rest).tolist()[:200] if rest else []
     out: dict[str, Any] = {"seeds": len(seeds), "reference": len(sample)}
-    cas_auc = _auc([by_id[m].cas_hat for m in seeds], [by_id[m].cas_hat for m in sample])
+    cas_auc = auc([by_id[m].cas_hat for m in seeds], [by_id[m].cas_hat for m in sample])
     out["cas_auc"] = None if cas_auc is None else round(cas_auc, 3)
     sig_names = sorted({k for s in ranked for k in s.signals})
     out["signal_auc"] = {}
     for k in sig_names:
-        a = _auc([by_id[m].signals.get(k, 0.0) for m in seeds],
+        a = auc([by_id[m].signals.get(k, 0.0) for m in seeds],
                  [by_id[m].signals.get(k, 0.0) for m in sample])
         if a is not None:
             out["signal_auc"][k] = round(a, 3)
-    out["alpha_supported"] = 0.6 if cas_auc is not None and cas_auc > 0.6 else 1.0 \
-        if cas_auc is not None else None
     out["alpha_used"] = alpha
     cmis_rank = {s.id: i for i, s in enumerate(sorted(ranked, key=lambda s: (-s.cmis_hat, s.id)))}
     ds_rank = {s.id: i for i, s in enumerate(ranked)}

@@ -3,7 +3,10 @@
 1. Normalise over the candidates (the scope and its graph neighbourhood): CAS by min-max;
    CMIS by min-max with the floor pinned at 0, the CMIS of a memory whose removal changes
    nothing (otherwise, when every candidate is causal, min-max would map them all to 0).
-2. DS(m) = α·CMIS^(m) + (1 − α)·CAS^(m), α = 0.6 (MemAudit's best fusion weight). Rank by DS.
+2. DS(m) = α·CMIS^(m) + (1 − α)·CAS^(m). α = 0.6 is MemAudit's best fusion weight; the audit
+   fits α per store (`fit_alpha`) from evidence CAS plays no part in, between 0.6 and 1.0 (CAS
+   without weight where it separates that store's causal memories no better than chance).
+   Rank by DS.
 3. The batch is decided once, after all events: top-N when N is given, else every suspect with
    DS ≥ threshold. The default 0.7 asks both signals to speak: with α = 0.6, full causal
    credit plus a quarter of the structural range, or half the causal credit plus the
@@ -20,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .cmis import AuditEvent, CmisScore
 from .graph import minmax
@@ -76,6 +81,45 @@ def fuse(cmis: Mapping[str, CmisScore | float], cas: Mapping[str, float], *, alp
     for i, s in enumerate(out, start=1):
         s.rank = i
     return out
+
+
+def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
+    """P(a positive scores above a negative), ties half; None without both."""
+    if not pos or not neg:
+        return None
+    wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
+    return wins / (len(pos) * len(neg))
+
+
+CAS_CHANCE = 0.6  # a CAS AUC at or below this on a store's own evidence is no better than chance
+
+
+def fit_alpha(ranked: Sequence[Suspect], *, default: float, threshold: float, seed: int = 0,
+              reference: int = 200) -> dict[str, Any]:
+    """The fusion weight α this store's own evidence supports (issue 16: CAS earns its weight
+    or loses it), from evidence CAS plays no part in.
+
+    Evidence: the suspects whose CMIS alone reaches the batch threshold (their removal undoes
+    the harm, whatever CAS says) against a seeded sample of ``reference`` candidates with no
+    causal effect. CAS's weight 1 − α grows with its AUC on that evidence: none at or below
+    `CAS_CHANCE`, the paper's 1 − ``default`` only when it separates them perfectly, linear in
+    between. Without evidence (no causal suspect, or nothing to compare with) the paper's
+    ``default`` stands. Returns α, the AUC and the evidence's sizes, and why.
+    """
+    seeds = [s for s in ranked if s.cmis_hat >= threshold]
+    rest = sorted((s for s in ranked if s.cmis <= 0), key=lambda s: s.id)
+    rng = np.random.default_rng(seed)
+    sample = [rest[i] for i in rng.permutation(len(rest))[:reference]] if rest else []
+    a = auc([s.cas_hat for s in seeds], [s.cas_hat for s in sample])
+    out: dict[str, Any] = {"default": default, "seeds": len(seeds), "reference": len(sample),
+                           "cas_auc": None if a is None else round(a, 3)}
+    if a is None:
+        return {**out, "alpha": default, "why": "no causal evidence to fit on: the paper's default"}
+    share = min(max((a - CAS_CHANCE) / (1.0 - CAS_CHANCE), 0.0), 1.0)
+    alpha = round(1.0 - (1.0 - default) * share, 3)
+    why = ("CAS separates this store's causal memories from clean ones no better than chance: no weight"
+           if share == 0.0 else f"CAS AUC {a:.2f} on this store's causal memories against clean ones")
+    return {**out, "alpha": alpha, "why": why}
 
 
 def select_batch(ranked: Sequence[Suspect], *, top_n: int | None = None,

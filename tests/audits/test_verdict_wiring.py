@@ -4,6 +4,7 @@ results page (audits/services.py proposals_create_from_run, audits/ui_selectors.
 from __future__ import annotations
 
 import pytest
+from django.utils.html import escape
 
 from audits import services
 from audits.models import AuditRun
@@ -50,3 +51,22 @@ def test_the_results_page_shows_both_groups(client, finished_run, alice):
     assert "Honest errors (1)" in page and "corrected by" in page and "m-new" in page
     assert f"Poison-like ({len(res['batch_external_ids']) - 1})" in page
     assert "Collateral check" in page
+
+
+def test_the_results_page_says_how_cmis_and_cas_were_weighted_for_this_store(client, finished_run, alice):
+    inf = finished_run.results["signal_influence"]
+    fit = inf["alpha_fit"]  # fitted on the store's own evidence; the analysis used it
+    assert inf["alpha_used"] == fit["alpha"] and fit["seeds"] > 0 and fit["why"]
+    client.force_login(alice)
+    page = client.get(f"/audits/{finished_run.pk}/").content.decode()
+    assert 'id="fusion"' in page and "How CMIS and CAS were weighted" in page
+    assert f'<span id="fusion-alpha">{fit["alpha"]:.2f}</span>' in page and escape(fit["why"]) in page
+    assert "batch member" in page and 'id="fusion-effect"' in page
+    # CAS without weight (as a store whose evidence shows it no better than chance gets it).
+    res = dict(finished_run.results)
+    res["signal_influence"] = {**inf, "alpha_used": 1.0, "alpha_fit": {
+        **fit, "alpha": 1.0, "why": "CAS separates this store's causal memories from clean ones no better than "
+                                   "chance: no weight"}}
+    AuditRun.objects.filter(pk=finished_run.pk).update(results=res)
+    page = client.get(f"/audits/{finished_run.pk}/").content.decode()
+    assert '<span id="fusion-alpha">1.00</span> × CMIS + 0.00 × CAS: CAS separates' in page

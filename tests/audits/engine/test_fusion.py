@@ -1,7 +1,7 @@
 import pytest
 
 from audits.engine.cmis import AuditEvent, CmisScore
-from audits.engine.fusion import decide_batch, fuse, residual_harm, select_batch
+from audits.engine.fusion import decide_batch, fit_alpha, fuse, residual_harm, select_batch
 
 
 def _c(v):
@@ -62,3 +62,32 @@ def test_residual_check_grows_the_batch_until_the_harm_is_gone():
     batch, residual, rounds = decide_batch(ranked, [ev], rep)
     assert batch == ["p1", "p2"] and residual["harmful"] == 0 and len(rounds) == 2
     assert residual_harm([ev], rep, [])["harmful"] == 1
+
+
+def _store(cas_of_causal: list[float], cas_of_clean: list[float]):
+    cmis = {f"p{i}": 1.0 for i in range(len(cas_of_causal))}
+    cas = {**{f"p{i}": a for i, a in enumerate(cas_of_causal)},
+           **{f"c{i}": a for i, a in enumerate(cas_of_clean)}}
+    return fuse(cmis, cas, alpha=0.6)
+
+
+def test_cas_that_separates_causal_from_clean_memories_keeps_the_papers_weight():
+    fit = fit_alpha(_store([0.9, 0.95, 1.0], [0.1 * (i % 5) for i in range(40)]), default=0.6, threshold=0.7)
+    assert fit["alpha"] == 0.6 and fit["cas_auc"] == 1.0
+    assert (fit["seeds"], fit["reference"]) == (3, 40)
+
+
+def test_cas_no_better_than_chance_on_the_stores_own_evidence_loses_its_weight():
+    clean = [0.1 * (i % 10) for i in range(40)]
+    fit = fit_alpha(_store([0.0, 0.5, 0.9], clean), default=0.6, threshold=0.7)
+    assert fit["cas_auc"] <= 0.6 and fit["alpha"] == 1.0 and "no better than chance" in fit["why"]
+    # In between, CAS gets part of the paper's weight: linear in its AUC above chance.
+    part = fit_alpha(_store([0.3, 0.85, 0.95], clean), default=0.6, threshold=0.7)
+    assert 0.6 < part["alpha"] < 1.0
+    assert part["alpha"] == pytest.approx(1 - 0.4 * (part["cas_auc"] - 0.6) / 0.4, abs=1e-3)
+
+
+def test_without_causal_evidence_the_papers_default_stands():
+    ranked = fuse({"a": 0.0}, {"a": 0.9, "b": 0.1, "c": 0.3}, alpha=0.6)  # no removal changed anything
+    fit = fit_alpha(ranked, default=0.6, threshold=0.7)
+    assert fit["alpha"] == 0.6 and fit["cas_auc"] is None and "default" in fit["why"]
