@@ -13,6 +13,7 @@ import io
 import json
 from typing import Any
 
+from audits import selectors
 from audits.models import AuditRun, AuditSuspect, CaseNote, ReviewProposal
 from orgs.models import Organization
 from orgs.services import activity_record
@@ -91,7 +92,7 @@ def audit_export(*, organization: Organization, run: AuditRun, fmt: str, user=No
             w.writerow([csv_cell("" if r[c] is None else r[c]) for c in COLUMNS])
         body, ctype = buf.getvalue(), "text/csv; charset=utf-8"
     else:
-        body = json.dumps({"audit_run": run.pk, "store": run.store.slug, "alpha": run.settings.get("alpha", 0.6),
+        body = json.dumps({"audit_run": run.pk, "store": run.store.slug, "alpha": selectors.run_alpha(run),
                            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
                            "columns": list(COLUMNS), "suspects": rows}, indent=1, ensure_ascii=False)
         ctype = "application/json"

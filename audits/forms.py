@@ -97,6 +97,9 @@ class AuditStartForm(forms.Form):
     top_k = forms.IntegerField(min_value=1, max_value=100, initial=5, label="Retrieval k")
     alpha = forms.FloatField(min_value=0, max_value=1, initial=0.6, label="α (CMIS weight in DS)",
                              widget=forms.NumberInput(attrs={"step": "0.05"}))
+    fit_alpha = forms.BooleanField(required=False, initial=True, label="Fit α to this store",
+                                   help_text="Weigh CAS by how well it separates this store's causal memories "
+                                             "from clean ones (at most 1 − α; none when no better than chance).")
     budget = forms.IntegerField(required=False, min_value=1, label="Replay budget",
                                 help_text="Most agent calls the counterfactual replays may use; empty = no limit.")
     top_n = forms.IntegerField(required=False, min_value=1, label="Batch size (top N)",
@@ -158,7 +161,8 @@ class AuditStartForm(forms.Form):
             agent = {"connector": d["connector"], "top_k": d["top_k"]}
             agent.update({st.name: d[st.name] for st in self.agent_settings.get(d["connector"], [])
                           if d.get(st.name) not in (None, "")})
-        raw: dict[str, Any] = {"agent": agent, "alpha": d["alpha"], "budget": d.get("budget"),
+        raw: dict[str, Any] = {"agent": agent, "alpha": d["alpha"], "fit_alpha": bool(d.get("fit_alpha")),
+                               "budget": d.get("budget"),
                                "top_n": d.get("top_n")}
         harm = self._harm(d)
         if harm is not None:

@@ -114,8 +114,15 @@ def suspects_for_run(*, organization: Organization, audit_run_id: int, limit: in
         "agent_calls": res.get("agent_calls"),
         "replays": res.get("replays"),
         "timings": res.get("timings", {}),
-        "alpha": run.settings.get("alpha"),
+        "alpha": run_alpha(run),
     }
+
+
+def run_alpha(run: AuditRun) -> float:
+    """The fusion weight α the run's analysis used: fitted to the store's evidence
+    (``signal_influence.alpha_used``), else the run's setting."""
+    used = ((run.results or {}).get("signal_influence") or {}).get("alpha_used")
+    return float(used) if used is not None else float(run.settings.get("alpha", 0.6))
 
 
 def positive_suspect_count(*, run: AuditRun) -> int:

@@ -275,7 +275,7 @@ def suspect_evidence(*, run: AuditRun, suspect: dict[str, Any], replays: _RunRep
     its group, and CMIS/CAS/DS with the normalised values DS used, each explained in a line."""
     replays = replays or _RunReplays(run)
     ext = suspect["external_id"]
-    alpha = float(run.settings.get("alpha", 0.6))
+    alpha = selectors.run_alpha(run)
     cmis_hat, cas_hat = float(suspect.get("cmis_hat") or 0), float(suspect.get("cas_hat") or 0)
     fused = alpha * cmis_hat + (1 - alpha) * cas_hat
     incidents = []

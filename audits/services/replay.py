@@ -138,7 +138,8 @@ class RunContext:
 
 
 def audit_params(s: dict[str, Any]) -> AuditParams:
-    return AuditParams(top_k=int(s["agent"].get("top_k", 5)), alpha=float(s["alpha"]), combine=s["combine"],
+    return AuditParams(top_k=int(s["agent"].get("top_k", 5)), alpha=float(s["alpha"]),
+                       fit_alpha=bool(s.get("fit_alpha", True)), combine=s["combine"],
                        group_ablation=bool(s["group_ablation"]),
                        group_thresholds=tuple(float(x) for x in s["group_thresholds"]),
                        batch_threshold=float(s["threshold"]), top_n=s["top_n"], baselines=bool(s["baselines"]))

@@ -20,7 +20,8 @@ CONSISTENCY_BACKENDS = ("rules", "cross-encoder", "onnx-conflict")
 
 DEFAULT_AUDIT_SETTINGS: dict[str, Any] = {
     "agent": {"connector": "builtin-vote", "top_k": 5},
-    "alpha": 0.6,
+    "alpha": 0.6,  # CMIS's weight in DS; with fit_alpha the least it gets (CAS at most 1 - alpha)
+    "fit_alpha": True,  # fit alpha to the store's own evidence (audits.engine.fusion.fit_alpha)
     "harm": None,  # default harm spec for incidents without their own
     "budget": None,  # most replays (agent calls) the CMIS plan may need; None = no limit
     "top_n": None,  # batch = top-N suspects; None = every suspect with DS >= threshold
@@ -88,7 +89,7 @@ def audit_settings_clean(raw: dict[str, Any] | None, *, organization: Organizati
         errors.setdefault("combine", []).append("'max' or 'sum'")
     if s["consistency"] not in CONSISTENCY_BACKENDS:
         errors.setdefault("consistency", []).append(f"one of {', '.join(CONSISTENCY_BACKENDS)}")
-    for key in ("group_ablation", "baselines"):
+    for key in ("group_ablation", "baselines", "fit_alpha"):
         if not isinstance(s[key], bool):
             errors.setdefault(key, []).append("true or false")
     gt = s["group_thresholds"]
