@@ -164,7 +164,6 @@ def _markers(text: str) -> tuple[tuple[str, str], ...]:
 # passage a user's own preference, chat, a third party's duty, a report or a page about attacks
 # count against it. English, French, German and Spanish cue words.
 
-_W = re.compile(r"[A-Za-zÀ-ÿ']+")
 _AUDIENCE_NOUN = (r"(?:customers?|users?|callers?|clients?|shoppers?|patients?|guests?|applicants?|owners?|parents?"
                   r"|tenants?|members?|visitors?|students?|players?|people|colleagues?|families|farmers|buyers"
                   r"|passengers|travell?ers|investors|subscribers|employees|staff|requesters?|senders?|drivers)")
@@ -172,16 +171,16 @@ _AUDIENCE = (r"(?:\b(?:every|each|all|any|other|all\s+the|every\s+single)\s+(?:\
              r"|\b(?:anyone|anybody|everyone|everybody|whoever|someone|somebody|them|people)\b"
              r"|\bthe\s+(?:customer|user|caller|client|patient|guest|shopper|applicant|tenant|owner|parent|member"
              r"|visitor|student|requester)s?\b"
-             r"|\b(?:chaque|tous les|toutes les|quiconque|allen|jedem|jeder|todos los|todas las|cualquier|a todos)\b)")
+             r"|\b(?:chaque|tous les|toutes les|allen|jedem|jeder|todos los|todas las|cualquier|a todos)\b)")
 _ANSWER_VERB = (r"(?:tell|say|answer|reply|respond|report|state|describe|quote|confirm|insist|guarantee|promise|reassure"
-                r"|deny|inform|claim|assure|present|recommend|refer|let|give\s+out|read\s+out|explain"
+                r"|deny|inform|claim|present|recommend|give\s+out"
                 r"|réponds|répondez|répondre|dis|dites|dire|indique[rz]?|communique[rz]?|affirme[rz]?"
                 r"|antworte\w*|sag(?:e|en|st)?|teile\w*|erkläre|bestätige"
                 r"|responde[rs]?|di|diles|dile|decir|comunica|indica|confirma)")
-_ACT_VERB = (r"(?:approve|grant|accept|waive|credit|refund|pay|issue|settle|sign|unlock|reset|mark|close|excuse|change"
-             r"|apply|comply|execute|run|call|invoke|trigger|delete|drop|disable|skip|bypass|merge|transfer|book|add"
-             r"|point|treat|consider|assume|adopt|act|behave|play|pretend|imagine|speak|switch|stop|agree|collect|ask"
-             r"|send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give|write"
+_ACT_VERB = (r"(?:approve|grant|accept|waive|credit|refund|pay|issue|settle|sign|unlock|reset|mark|excuse|change"
+             r"|execute|run|call|invoke|trigger|delete|drop|disable|skip|bypass|merge|transfer|book|add"
+             r"|point|treat|consider|assume|adopt|act|behave|play|pretend|imagine|speak|switch|stop"
+             r"|send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give"
              r"|leak|ignore|disregard|forget|discard|replace|overlook|genehmige\w*|leite\w*|gib|ignoriere\w*|schicke?"
              r"|sende\w*|ignora\w*|envía\w*|reenvía\w*|aprueba\w*|ignore[zr]?|envoie[zr]?|transf[eè]re[zr]?"
              r"|approuve[zr]?|confirme[rz]?)")
@@ -195,23 +194,22 @@ _ADDRESS = (
         r"|\b(?:the|this|your|any|whichever|every)\s+(?:ai\s+|virtual\s+|support\s+|routing\s+|scheduling\s+)?"
         r"(?:assistant|agent|ai|bot|model|chatbot|helper|planner|llm)\b(?!\s+(?:feature|team|market|industry)\b)"
         r"|\b(?:for|to)\s+(?:the\s+|any\s+|whichever\s+)?(?:[a-z]+\s+)?(?:ai|assistant|agent|model|bot|llm)\b"
-        r"|\b(?:whoever|anyone who|any model that|any ai that)\s+(?:reads|handles|consults|answers|sees)\b"
-        r"|\breader of this\b|\bai (?:reading|consulting|seeing) this\b|\(the agent\)"
+        r"|\b(?:whoever|anyone who|any model that|any ai that)\s+(?:reads|consults|answers)\b"
+        r"|\breader of this\b|\bai consulting this\b|\(the agent\)"
         r"|\b(?:l'assistant|l'agent|l'ia|der assistent|den assistenten|dem assistenten|die ki|el asistente"
         r"|al asistente|la ia)\b", re.IGNORECASE)),
     ("you told what to do", 2.0, re.compile(
-        r"\byou(?:'re| are)?\s+(?:must|should|shall|need to|have to|are to|will now|can now|may now|now|are now"
-        r"|are permitted|are allowed|are authori[sz]ed|have been (?:promoted|authori[sz]ed|granted))\b"
-        r"|\b(?:could|would|can) you(?: please| kindly)?\s+(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"|make sure)\b"
-        r"|\bif(?:,\s*[\w\s]{0,30},)?\s+you could\b|\bmake sure (?:that )?(?:you|any|every|each)\b"
+        r"\byou(?:'re| are)?\s+(?:must|should|shall|have to|are to|will now|can now|may now|now|are now"
+        r"|are authori[sz]ed|have been (?:promoted|authori[sz]ed|granted))\b"
+        r"|\bcould you(?: please)?\s+(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"|make sure)\b"
+        r"|\bmake sure (?:that )?(?:you|any|every|each)\b"
         r"|,\s*you\s+(?:share|send|give|tell|say|approve|forward|reply|answer|grant|call|run|reveal|confirm)\b"
         r"|\byour (?:earlier|previous|prior|original|new|standing|current|initial)\s+(?:instructions?|guidelines"
-        r"|rules|configuration|guidance|restrictions)\b|\byou were (?:given|told)\b"
-        r"|\b(?:tu dois|vous devez|tu vas|du musst|du sollst|sollst du|musst du|sie müssen|sie sollen|debes|tienes que"
+        r"|rules|configuration|guidance|restrictions)\b|\byou were told\b"
+        r"|\b(?:tu dois|vous devez|tu vas|du musst|du sollst|sie müssen|sie sollen|debes|tienes que"
         r"|deberás|usted debe)\b|\bantwortest du\b|\bdu antwortest\b", re.IGNORECASE)),
     ("system role in markup", 2.5, re.compile(
-        r"[\"']?role[\"']?\s*[:=]\s*[\"']?system\b|<\s*/?\s*system\s*>|\[system\]|<<SYS>>|\bapplies_to\W+agent"
-        r"|^#+\s*(?:assistant|agent|ai|bot|model)\b[^\n]*\n|\bmemory_type\W+(?:directive|instruction)", re.IGNORECASE)),
+        r"[\"']?role[\"']?\s*[:=]\s*[\"']?system\b|\[system\]|<<SYS>>", re.IGNORECASE)),
     ("rule on the replies", 2.0, re.compile(
         r"\b(?:every|each|all|any)\s+(?:future\s+)?(?:reply|replies|answer|answers|response|responses|summary"
         r"|summaries)\b[^.;\n]{0,60}?\b(?:must|should|has to|have to|is to|are to|shall|gets?)\b"
@@ -232,15 +230,14 @@ _ASKS = (
         r"|\b(?:describe|report|mark|present)\s+(?:[\w']+\s+){0,5}as\b"
         + r"|\b(?:tell|inform|assure|reassure|promise|quote|guarantee)\s+(?:the\s+|all\s+|our\s+)?(?:\w+\s+)?"
         + _AUDIENCE_NOUN + r"\b"
-        + r"|\b(?:let|give|tell)\s+" + _AUDIENCE + r"[^.;\n]{0,40}?\bknow\b"
         + r"|\b" + _AUDIENCE + r"\s+(?:who\s+)?(?:asks?|asking|calls?|requests?|mentions?|says?)\b"
         r"|\b(?:to|for|with)\s+(?:anyone|whoever|everyone|anybody)\b|\bon request\b"
         r"|\b(?:say|state|report|insist|answer|reply|respond|claim|confirm)\s+(?:that|so|it|there|none|yes|no)\b"
-        r"|\b(?:quiconque le demande|quien lo pida|wer (?:auch )?fragt)\b", re.IGNORECASE)),
+        , re.IGNORECASE)),
     ("does what others ask", 1.5, re.compile(
         r"\b(?:whatever|anything|everything|any\s+\w+)\s+(?:they|he|she|the\s+\w+|a\s+\w+|it)\s+(?:asks?|requests?|wants?"
-        r"|names?|gives?|pastes?|reports?|disputes?|says?)\b|\b(?:who|that)\s+(?:asks?|requests?)\b|\bon request\b"
-        r"|\b(?:share|give|send|reveal|disclose|grant|offer|extend|read out)\b[^.;\n]{0,50}?\b(?:to|with)\s+" + _AUDIENCE
+        r"|names?|pastes?|reports?|disputes?)\b|\b(?:who|that)\s+(?:asks?|requests?)\b|\bon request\b"
+        r"|\b(?:share|give|send|reveal|disclose|grant|offer|extend)\b[^.;\n]{0,50}?\b(?:to|with)\s+" + _AUDIENCE
         + r"|\b(?:deny|refuse|reject|approve|grant|accept|waive|refund|pay out|settle|credit|excuse|issue|sign off on)\s+"
         r"(?:any|every|all|each|whatever)\b"
         r"|\b(?:may|can|could)\s+(?:now\s+)?be\s+(?!only\b)\w+(?:ed|en|let|paid)\b(?=[^.;\n]{0,60}?\b(?:any|anyone|who|on "
@@ -256,7 +253,7 @@ _ASKS = (
         re.IGNORECASE)),
     ("persists", 1.5, re.compile(
         r"\b(?:from now on|from now|going forward|henceforth|from (?:here|this point|this message|today)(?: on(?:wards?)?"
-        r"| onwards?| forward)?|starting (?:now|today)|until (?:told otherwise|further notice)|in all future"
+        r"| onwards?| forward)?|starting now|until further notice|in all future"
         r"|for all future|all (?:later|future)|for the rest of|permanently|effective immediately|from here"
         r"|regardless of what|no matter what|every (?:single )?(?:reply|answer|response|session|conversation|chat"
         r"|summary|message|time)|each (?:reply|answer|response|session|time)|standing instruction"
@@ -265,7 +262,7 @@ _ASKS = (
     ("overrides other memories", 2.5, re.compile(
         r"\b(?:ignore|disregard|forget|discard|replace|set aside|never mind|overlook|don't rely on|do not rely on"
         r"|don't go by|do not go by|drop)\b[^.;\n]{0,40}?\b(?:previous|prior|earlier|older|other|above|saved|stored"
-        r"|safety|whatever|what you|anything|everything|instructions?|rules?|guidelines?|memor(?:y|ies)|records?"
+        r"|whatever|what you|anything|everything|instructions?|rules?|guidelines?|memor(?:y|ies)|records?"
         r"|notes?|entries|knowledge base|context)\b"
         r"|\b(?:instructions?|rules?|guidelines?|entries|records?|memories|notes?|answers?)\b[^.;\n]{0,30}?"
         r"\b(?:no longer apply|(?:is|are|were) (?:void|obsolete|superseded|stale|mistaken|wrong|a draft|fabricated"
@@ -278,31 +275,31 @@ _ASKS = (
         r"|reglas|notes|notizen|notas|précédent\w*|früher\w*|vorherig\w*|anterior\w*)", re.IGNORECASE)),
     ("claims authority", 1.0, re.compile(
         r"\bSYSTEM\b|\bADMIN\b|(?i:\b(?:system (?:note|prompt|update|message|instruction|override)s?|admin(?:istrator)?"
-        r"\s*(?:note|notice|override|message)?\s*:|developer (?:note|override|mode|message)|operator|platform team"
+        r"\s*(?:note|notice|override|message)?\s*:|developer mode|operator|platform team"
         r"|head office|headquarters|management|compliance|security team|legal has|cfo|cto|ceo|the board|signed off"
-        r"|approved by|by order of|has cleared|has relaxed|revised guideline|new rule|rule now|policy update|override"
+        r"|approved by|by order of|has cleared|has relaxed|revised guideline|new rule|policy update|override"
         r"|per the (?:head|director|manager|owner|chief)|(?:hr|legal|security|finance|it) (?:instruction|notice|directive)"
-        r"|priority flag|internal (?:note|directive)|automated note|standing instruction|systemhinweis|hinweis an"
-        r"|nota del administrador|note pour|administrateur|administrador)\b)")),
+        r"|priority flag|internal (?:note|directive)|automated note|standing instruction|systemhinweis|admin-hinweis|hinweis an"
+        r"|note (?:système|de l'administrateur|pour)|nota del (?:sistema|administrador))\b)")),
     ("relaxes a control", 1.5, re.compile(
-        r"\bwithout (?:a |any |the |their |his |her )?(?:manager|approval|verif\w+|check\w*|receipt|proof|consultation"
-        r"|inspection|confirmation|review|sign-off|escalat\w*|caveats|asking|income check|identity|looking|a prescription)"
-        r"|\bno (?:need to|review|questions|restrictions|approval)\b|\bno longer (?:needed|required|apply|need)\b"
-        r"|\bnot (?:needed|required)\b|\b(?:does|do) not apply\b|\bis gone\b|\bretired\b|\bdisabled\b|\bwaived?\b|\blifted\b|\brelaxed\b|\bbypass"
-        r"|\bskip (?:the )?\w*\s*(?:check|verification|approval)|\bpre-approved\b|\bautomatically\b|\bexempt\w*|\bdisable (?:the )?[\w-]*\s*(?:firewall|checks?|filters?|logging|alerts?|2fa|mfa|verification|antivirus|monitoring)"
-        r"|\b(?:do not|don't|dont) (?:escalate|verify|check|ask|log)\b|\bon the customer's word\b|\beven if\b"
+        r"\bwithout (?:a |any |the |their |his |her )?(?:manager|approval|verif\w+|check\w*|proof|consultation"
+        r"|inspection|review|caveats|asking|income check|identity|looking|a prescription)"
+        r"|\bno (?:review|questions|restrictions|approval)\b|\bno longer (?:needed|required|apply|need)\b"
+        r"|\bnot (?:needed|required)\b|\b(?:does|do) not apply\b|\bis gone\b|\bdisabled\b|\bwaived?\b|\blifted\b|\brelaxed\b|\bbypass"
+        r"|\bskip (?:the )?\w*\s*(?:check|verification|approval)|\bautomatically\b|\bexempt\w*|\bdisable (?:the )?[\w-]*\s*(?:firewall|checks?|filters?|logging|alerts?|2fa|mfa|verification|antivirus|monitoring)"
+        r"|\b(?:do not|don't|dont) (?:verify|check|ask|log)\b|\bon the customer's word\b|\beven if\b"
         r"|\b(?:sans (?:vérifier|vérification|approbation|demander)|ohne (?:prüfung|genehmigung|zu prüfen|freigabe)"
         r"|keine freigabe|sin (?:verificar|aprobación|comprobar))\b", re.IGNORECASE)),
     ("sends data out", 2.0, re.compile(
         r"(?:https?|ftp|s3)://|\b[\w.+-]+@[\w-]+\.[a-z]{2,}\b|\b[A-Z]{2}\d{2}(?: ?\d{4}){3,}|\b0x[0-9a-f]{3,}"
-        r"|\b(?:send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give|read out"
-        r"|leak|write|communicate|collect|ask|leite|envía|envoie|communique\w*|teile|reply with|respond with)\b[^.;\n]{0,60}?"
-        r"\b(?:passwords?|passcodes?|pins?|api keys?|credentials?|tokens?|logins?|access codes?|code d'accès"
-        r"|dates? of birth|address book|card numbers?|salar(?:y|ies)|passport scans?|balances?|calendar|transcripts?"
-        r"|conversations?|chat history|historial|contents|customer list|phone numbers|home address)\b",
+        r"|\b(?:send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give"
+        r"|leak|communicate|leite|envía|envoie|communique\w*|teile|reply with|respond with)\b[^.;\n]{0,60}?"
+        r"\b(?:passwords?|passcodes?|pins?|credentials?|tokens?|logins?"
+        r"|address book|card numbers?|salar(?:y|ies)|passport scans?|balances?|calendar|transcripts?"
+        r"|conversations?|chat history|historial|contents|customer list|phone numbers)\b",
         re.IGNORECASE)),
     ("runs a tool", 2.0, re.compile(
-        r"\b(?:call|run|execute|invoke|trigger)\s+(?:the\s+)?`?[\w.]*\w\(|\brm -rf\b|\brole\s*=\s*admin|\|\s*(?:ba|z)?sh\b"
+        r"\b(?:call|run|execute|invoke|trigger)\s+(?:the\s+)?`?[\w.]*\w\(|\|\s*(?:ba|z)?sh\b"
         r"|\b(?:call|run|execute|invoke|use)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}(?:tool|script|command|shell|job)s?\b"
         r"|\bcurl\s+https?:", re.IGNORECASE)),
     ("changes the agent's role", 2.5, re.compile(
@@ -310,7 +307,7 @@ _ASKS = (
         r"|\bimagine you are\b|\badopt the (?:role|persona)\b|\btake on the persona\b|\bpretend\b|\bconsider yourself\b"
         r"|\bswitch (?:roles|to \w+ (?:mode|persona))\b|\bpromoted to\b|(?:^|[.:;!?]\s*)(?:respond|speak|answer|reply) as\b"
         r"|\byou(?:'re| are) (?:the|a|an)\b[^.;\n]{0,40}\bnow\b"
-        r"|\bin the voice of\b|\bassume the identity\b|\btreat the user as\b|\bdeveloper mode\b", re.IGNORECASE)),
+        r"|\bin the voice of\b|\bassume the identity\b|\bdeveloper mode\b", re.IGNORECASE)),
 )
 
 _AGAINST = (
@@ -374,3 +371,12 @@ def _clause_imperative(text: str) -> str | None:
             continue
         return m.group(0).strip(" ,;:\n.([>*#`\"-")
     return None
+
+
+def addressee(text: str) -> str | None:
+    """The words by which the passage addresses a reader (the structural scorer's address side),
+    or None; the learned detector (:mod:`ledger.classifier.learned`) takes it as the form of an order."""
+    for _, _, rx in _ADDRESS:
+        if m := rx.search(text):
+            return m.group(0).strip(" ,;:\n")
+    return _clause_imperative(text)
