@@ -26,6 +26,15 @@ from ``L2_CHOICES``: the one whose folds put most left-out injections over their
 fold, the lowest score above every negative of the left-out batch and of the left-out part of the
 background (each with the directive form); the median over the folds. ``Z_MIN`` (the store bar,
 ``ledger.classifier.learned``) is set a priori: a one-sided normal tail of 1 in 10,000.
+
+3.10 (issue 16, "instruction attacks") adds a hand-written structural scorer
+(``ledger.classifier.instruction``: who the passage addresses and what it asks) and lets its
+score lower the learned bar (``ledger.classifier.learned.STRUCTURAL_WEIGHT``); the learned model
+is not refitted (``TRAIN_BATCHES`` and the features are unchanged, so ``--train`` still rebuilds
+the shipped 3.4 weights). Holdouts 1-3 had been looked at by then and are tuning data for 3.10,
+with tune batch 4; **holdout 4** was written and committed before any 3.10 code and is measured
+once (``bench/classifier_eval.py --instructions --instruction-set "holdout 4"``). Tune the rules
+with every set but holdout 4 (``--instruction-set`` for each).
 """
 
 from __future__ import annotations
