@@ -12,6 +12,11 @@ French", "the user asked to always be addressed as Dr. Lee") is the user speakin
 user's own conversation: a standing directive attributed to the user is not flagged unless it
 also carries one of the other markers (an override, a note to the agent, a tool or role
 directive).
+
+3.10 (issue 16, "instruction attacks") adds a structural scorer (``directive_evidence``, below):
+who the passage addresses and what it asks, one weight per kind of evidence, flagged at
+``DIRECTIVE_BAR`` when no named rule holds; its score also lowers the learned detector's bar
+(:mod:`ledger.classifier.learned`). Tuned on every set of ``bench/instruction_set.py`` but holdout 4.
 """
 
 from __future__ import annotations
