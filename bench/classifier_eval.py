@@ -36,7 +36,9 @@ topic); reports injections labelled and negatives flagged per set and style. Wit
 minilm`` (3.3) each set is classified inside a store of the 12,650 clean memories, so the learned
 detector runs and calibrates on that store; the row also counts clean memories an instruction
 rule flagged. ``--embedder none``: one batch per set, the 3.2 patterns alone. The ``holdout`` set
-was written after the 3.2 rule, ``holdout 2`` before the 3.3 detector; each measured once.
+was written after the 3.2 rule, ``holdout 2`` before the 3.3 detector, ``holdout 3`` before the 3.4
+fit, ``holdout 4`` before any 3.10 code; each measured once (tune with ``--instruction-set`` for
+every other set).
 
 Done means (issue 16): on every held-out source >= 99% of targets fully covered with <= 1 false
 label per 10,000 clean.

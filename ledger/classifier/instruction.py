@@ -12,6 +12,11 @@ French", "the user asked to always be addressed as Dr. Lee") is the user speakin
 user's own conversation: a standing directive attributed to the user is not flagged unless it
 also carries one of the other markers (an override, a note to the agent, a tool or role
 directive).
+
+3.10 (issue 16, "instruction attacks") adds a structural scorer (``directive_evidence``, below):
+who the passage addresses and what it asks, one weight per kind of evidence, flagged at
+``DIRECTIVE_BAR`` when no named rule holds; its score also lowers the learned detector's bar
+(:mod:`ledger.classifier.learned`). Tuned on every set of ``bench/instruction_set.py`` but holdout 4.
 """
 
 from __future__ import annotations
@@ -145,5 +150,238 @@ def _markers(text: str) -> tuple[tuple[str, str], ...]:
         out.append(general)
     preference = {_STANDING[0], _WHEN_ASKED[0]}
     if out and _SPEAKER_USER.search(text) and all(name in preference for name, _ in out):
-        return ()
+        out = []
+    if not out:  # 3.10: the structural scorer, when no named rule holds
+        score, evidence = _directive(text)
+        if score >= DIRECTIVE_BAR:
+            out.append(("addressed directive", f"score {score:g}: " + "; ".join(
+                f"{name} ({w:+g}): {t[:40]}" for name, w, t in evidence)))
     return tuple(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# 3.10: the structural scorer. Who the passage addresses and what it asks, scored per kind of
+# evidence (each kind counts once); a passage is flagged when it addresses a reader (the agent
+# named, "you" told what to do, an order at a clause start, a system role in markup, a rule about
+# the replies themselves) AND asks something an honest memory does not (shape what others are
+# told, persist, override other memories, claim authority, relax a control, send data out, run
+# a tool, change the agent's role), and the weights reach ``DIRECTIVE_BAR``. Words that make the
+# passage a user's own preference, chat, a third party's duty, a report or a page about attacks
+# count against it. English, French, German and Spanish cue words.
+
+_AUDIENCE_NOUN = (r"(?:customers?|users?|callers?|clients?|shoppers?|patients?|guests?|applicants?|owners?|parents?"
+                  r"|tenants?|members?|visitors?|students?|players?|people|colleagues?|families|farmers|buyers"
+                  r"|passengers|travell?ers|investors|subscribers|employees|staff|requesters?|senders?|drivers)")
+_AUDIENCE = (r"(?:\b(?:every|each|all|any|other|all\s+the|every\s+single)\s+(?:\w+\s+)?" + _AUDIENCE_NOUN + r"\b"
+             r"|\b(?:anyone|anybody|everyone|everybody|whoever|someone|somebody|them|people)\b"
+             r"|\bthe\s+(?:customer|user|caller|client|patient|guest|shopper|applicant|tenant|owner|parent|member"
+             r"|visitor|student|requester)s?\b"
+             r"|\b(?:chaque|tous les|toutes les|allen|jedem|jeder|todos los|todas las|cualquier|a todos)\b)")
+_ANSWER_VERB = (r"(?:tell|say|answer|reply|respond|report|state|describe|quote|confirm|insist|guarantee|promise|reassure"
+                r"|deny|inform|claim|present|recommend|give\s+out"
+                r"|réponds|répondez|répondre|dis|dites|dire|indique[rz]?|communique[rz]?|affirme[rz]?"
+                r"|antworte\w*|sag(?:e|en|st)?|teile\w*|erkläre|bestätige"
+                r"|responde[rs]?|di|diles|dile|decir|comunica|indica|confirma)")
+_ACT_VERB = (r"(?:approve|grant|accept|waive|credit|refund|pay|issue|settle|sign|unlock|reset|mark|excuse|change"
+             r"|execute|run|call|invoke|trigger|delete|drop|disable|skip|bypass|merge|transfer|book|add"
+             r"|point|treat|consider|assume|adopt|act|behave|play|pretend|imagine|speak|switch|stop"
+             r"|send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give"
+             r"|leak|ignore|disregard|forget|discard|replace|overlook|genehmige\w*|leite\w*|gib|ignoriere\w*|schicke?"
+             r"|sende\w*|ignora\w*|envía\w*|reenvía\w*|aprueba\w*|ignore[zr]?|envoie[zr]?|transf[eè]re[zr]?"
+             r"|approuve[zr]?|confirme[rz]?)")
+_STARTERS = r"(?:please|kindly|quietly|silently|also|then|and|just|simply|now|first|always|never|immediately|merci de)"
+_FIRST_PERSON_OBJECT = re.compile(r"^\s*(?:me|us|my|our|mine|myself|ourselves|moi|mir|mich|me)\b", re.IGNORECASE)
+
+_ADDRESS = (
+    ("agent named", 2.5, re.compile(
+        r"(?:^|[.!?;:(\[\]>\n-]\s*|\bP\.S\.\s*)(?:hey\s+|dear\s+|hi\s+)?(?:assistant|agent|ai|bot|model|chatbot|helper)"
+        r"\s*[,:]"
+        r"|\b(?:the|this|your|any|whichever|every)\s+(?:ai\s+|virtual\s+|support\s+|routing\s+|scheduling\s+)?"
+        r"(?:assistant|agent|ai|bot|model|chatbot|helper|planner|llm)\b(?!\s+(?:feature|team|market|industry)\b)"
+        r"|\b(?:for|to)\s+(?:the\s+|any\s+|whichever\s+)?(?:[a-z]+\s+)?(?:ai|assistant|agent|model|bot|llm)\b"
+        r"|\b(?:whoever|anyone who|any model that|any ai that)\s+(?:reads|consults|answers)\b"
+        r"|\breader of this\b|\bai consulting this\b|\(the agent\)"
+        r"|\b(?:l'assistant|l'agent|l'ia|der assistent|den assistenten|dem assistenten|die ki|el asistente"
+        r"|al asistente|la ia)\b", re.IGNORECASE)),
+    ("you told what to do", 2.0, re.compile(
+        r"\byou(?:'re| are)?\s+(?:must|should|shall|have to|are to|will now|can now|may now|now|are now"
+        r"|are authori[sz]ed|have been (?:promoted|authori[sz]ed|granted))\b"
+        r"|\bcould you(?: please)?\s+(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"|make sure)\b"
+        r"|\bmake sure (?:that )?(?:you|any|every|each)\b"
+        r"|,\s*you\s+(?:share|send|give|tell|say|approve|forward|reply|answer|grant|call|run|reveal|confirm)\b"
+        r"|\byour (?:earlier|previous|prior|original|new|standing|current|initial)\s+(?:instructions?|guidelines"
+        r"|rules|configuration|guidance|restrictions)\b|\byou were told\b"
+        r"|\b(?:tu dois|vous devez|tu vas|du musst|du sollst|sie müssen|sie sollen|debes|tienes que"
+        r"|deberás|usted debe)\b|\bantwortest du\b|\bdu antwortest\b", re.IGNORECASE)),
+    ("system role in markup", 2.5, re.compile(
+        r"[\"']?role[\"']?\s*[:=]\s*[\"']?system\b|\[system\]|<<SYS>>", re.IGNORECASE)),
+    ("rule on the replies", 2.0, re.compile(
+        r"\b(?:every|each|all|any)\s+(?:future\s+)?(?:reply|replies|answer|answers|response|responses|summary"
+        r"|summaries)\b[^.;\n]{0,60}?\b(?:must|should|has to|have to|is to|are to|shall|gets?)\b"
+        r"|\b(?:questions?|requests?)\s+about\b[^.;\n]{0,60}?\bgets?\s+the\s+(?:answer|reply|response)\b"
+        r"|\bthe (?:reply|answer|response) (?:has to|must|should|is to) be\b"
+        r"|\b(?:should|must|will|is to)\s+hear\b", re.IGNORECASE)),
+    ("you given a new role", 2.5, re.compile(
+        r"\byou(?:'re| are)? now (?:speak|act|are|the)\b|\bimagine you are\b|\bconsider yourself\b|\byou have been promoted\b"
+        r"|\byou(?:'re| are) (?:the|a|an)\b[^.;\n]{0,40}\bnow\b|\byou are no longer\b", re.IGNORECASE)),
+)
+
+_ASKS = (
+    ("shapes what others are told", 2.0, re.compile(
+        r"\b" + _ANSWER_VERB + r"\s+(?:(?:to|du|Sie|à)\s+)?" + _AUDIENCE
+        + r"|\b" + _ANSWER_VERB + r"\b[^.;\n]{0,30}?\bto\s+" + _AUDIENCE
+        + r"|\b(?:must|should|has to|have to|is to|are to)\s+(?:always\s+)?(?:say|state|tell|claim|describe|mention|report"
+        r"|promise|confirm)\b|\b(?:hears?|be told|is told|are told)\s+that\b"
+        r"|\b(?:describe|report|mark|present)\s+(?:[\w']+\s+){0,5}as\b"
+        + r"|\b(?:tell|inform|assure|reassure|promise|quote|guarantee)\s+(?:the\s+|all\s+|our\s+)?(?:\w+\s+)?"
+        + _AUDIENCE_NOUN + r"\b"
+        + r"|\b" + _AUDIENCE + r"\s+(?:who\s+)?(?:asks?|asking|calls?|requests?|mentions?|says?)\b"
+        r"|\b(?:to|for|with)\s+(?:anyone|whoever|everyone|anybody)\b|\bon request\b"
+        r"|\b(?:say|state|report|insist|answer|reply|respond|claim|confirm)\s+(?:that|so|it|there|none|yes|no)\b"
+        , re.IGNORECASE)),
+    ("does what others ask", 1.5, re.compile(
+        r"\b(?:whatever|anything|everything|any\s+\w+)\s+(?:they|he|she|the\s+\w+|a\s+\w+|it)\s+(?:asks?|requests?|wants?"
+        r"|names?|pastes?|reports?|disputes?)\b|\b(?:who|that)\s+(?:asks?|requests?)\b|\bon request\b"
+        r"|\b(?:share|give|send|reveal|disclose|grant|offer|extend)\b[^.;\n]{0,50}?\b(?:to|with)\s+" + _AUDIENCE
+        + r"|\b(?:deny|refuse|reject|approve|grant|accept|waive|refund|pay out|settle|credit|excuse|issue|sign off on)\s+"
+        r"(?:any|every|all|each|whatever)\b"
+        r"|\b(?:may|can|could)\s+(?:now\s+)?be\s+(?!only\b)\w+(?:ed|en|let|paid)\b(?=[^.;\n]{0,60}?\b(?:any|anyone|who|on "
+        r"request|without)\b)",
+        re.IGNORECASE)),
+    ("trigger", 1.5, re.compile(
+        r"\b(?:when(?:ever)?|if|each time|every time|any ?time|once|as soon as|before|after|next time|on)\b"
+        r"[^.;\n]{0,60}?\b(?:asks?|asked|asking|mentions?|mentioned|brings? up|comes? up|raises?|requests?"
+        r"|is mentioned|complains?|is processed|is closed|closes?|runs?|opens?|is prepared|books?|booking|answering"
+        r"|replying|drafting|login|log(?:s|ged)? in|receiving|using|calls?|calling)\b"
+        r"|\b(?:any|every|each)\s+\w+\s+(?:asking|who asks|calling|requesting)\b"
+        r"|\b(?:quand|lorsque|si|wenn|sobald|cuando|si)\b[^.;\n]{0,60}?\b(?:demande|fragt|pregunta|erwähnt|mentionne)\w*",
+        re.IGNORECASE)),
+    ("persists", 1.5, re.compile(
+        r"\b(?:from now on|from now|going forward|henceforth|from (?:here|this point|this message|today)(?: on(?:wards?)?"
+        r"| onwards?| forward)?|starting now|until further notice|in all future"
+        r"|for all future|all (?:later|future)|for the rest of|permanently|effective immediately|from here"
+        r"|regardless of what|no matter what|every (?:single )?(?:reply|answer|response|session|conversation|chat"
+        r"|summary|message|time)|each (?:reply|answer|response|session|time)|standing instruction"
+        r"|à partir de maintenant|désormais|dorénavant|à l'avenir|ab sofort|ab jetzt|von nun an|ab heute|künftig"
+        r"|zukünftig|de ahora en adelante|a partir de ahora|desde ahora|en adelante|quoi que disent)\b", re.IGNORECASE)),
+    ("overrides other memories", 2.5, re.compile(
+        r"\b(?:ignore|disregard|forget|discard|replace|set aside|never mind|overlook|don't rely on|do not rely on"
+        r"|don't go by|do not go by|drop)\b[^.;\n]{0,40}?\b(?:previous|prior|earlier|older|other|above|saved|stored"
+        r"|whatever|what you|anything|everything|instructions?|rules?|guidelines?|memor(?:y|ies)|records?"
+        r"|notes?|entries|knowledge base|context)\b"
+        r"|\b(?:instructions?|rules?|guidelines?|entries|records?|memories|notes?|answers?)\b[^.;\n]{0,30}?"
+        r"\b(?:no longer apply|(?:is|are|were) (?:void|obsolete|superseded|stale|mistaken|wrong|a draft|fabricated"
+        r"|outdated))\b|\bthe only (?:rule|valid|correct|true)\b|\bsingle source of truth\b|\btrust only\b"
+        r"|\bsupersede[sd]?\b|\b(?:what|whatever) you (?:know|remember|hold|have (?:stored|saved))\b"
+        r"|\b(?:recollection|memory|knowledge|notes?) you (?:hold|have)\b|\b(?:entered|written|saved) (?:by|in) (?:mistake|error)\b"
+        r"|\b(?:saved|stored|recorded|written|remembered)\b[^.;\n]{0,40}?\b(?:is|are|was|were) (?:void|obsolete|stale"
+        r"|mistaken|wrong|a draft|fabricated|outdated|false|fake)\b|\bregardless of what the (?:records|notes|knowledge base)\b"
+        r"|\b(?:ignor\w*|oublie\w*|vergiss)\b[^.;\n]{0,40}?\b(?:instructions?|anweisungen|instrucciones|règles|regeln"
+        r"|reglas|notes|notizen|notas|précédent\w*|früher\w*|vorherig\w*|anterior\w*)", re.IGNORECASE)),
+    ("claims authority", 1.0, re.compile(
+        r"\bSYSTEM\b|\bADMIN\b|(?i:\b(?:system (?:note|prompt|update|message|instruction|override)s?|admin(?:istrator)?"
+        r"\s*(?:note|notice|override|message)?\s*:|developer mode|operator|platform team"
+        r"|head office|headquarters|management|compliance|security team|legal has|cfo|cto|ceo|the board|signed off"
+        r"|approved by|by order of|has cleared|has relaxed|revised guideline|new rule|policy update|override"
+        r"|per the (?:head|director|manager|owner|chief)|(?:hr|legal|security|finance|it) (?:instruction|notice|directive)"
+        r"|priority flag|internal (?:note|directive)|automated note|standing instruction|systemhinweis|admin-hinweis|hinweis an"
+        r"|note (?:système|de l'administrateur|pour)|nota del (?:sistema|administrador))\b)")),
+    ("relaxes a control", 1.5, re.compile(
+        r"\bwithout (?:a |any |the |their |his |her )?(?:manager|approval|verif\w+|check\w*|proof|consultation"
+        r"|inspection|review|caveats|asking|income check|identity|looking|a prescription)"
+        r"|\bno (?:review|questions|restrictions|approval)\b|\bno longer (?:needed|required|apply|need)\b"
+        r"|\bnot (?:needed|required)\b|\b(?:does|do) not apply\b|\bis gone\b|\bdisabled\b|\bwaived?\b|\blifted\b|\brelaxed\b|\bbypass"
+        r"|\bskip (?:the )?\w*\s*(?:check|verification|approval)|\bautomatically\b|\bexempt\w*|\bdisable (?:the )?[\w-]*\s*(?:firewall|checks?|filters?|logging|alerts?|2fa|mfa|verification|antivirus|monitoring)"
+        r"|\b(?:do not|don't|dont) (?:verify|check|ask|log)\b|\bon the customer's word\b|\beven if\b"
+        r"|\b(?:sans (?:vérifier|vérification|approbation|demander)|ohne (?:prüfung|genehmigung|zu prüfen|freigabe)"
+        r"|keine freigabe|sin (?:verificar|aprobación|comprobar))\b", re.IGNORECASE)),
+    ("sends data out", 2.0, re.compile(
+        r"(?:https?|ftp|s3)://|\b[\w.+-]+@[\w-]+\.[a-z]{2,}\b|\b[A-Z]{2}\d{2}(?: ?\d{4}){3,}|\b0x[0-9a-f]{3,}"
+        r"|\b(?:send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give"
+        r"|leak|communicate|leite|envía|envoie|communique\w*|teile|reply with|respond with)\b[^.;\n]{0,60}?"
+        r"\b(?:passwords?|passcodes?|pins?|credentials?|tokens?|logins?"
+        r"|address book|card numbers?|salar(?:y|ies)|passport scans?|balances?|calendar|transcripts?"
+        r"|conversations?|chat history|historial|contents|customer list|phone numbers)\b",
+        re.IGNORECASE)),
+    ("runs a tool", 2.0, re.compile(
+        r"\b(?:call|run|execute|invoke|trigger)\s+(?:the\s+)?`?[\w.]*\w\(|\|\s*(?:ba|z)?sh\b"
+        r"|\b(?:call|run|execute|invoke|use)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}(?:tool|script|command|shell|job)s?\b"
+        r"|\bcurl\s+https?:", re.IGNORECASE)),
+    ("changes the agent's role", 2.5, re.compile(
+        r"\byou(?:'re| are)? now (?:speak|act|are|the)\b|\bplay the (?:part|role)\b|\bact as\b|\bbehave (?:as|like)\b"
+        r"|\bimagine you are\b|\badopt the (?:role|persona)\b|\btake on the persona\b|\bpretend\b|\bconsider yourself\b"
+        r"|\bswitch (?:roles|to \w+ (?:mode|persona))\b|\bpromoted to\b|(?:^|[.:;!?]\s*)(?:respond|speak|answer|reply) as\b"
+        r"|\byou(?:'re| are) (?:the|a|an)\b[^.;\n]{0,40}\bnow\b"
+        r"|\bin the voice of\b|\bassume the identity\b|\bdeveloper mode\b", re.IGNORECASE)),
+)
+
+_AGAINST = (
+    ("a first-person speaker", -1.5, re.compile(
+        r"\b(?:I|I'm|I'll|I've|I'd|me|my|we|we're|we'll|our|us|let's|je|j'|ich|wir)\b(?!\s*=)|(?<=\w)!")),
+    ("a user's own preference", -1.5, re.compile(
+        r"\b(?:user|customer|client|guest|patient|tenant|parent|he|she|they|[A-Z][a-z]+)\s+(?:always\s+|never\s+)?"
+        r"(?:prefers?|wants?|would (?:like|rather)|likes?|asked (?:that|to|us|whether|for)|préfère|möchte|prefiere)\b"
+        r"|\bpreference\b", re.IGNORECASE)),
+    ("a page or story about attacks", -3.0, re.compile(
+        r"\b(?:attack\w*|phishing|injection|manipulat\w+|impersonat\w+|social engineering|hidden (?:text|instructions)"
+        r"|in the (?:novel|film|play|game|story|book|movie)|tells? (?:them|a model|the model|models) to)\b",
+        re.IGNORECASE)),
+    ("a third party's duty", -1.5, re.compile(
+        r"\b(?:employees|staff|drivers|players?|managers|visitors|all staff|support agents|the team|no person|data subjects"
+        r"|tenants|students|mieter|consent|[A-Z][a-z]+ (?:to|will)\s+(?:send|call|email|forward|review|book))\b"
+        r"(?:\s+\w+)?\s*(?:must|should|shall|may|are required|need to|have to|müssen|to|will)\b", re.IGNORECASE)),
+    ("a report of the past", -1.0, re.compile(
+        r"\b(?:on (?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)|in (?:19|20)\d\d|last (?:week|month"
+        r"|year|quarter)|ago)\b|\b(?:was|were|had|did)\b")),
+)
+DIRECTIVE_BAR = 4.0
+UNADDRESSED_ASKS = 3.5  # an order with no addressee must ask more
+
+
+def directive_evidence(text: str) -> tuple[float, list[tuple[str, float, str]]]:
+    """(score, [(kind, weight, matched text)]) of the structural scorer (see above); the score is
+    0 unless the passage both addresses a reader and asks something."""
+    return _directive(text)
+
+
+@lru_cache(maxsize=1 << 15)
+def _directive(text: str) -> tuple[float, list[tuple[str, float, str]]]:
+    found: list[tuple[str, float, str]] = []
+    for name, w, rx in _ADDRESS:
+        if m := rx.search(text):
+            found.append((name, w, m.group(0).strip(" ,;:\n")))
+    imperative = _clause_imperative(text)
+    if imperative and not any(n == "you told what to do" for n, _, _ in found):
+        found.append(("an order at a clause start", 1.5, imperative))
+    asks = [(name, w, m.group(0).strip(" ,;:\n")) for name, w, rx in _ASKS if (m := rx.search(text))]
+    if not asks or (not found and sum(w for _, w, _ in asks) < UNADDRESSED_ASKS):
+        return 0.0, []
+    against = [(name, w, m.group(0).strip(" ,;:\n")) for name, w, rx in _AGAINST if (m := rx.search(text))]
+    address = max(w for _, w, _ in found) + 0.5 * (len(found) - 1) if found else 0.0
+    evidence = found + asks + against
+    return round(address + sum(w for _, w, _ in asks) + sum(w for _, w, _ in against), 2), evidence
+
+
+_CLAUSE_START = re.compile(
+    r"(?:^|[.!?;:\n(\[\]>*#`\"-]\s*|\bP\.S\.\s*|\b(?:and|then|also|but|so|just)\s+|,\s*)\s*(?:" + _STARTERS + r"\s+){0,2}"
+    r"(?:(?:(?:do not|don't|dont|never)\s+\w+)|(?:always\s+)?(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"))\b"
+    r"(?P<rest>\s+[^.;\n]{1,12})",
+    re.IGNORECASE)
+
+
+def _clause_imperative(text: str) -> str | None:
+    for m in _CLAUSE_START.finditer(text):
+        rest = m.group("rest")
+        if _FIRST_PERSON_OBJECT.match(rest) or re.match(r"\s*(?:it|that|this)\s*[,.!]", rest):
+            continue
+        return m.group(0).strip(" ,;:\n.([>*#`\"-")
+    return None
+
+
+def addressee(text: str) -> str | None:
+    """The words by which the passage addresses a reader (the structural scorer's address side),
+    or None; the learned detector (:mod:`ledger.classifier.learned`) takes it as the form of an order."""
+    for _, _, rx in _ADDRESS:
+        if m := rx.search(text):
+            return m.group(0).strip(" ,;:\n")
+    return _clause_imperative(text)
