@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "egress": set(),
     "ledger.core": set(),
     "ledger.classifier": set(),
-    "audits.engine": {"interchange", "egress"},
+    "audits.engine": {"interchange", "egress", "ledger.classifier"},
     "orgs": {"memaudit_site", "egress"},
     "ledger": {"ledger.core", "ledger.classifier", "orgs", "interchange", "egress", "memaudit_site"},
     "audits": {"audits.engine", "ledger", "ledger.core", "orgs", "interchange", "egress", "memaudit_site"},

@@ -6,8 +6,10 @@ a poison: the second wants a correction, not a quarantine. The verdict reads the
 audit already holds, in this order:
 
 1. Adversarial content: injected instructions ("from now on…", "ignore previous…", "always
-   answer…", system notes, policy overrides, tool-use directives) or bridging/redirect
-   statements ("X is the same patient as Y", "was merged into", "look up Y instead").
+   answer…", system notes, policy overrides, tool-use directives), read by the ingest
+   classifier's own rules (`ledger.classifier.instruction`: one detector for ingest and
+   verdict), or bridging/redirect statements ("X is the same patient as Y", "was merged into",
+   "look up Y instead").
 2. A newer correction: a memory outside the batch that answers the same question (same
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
    says something else (or says it corrects) — the memory is an *outdated* record.
@@ -34,18 +36,14 @@ from typing import Any
 
 import numpy as np
 
+from ledger.classifier.instruction import instruction_markers
+
 from .expansion import answer_slot
 from .retriever import Retriever
 
 POISON_LIKE = "poison-like"
 HONEST_ERROR = "honest-error"
 
-INSTRUCTION = re.compile(
-    r"\b(from now on|ignore (all |any |the )?(previous|prior|older|earlier|other|above)|disregard|"
-    r"always (answer|reply|respond|say|approve|return|call|use|send)|never (mention|tell|ask|consult)|"
-    r"system (note|prompt|override)|policy override|(do not|don't) (consult|check|verify|use) |"
-    r"you must (now )?(answer|reply|call|use|approve)|new instructions?)\b",
-    re.IGNORECASE)
 BRIDGE = re.compile(
     r"\b(is the same (patient|person|entity|user|customer) as|same (patient|person) as|"
     r"(were|was|been) (merged|moved) into|re-?registered as|stored under|outdated id|"
@@ -155,9 +153,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         rec = mems[i]
         reasons: list[str] = []
         poison = False
-        if INSTRUCTION.search(rec.text):
-            reasons.append("carries an injected instruction: "
-                           f"'{INSTRUCTION.search(rec.text).group(0)}'")
+        instruction = instruction_markers(rec.text)  # the ingest classifier's rules: one detector
+        if instruction:
+            rule, matched = instruction[0]
+            reasons.append(f"carries an injected instruction ({rule}): '{matched[:120]}'")
             poison = True
         if BRIDGE.search(rec.text):
             reasons.append(f"bridging/redirect statement: '{BRIDGE.search(rec.text).group(0)}'")
