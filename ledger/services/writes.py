@@ -514,9 +514,7 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
     nodes: list[_Row] = []
-    # A batch's signature checks run on worker threads while this one signs and checks the
-    # rest; every check has passed before anything is written (``signatures.check()``).
-    signatures = SignatureBatch(_signature_pool()) if len(items) >= SIGNATURE_BATCH_MIN else None
+    signatures = _signature_batch(len(items))
     for it in items:
         m = memories.get(it["memory_id"])
         if m is None:
@@ -532,12 +530,24 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
                                       eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
         _verify_into(chain, entries, epochs, signatures)
         nodes.append(chain.rows[-2])
-    if signatures is not None:
-        try:
-            signatures.check()
-        except LedgerError as exc:
-            raise _rejected(exc, getattr(exc, "memory", "?"), exc.kind or PROVENANCE) from None
+    _signatures_check(signatures)
     return chains, nodes
+
+
+def _signature_batch(n: int) -> SignatureBatch | None:
+    """For a batch of ``n`` items, the checker its signatures go to: they are verified on worker
+    threads while this thread signs and checks the rest (None: a small batch verifies inline)."""
+    return SignatureBatch(_signature_pool()) if n >= SIGNATURE_BATCH_MIN else None
+
+
+def _signatures_check(signatures: SignatureBatch | None) -> None:
+    """Wait for a batch's signature checks; refuse the batch (nothing written) on a bad one."""
+    if signatures is None:
+        return
+    try:
+        signatures.check()
+    except LedgerError as exc:
+        raise _rejected(exc, getattr(exc, "memory", "?"), exc.kind or PROVENANCE) from None
 
 
 def _transitions_one_round_trip(items: list[dict], now: datetime) -> list[ProvenanceNode] | None:
@@ -605,6 +615,7 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
             memories = [m for m in _lock_memories(ids[start:start + GENESIS_BATCH]).values() if m.chain_head is None]
             chains = []
             by_org: dict[int, tuple[Any, EpochSet]] = {}
+            signatures = _signature_batch(len(memories))
             for m in memories:
                 if m.organization_id not in by_org:
                     by_org[m.organization_id] = (housekeeper_signer(m.organization, now=now), _epoch_set_of(m))
@@ -612,8 +623,9 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
                 chain = _Chain.of(m)
                 body = genesis_body(chain.tenant, m.store.slug, chain.name, bytes(m.content_sha256).hex(),
                                     WEIGHT_INITIAL_Q, signer.epoch, t)
-                _verify_into(chain, [sign_checked_body(GENESIS, body, signer)], epochs)
+                _verify_into(chain, [sign_checked_body(GENESIS, body, signer)], epochs, signatures)
                 chains.append(chain)
+            _signatures_check(signatures)
             _write(chains)
             signed += len(chains)
     return signed

@@ -158,3 +158,25 @@ def test_a_bad_signature_deep_in_a_large_batch_is_refused_and_nothing_is_written
     services.transitions_append(items=items)  # the same batch, signed properly, goes in whole
     assert ProvenanceNode.objects.count() == before[0] + n
     assert organization_verify(memories[0].organization) == []
+
+
+def test_a_bad_genesis_signature_in_an_import_sized_batch_refuses_the_batch(store, housekeeper, monkeypatch):
+    created = services.memories_create(store=store, records=[{"id": f"g{i}", "text": f"Genesis {i}."}
+                                                             for i in range(writes.SIGNATURE_BATCH_MIN * 2)])
+    calls = {"n": 0}
+    real = writes.sign_checked_body
+
+    def faulty(kind, body, signer):
+        entry, digest = real(kind, body, signer)
+        calls["n"] += 1
+        if calls["n"] == 40:
+            entry = type(entry)(entry.kind, entry.body, bytes(reversed(entry.signature)))
+        return entry, digest
+
+    monkeypatch.setattr(writes, "sign_checked_body", faulty)
+    with pytest.raises(writes.EntryRejected) as exc:
+        services.memory_genesis_sign(memory_ids=[m.pk for m in created])
+    assert "rejected genesis seq=0 for memory main/g39: signature invalid" in str(exc.value), str(exc.value)
+    assert not Memory.objects.filter(pk__in=[m.pk for m in created], chain_head__isnull=False).exists()
+    monkeypatch.setattr(writes, "sign_checked_body", real)
+    assert services.memory_genesis_sign(memory_ids=[m.pk for m in created]) == len(created)
