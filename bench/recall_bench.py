@@ -128,8 +128,8 @@ def verify_one_by_one() -> None:
     from ledger import recall as recall_module
 
     batched = recall_module._verify_rows
-    recall_module._verify_rows = lambda index, rows: {
-        row: result for one in rows for row, result in batched(index, [one]).items()}
+    recall_module._verify_rows = lambda index, rows, tally=None: {
+        row: result for one in rows for row, result in batched(index, [one], tally).items()}
 
 
 def timed_recalls(store, queries: list[str], k: int) -> tuple[list[float], list[float]]:
@@ -268,7 +268,7 @@ def synthetic(args, texts: list[str], qs: list[str]) -> dict:
                           external_ids=[f"s{i}" for i in range(m)], ledger_ids=[f"syn/s{i}" for i in range(m)],
                           states=states[:m], weight_q=weight_q[:m], chain_heads=[b""] * m,
                           content_sha256=[b""] * m, label_seq=np.full(m, -1, dtype=np.int64), ann=graph)
-    recall_module._verify_rows = lambda index, rows: {r: (True, "") for r in rows}
+    recall_module._verify_rows = lambda index, rows, tally=None: {r: (True, "") for r in rows}
     vectors = {q: v for q, v in zip(qs, qv, strict=True)}
     emb = SimpleNamespace(encode_query=lambda text: vectors[text])
     store = SimpleNamespace(organization=SimpleNamespace(slug="syn"))
@@ -496,7 +496,7 @@ def _e2e_vectors_store(model_cls, model_name: str, batch: list[str], vectors) ->
         batch_size=2000, ignore_conflicts=True)
 
 
-def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000) -> dict:
+def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False) -> dict:
     """Time the full ``ledger.recall.recall`` over a built store, in this process:
 
     - ``load``: the first ``store_index`` (rows and vectors read, the worker's saved graph and
@@ -581,6 +581,21 @@ def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000) -> dict
     verify_s = time.perf_counter() - t
     bad = {pk: [str(f) for f in fs[:2]] for pk, fs in findings.items() if fs}
 
+    after_write = None
+    if write_after:
+        # One signed weight transition to a memory no recall returned moves the tenant log: the
+        # next recall finds its index stale and rebuilds it (rows, vectors, graph attach) in the request.
+        from ledger.services import transitions_append
+
+        others = [int(pk) for pk in index.pks[:1000] if int(pk) not in set(recalled)]
+        transitions_append(items=[{"memory_id": others[0], "valence_q": 100, "evidence": ["bench-after-write"]}])
+        times = []
+        for q in qs[:3]:
+            t = time.perf_counter()
+            recall(store=store, query=q, k=k)
+            times.append(round((time.perf_counter() - t) * 1000, 1))
+        after_write = {"memory": others[0], "recalls_ms": times}
+
     pct = ledger_env.percentile
     out = {
         "memories": len(index), "ann": index.ann is not None, "ann_rows": len(index.ann) if index.ann is not None else 0,
@@ -598,7 +613,7 @@ def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000) -> dict
         "same_results_every_pass": same_results,
         "verification_check": {"memories": len(checked), "sample": len(sample), "recalled": len(recalled),
                                "failed": len(bad), "seconds": round(verify_s, 1), "failures": dict(list(bad.items())[:5])},
-        "peak_rss_mb": round(_peak_rss_mb()),
+        "peak_rss_mb": round(_peak_rss_mb()), "after_a_write": after_write,
     })
     return out
 
@@ -610,7 +625,7 @@ def e2e_run(args, texts: list[str], qs: list[str], work: Path) -> dict:
     store, build = e2e_build(org, args.end_to_end_memories, texts, base=args.base, work=work, reuse=args.reuse)
     if args.build_only:
         return {"build": build}
-    timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample)
+    timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample, write_after=args.write_after)
     return {"build": build, **timed}
 
 
@@ -642,6 +657,9 @@ def e2e_print(result: dict) -> None:
           f"same results every pass {result['same_results_every_pass']}; memories_verify over {vc['memories']} "
           f"({vc['sample']} sampled + {vc['recalled']} recalled): {vc['failed']} failed in {vc['seconds']} s; "
           f"peak RSS {result['peak_rss_mb']} MB")
+    if result.get("after_a_write"):
+        print(f"  after one signed transition (memory {result['after_a_write']['memory']}): next recalls "
+              f"{result['after_a_write']['recalls_ms']} ms (the first rebuilds the store index)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -670,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ann-min", type=int, default=None,
                     help="end-to-end mode: settings.RECALL_ANN_MIN for this run (default: the product's, 100,000); "
                          "lower it to take the ANN path on a small store")
+    ap.add_argument("--write-after", action="store_true",
+                    help="end-to-end mode: after the timed passes, append one signed transition and time the next "
+                         "three recalls (the index is rebuilt for the moved log; the store keeps that transition)")
     ap.add_argument("--build-only", action="store_true", help="end-to-end mode: build and prepare the store, no timing")
     ap.add_argument("--verify-sample", type=int, default=1000,
                     help="end-to-end mode: memories of the store re-verified (uncached) after the timed runs, "
