@@ -496,7 +496,8 @@ def _e2e_vectors_store(model_cls, model_name: str, batch: list[str], vectors) ->
         batch_size=2000, ignore_conflicts=True)
 
 
-def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False) -> dict:
+def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False,
+             profile_top: int = 0) -> dict:
     """Time the full ``ledger.recall.recall`` over a built store, in this process:
 
     - ``load``: the first ``store_index`` (rows and vectors read, the worker's saved graph and
@@ -549,6 +550,19 @@ def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_a
         return {"wall": wall, "cpu": cpu, "proc": proc, "ids": ids, "scores": scores, "verified": how}
 
     passes = {"cold": one_pass(), "warm": one_pass()}
+    profile = None
+    if profile_top:  # one more warm pass under cProfile (not in the figures above)
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        one_pass()
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile_top)
+        profile = buf.getvalue()
     recall_module.verification_cache_clear()
     verification.memory_verify_cache_clear()
     index.preverified = None  # the worker's record ignored: every candidate verified in the request
@@ -613,7 +627,7 @@ def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_a
         "same_results_every_pass": same_results,
         "verification_check": {"memories": len(checked), "sample": len(sample), "recalled": len(recalled),
                                "failed": len(bad), "seconds": round(verify_s, 1), "failures": dict(list(bad.items())[:5])},
-        "peak_rss_mb": round(_peak_rss_mb()), "after_a_write": after_write,
+        "peak_rss_mb": round(_peak_rss_mb()), "after_a_write": after_write, "warm_profile": profile,
     })
     return out
 
@@ -625,7 +639,8 @@ def e2e_run(args, texts: list[str], qs: list[str], work: Path) -> dict:
     store, build = e2e_build(org, args.end_to_end_memories, texts, base=args.base, work=work, reuse=args.reuse)
     if args.build_only:
         return {"build": build}
-    timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample, write_after=args.write_after)
+    timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample, write_after=args.write_after,
+                     profile_top=args.profile)
     return {"build": build, **timed}
 
 
@@ -657,6 +672,8 @@ def e2e_print(result: dict) -> None:
           f"same results every pass {result['same_results_every_pass']}; memories_verify over {vc['memories']} "
           f"({vc['sample']} sampled + {vc['recalled']} recalled): {vc['failed']} failed in {vc['seconds']} s; "
           f"peak RSS {result['peak_rss_mb']} MB")
+    if result.get("warm_profile"):
+        print(result["warm_profile"])
     if result.get("after_a_write"):
         print(f"  after one signed transition (memory {result['after_a_write']['memory']}): next recalls "
               f"{result['after_a_write']['recalls_ms']} ms (the first rebuilds the store index)")
@@ -691,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-after", action="store_true",
                     help="end-to-end mode: after the timed passes, append one signed transition and time the next "
                          "three recalls (the index is rebuilt for the moved log; the store keeps that transition)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="end-to-end mode: one more warm pass under cProfile; print its top N functions by own time")
     ap.add_argument("--build-only", action="store_true", help="end-to-end mode: build and prepare the store, no timing")
     ap.add_argument("--verify-sample", type=int, default=1000,
                     help="end-to-end mode: memories of the store re-verified (uncached) after the timed runs, "
