@@ -2,6 +2,8 @@
 p50 <= 15 ms, p95 <= 40 ms at 20k; 100k reported).
 
     python bench/recall_bench.py [--sizes 20000,100000] [--queries 200] [--k 5]
+                                 [--memories N | --end-to-end-memories N [--ann-min M] [--build-only]
+                                  [--write-after] [--profile TOP] [--verify-sample S]] [--base B]
                                  [--embedder hashing384|minilm|minilm-query] [--verify batch|one]
                                  [--verify-ahead N] [--encode direct|sentence-transformers]
                                  [--workdir DIR] [--reuse] [--json OUT]
@@ -28,7 +30,10 @@ unique, and the warm pass repeats them. MiniLM runs through ONNX Runtime unless 
 
 ``--peer mem0`` also times mem0's own ``Memory.search`` on the same memories (the first size)
 and queries (``mem0_peer``). ``--memories N`` times the search step alone over N synthetic
-vectors, ANN against exact (``synthetic``).
+vectors, ANN against exact (``synthetic``). ``--end-to-end-memories N`` builds a real signed store of N
+memories with those synthetic vectors through the product's services, prepares it as the worker
+does (ANN graph, every memory verified ahead) and times the full recall over it, ANN against
+exact (``e2e_build``, ``e2e_time``; ``--reuse`` resumes or reuses the build).
 
 ``--verify batch`` (default) is the product path: a recall's first-seen candidates are verified
 together in one bundle (``ledger.verification.memories_verify``); ``--verify one`` times the
