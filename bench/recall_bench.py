@@ -2,6 +2,8 @@
 p50 <= 15 ms, p95 <= 40 ms at 20k; 100k reported).
 
     python bench/recall_bench.py [--sizes 20000,100000] [--queries 200] [--k 5]
+                                 [--memories N | --end-to-end-memories N [--ann-min M] [--build-only]
+                                  [--write-after] [--profile TOP] [--verify-sample S]] [--base B]
                                  [--embedder hashing384|minilm|minilm-query] [--verify batch|one]
                                  [--verify-ahead N] [--encode direct|sentence-transformers]
                                  [--workdir DIR] [--reuse] [--json OUT]
@@ -28,7 +30,10 @@ unique, and the warm pass repeats them. MiniLM runs through ONNX Runtime unless 
 
 ``--peer mem0`` also times mem0's own ``Memory.search`` on the same memories (the first size)
 and queries (``mem0_peer``). ``--memories N`` times the search step alone over N synthetic
-vectors, ANN against exact (``synthetic``).
+vectors, ANN against exact (``synthetic``). ``--end-to-end-memories N`` builds a real signed store of N
+memories with those synthetic vectors through the product's services, prepares it as the worker
+does (ANN graph, every memory verified ahead) and times the full recall over it, ANN against
+exact (``e2e_build``, ``e2e_time``; ``--reuse`` resumes or reuses the build).
 
 ``--verify batch`` (default) is the product path: a recall's first-seen candidates are verified
 together in one bundle (``ledger.verification.memories_verify``); ``--verify one`` times the
@@ -41,7 +46,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -126,8 +133,8 @@ def verify_one_by_one() -> None:
     from ledger import recall as recall_module
 
     batched = recall_module._verify_rows
-    recall_module._verify_rows = lambda index, rows: {
-        row: result for one in rows for row, result in batched(index, [one]).items()}
+    recall_module._verify_rows = lambda index, rows, tally=None: {
+        row: result for one in rows for row, result in batched(index, [one], tally).items()}
 
 
 def timed_recalls(store, queries: list[str], k: int) -> tuple[list[float], list[float]]:
@@ -266,7 +273,7 @@ def synthetic(args, texts: list[str], qs: list[str]) -> dict:
                           external_ids=[f"s{i}" for i in range(m)], ledger_ids=[f"syn/s{i}" for i in range(m)],
                           states=states[:m], weight_q=weight_q[:m], chain_heads=[b""] * m,
                           content_sha256=[b""] * m, label_seq=np.full(m, -1, dtype=np.int64), ann=graph)
-    recall_module._verify_rows = lambda index, rows: {r: (True, "") for r in rows}
+    recall_module._verify_rows = lambda index, rows, tally=None: {r: (True, "") for r in rows}
     vectors = {q: v for q, v in zip(qs, qv, strict=True)}
     emb = SimpleNamespace(encode_query=lambda text: vectors[text])
     store = SimpleNamespace(organization=SimpleNamespace(slug="syn"))
@@ -297,6 +304,386 @@ def synthetic(args, texts: list[str], qs: list[str]) -> dict:
     }
 
 
+# --------------------------------------------------------------------------- end to end at scale
+
+E2E_CHUNK = 10_000  # memories created, embedded and signed per step of the build
+E2E_QUARANTINE_EVERY = 200  # 0.5 %: a signed poison_likely label (rows i % 200 == 7)
+E2E_MOVED_EVERY = 50  # 2 %: one signed weight transition each (rows i % 50 == 3), weights 0.5-2.0
+E2E_ETA_Q = 700  # eta 0.7 with valence in [-1, 1]: the live weight lands in [e^-0.7, e^0.7] ~ [0.50, 2.01]
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def e2e_text(texts: list[str], base: int, i: int) -> str:
+    """Memory ``i`` of an end-to-end store: real text ``i % base``, numbered from the second copy."""
+    return texts[i % base] if i < base else f"{texts[i % base]} [copy {i // base}]"
+
+
+def e2e_vectors(base_vectors, start: int, stop: int):
+    """The synthetic vectors of memories ``start``..``stop`` (``synthetic()``'s scheme): the first
+    ``len(base_vectors)`` rows are the real texts' own vectors, every later row its seed text's
+    vector plus Gaussian noise (cosine ~0.85 to it), L2-normalised. Deterministic per row range."""
+    import numpy as np
+
+    b = len(base_vectors)
+    idx = np.arange(start, stop) % b
+    x = base_vectors[idx].astype(np.float32, copy=True)
+    noisy = np.arange(start, stop) >= b
+    if noisy.any():
+        rng = np.random.default_rng([5, start, stop])
+        x[noisy] += rng.normal(0, 0.03, (int(noisy.sum()), x.shape[1])).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype("<f4")
+
+
+def e2e_build(org, n: int, texts: list[str], *, base: int, work: Path, reuse: bool = False,
+              chunk: int = E2E_CHUNK, log=None) -> tuple:
+    """A real signed store of ``n`` memories, built through the product's own services:
+
+    - ``memories_create`` (chunks of ``chunk``), then ``EmbeddingCache`` rows for their content
+      hashes under the store's model (synthetic vectors, ``e2e_vectors``: what the embedding worker
+      would have stored, without encoding a million texts), then ``memory_genesis_sign`` (the
+      housekeeper's batched genesis path: every genesis signed, verified against the stored chain
+      and written with its log leaf, triggers on);
+    - a signed ``poison_likely`` label (``label_append``) on 0.5 % and one signed weight transition
+      (``transitions_append``, batches of 500) on 2 %;
+    - a signed tree head over the log (``tree_head_issue``);
+    - the worker's step ahead of recall, ``ledger.embedding_store.store_prepare``: the ANN graph
+      (``ann_update``, saved under VAR_DIR/ann) and every memory verified ahead
+      (``store_preverify``: its ``failed`` count must be 0).
+
+    Resumable: with ``reuse``, a store of this size left by an earlier run is completed where it
+    stopped (each step skips what is done), and a finished one (``e2e-<n>.build.json`` in ``work``)
+    is returned as it is. Returns (store, build report)."""
+    import numpy as np
+
+    from ledger.embedding_store import embedder_for_store, store_prepare
+    from ledger.models import EmbeddingCache, Memory, ReceiptKey, Store
+    from ledger.services import (
+        label_append,
+        memories_create,
+        memory_genesis_sign,
+        receipt_key_endorse,
+        transitions_append,
+        tree_head_issue,
+    )
+    from ledger.signing import receipt_signer
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    report_path = work / f"e2e-{n}.build.json"
+    slug = f"e2e-{n}"
+    store = Store.objects.filter(organization=org, slug=slug).first() if reuse else None
+    if store is not None and report_path.exists():
+        report = json.loads(report_path.read_text())
+        if report.get("store") == store.pk and report.get("complete") and Memory.objects.filter(store=store, chain_head__isnull=False).count() == n:
+            report["reused"] = True
+            return store, report
+    if store is None:
+        store = ledger_env.store_fresh(org, slug)
+    report = json.loads(report_path.read_text()) if reuse and report_path.exists() else {}
+    if report.get("store") != store.pk:
+        report = {"store": store.pk, "memories": n, "base": base, "seconds": {}}
+    secs = report["seconds"]
+
+    def phase(name: str, t0: float) -> None:
+        secs[name] = round(secs.get(name, 0.0) + time.perf_counter() - t0, 2)
+        report_path.write_text(json.dumps(report, indent=2) + "\n")
+
+    embedder = embedder_for_store(store)
+    base = min(base, len(texts), n)
+    t = begun = time.perf_counter()
+    cache = work / f"e2e-base-{base}-{re.sub(r'[^A-Za-z0-9_.-]', '_', embedder.model_name)}.npy"
+    if cache.exists():
+        base_vectors = np.load(cache)
+    else:
+        base_vectors = embedder.encode(texts[:base]).astype(np.float32)
+        np.save(cache, base_vectors)
+    phase("encode_base_texts", t)
+
+    done = Memory.objects.filter(store=store).count()
+    if done:  # the last chunk's vectors may not have been stored before the run stopped
+        start = max(0, done - chunk)
+        _e2e_vectors_store(EmbeddingCache, embedder.model_name, [e2e_text(texts, base, i) for i in range(start, done)],
+                           e2e_vectors(base_vectors, start, done))
+    for start in range(done, n, chunk):
+        stop = min(n, start + chunk)
+        t = time.perf_counter()
+        batch = [e2e_text(texts, base, i) for i in range(start, stop)]
+        created = memories_create(store=store, records=[{"id": f"r{i}", "text": text}
+                                                        for i, text in zip(range(start, stop), batch, strict=True)])
+        phase("create", t)
+        t = time.perf_counter()
+        _e2e_vectors_store(EmbeddingCache, embedder.model_name, batch, e2e_vectors(base_vectors, start, stop))
+        phase("vectors", t)
+        t = time.perf_counter()
+        memory_genesis_sign(memory_ids=[m.pk for m in created])
+        phase("genesis", t)
+        if (stop // chunk) % 10 == 0 or stop == n:
+            log(f"  built {stop:,} / {n:,} memories ({time.perf_counter() - begun:.0f} s in this run)")
+    t = time.perf_counter()
+    unsigned = list(Memory.objects.filter(store=store, chain_head__isnull=True).values_list("pk", flat=True))
+    if unsigned:
+        memory_genesis_sign(memory_ids=unsigned)
+        phase("genesis", t)
+
+    rows = list(Memory.objects.filter(store=store).order_by("pk").values_list("pk", "external_id", "label_seq", "live_seq"))
+    t = time.perf_counter()
+    labelled = 0
+    for pk, ext, label_seq, _ in rows:
+        if int(ext[1:]) % E2E_QUARANTINE_EVERY == 7 and label_seq < 0:
+            label_append(memory_id=pk, label="poison_likely", reason="benchmark quarantine", evidence={}, actor="bench@1")
+            labelled += 1
+    report["quarantined"] = sum(1 for _, ext, _, _ in rows if int(ext[1:]) % E2E_QUARANTINE_EVERY == 7)
+    phase("labels", t)
+    t = time.perf_counter()
+    todo = [(pk, int(ext[1:])) for pk, ext, _, live_seq in rows if int(ext[1:]) % E2E_MOVED_EVERY == 3 and live_seq == 0]
+    for s in range(0, len(todo), 500):
+        transitions_append(items=[{
+            "memory_id": pk, "valence_q": int(np.random.default_rng([7, i]).integers(-1000, 1001)),
+            "evidence": [f"bench-outcome-{i}"], "eta_q": E2E_ETA_Q} for pk, i in todo[s:s + 500]])
+    report["weights_moved"] = sum(1 for _, ext, _, _ in rows if int(ext[1:]) % E2E_MOVED_EVERY == 3)
+    phase("transitions", t)
+    del rows
+    t = time.perf_counter()
+    # The receipt key recall will sign with, endorsed by the housekeeper (what its worker does on
+    # the first recall's request): receipts verify, and no timed recall moves the log for it.
+    key = receipt_signer(org)
+    receipt_key_endorse(organization=org, receipt_key_id=ReceiptKey.objects.get(organization=org, key_id=key.key_id).pk)
+    phase("receipt_key", t)
+    t = time.perf_counter()
+    tree_head_issue(organization=org)
+    phase("tree_head", t)
+
+    t = time.perf_counter()
+    ann_log = _AnnLog()
+    logging.getLogger("ledger.embedding_store").addHandler(ann_log)
+    logging.getLogger("ledger.embedding_store").setLevel(logging.INFO)
+    try:
+        prepared = store_prepare(store)
+    finally:
+        logging.getLogger("ledger.embedding_store").removeHandler(ann_log)
+    report["prepare"] = prepared
+    report["ann_graph_build_seconds"] = None if ann_log.seconds is None else round(ann_log.seconds, 1)
+    secs["prepare_index_and_ann"] = round(secs.get("prepare_index_and_ann", 0.0) + prepared["index_seconds"], 2)
+    secs["prepare_verify_ahead"] = round(secs.get("prepare_verify_ahead", 0.0) + prepared["verify_seconds"], 2)
+    if prepared["failed"]:
+        raise SystemExit(f"store_prepare: {prepared['failed']} memories of the built store failed verification")
+    report["peak_rss_mb_build"] = round(_peak_rss_mb())
+    report["complete"] = True
+    report["total_seconds"] = round(sum(v for k, v in secs.items()), 1)
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    log(f"  prepared: {prepared}")
+    return store, report
+
+
+
+class _AnnLog(logging.Handler):
+    """Picks the graph build time out of ``ann_update``'s log line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seconds = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("ANN graph of store"):
+            self.seconds = float(record.args[2])
+
+
+def _e2e_vectors_store(model_cls, model_name: str, batch: list[str], vectors) -> None:
+    import hashlib
+
+    model_cls.objects.bulk_create(
+        [model_cls(model=model_name, content_sha256=hashlib.sha256(text.encode("utf-8")).digest(), vector=v.tobytes())
+         for text, v in zip(batch, vectors, strict=True)],
+        batch_size=2000, ignore_conflicts=True)
+
+
+def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False,
+             profile_top: int = 0) -> dict:
+    """Time the full ``ledger.recall.recall`` over a built store, in this process:
+
+    - ``load``: the first ``store_index`` (rows and vectors read, the worker's saved graph and
+      verified-ahead record opened), outside the timed calls, as a serving process's first recall;
+    - ``cold``: each query once (first time in this process; candidates adopted on the worker's
+      verified-ahead record where it covers their exact state, the production path);
+    - ``warm``: the same queries again;
+    - ``cold_verify_in_request``: the caches dropped and the verified-ahead record ignored, so
+      every first-seen candidate's chains are verified in the request (one bundle per recall).
+
+    Every call encodes its query with the store's model (MiniLM through ONNX Runtime in the bench;
+    query LRU and result cache off), scores, verifies, signs and stores a receipt. recall@k is
+    against the exact search of the same recall (``ledger.recall._search`` over the same index
+    without the graph: brute force). Afterwards ``memories_verify`` (uncached) checks a random
+    sample of the store plus every memory any recall returned; its findings are reported."""
+    import dataclasses
+
+    import numpy as np
+
+    from ledger import recall as recall_module
+    from ledger import verification
+    from ledger.embedding_store import ann_min, embedder_for_store, store_index
+    from ledger.models import Memory, Receipt
+    from ledger.recall import excluded_states, recall
+
+    recall_module.QUERY_CACHE_SIZE = 0  # unique queries; the warm pass repeats them
+    embedder = embedder_for_store(store)
+    embedder.query_cache_size = 0
+    embedder.encode_query("warm up")  # the model loads outside the timed calls
+    recall_module.verification_cache_clear()
+    verification.memory_verify_cache_clear()
+    t = time.perf_counter()
+    index = store_index(store)
+    load_s = time.perf_counter() - t
+    rss_loaded = _rss_mb()
+    receipts_before = Receipt.objects.filter(store=store).count()
+
+    def one_pass() -> dict:
+        wall, cpu, proc, ids, scores, how = [], [], [], [], [], {"ahead": 0, "earlier": 0, "now": 0}
+        for q in qs:
+            t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
+            out = recall(store=store, query=q, k=k)
+            cpu.append((time.thread_time() - c) * 1000)
+            proc.append((time.process_time() - p) * 1000)
+            wall.append((time.perf_counter() - t) * 1000)
+            ids.append([r["id"] for r in out["results"]])
+            scores.append([r["score"] for r in out["results"]])
+            for key in how:
+                how[key] += out["verification"][key]
+        return {"wall": wall, "cpu": cpu, "proc": proc, "ids": ids, "scores": scores, "verified": how}
+
+    passes = {"cold": one_pass(), "warm": one_pass()}
+    profile = None
+    if profile_top:  # one more warm pass under cProfile (not in the figures above)
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        one_pass()
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile_top)
+        profile = buf.getvalue()
+    recall_module.verification_cache_clear()
+    verification.memory_verify_cache_clear()
+    index.preverified = None  # the worker's record ignored: every candidate verified in the request
+    passes["cold_verify_in_request"] = one_pass()
+    receipts = Receipt.objects.filter(store=store).count() - receipts_before
+
+    exact_index = dataclasses.replace(index, ann=None, unindexed=np.empty(0, dtype=np.int64))
+    excluded = excluded_states(store)
+    overlap, tied, exact_ms = [], [], []
+    for q, got, got_scores in zip(qs, passes["cold"]["ids"], passes["cold"]["scores"], strict=True):
+        t = time.perf_counter()
+        rows, _, _, score_of, _ = recall_module._search(store, exact_index, embedder, q, k, excluded)
+        exact_ms.append((time.perf_counter() - t) * 1000)
+        want = {int(index.pks[r]) for r in rows}
+        overlap.append(len(set(got) & want) / len(want) if want else 1.0)
+        # Rows with equal scores (the same text twice: the same vector) may come in either order:
+        # a result scoring at least the exact k-th score counts, as it would under another tie-break.
+        floor = min(score_of[r] for r in rows) - 1e-6 if rows else 0.0
+        tied.append(min(len(want), sum(1 for s in got_scores if s >= floor)) / len(want) if want else 1.0)
+    same_results = all(a == b for name in ("warm", "cold_verify_in_request")
+                       for a, b in zip(passes["cold"]["ids"], passes[name]["ids"], strict=True))
+
+    recalled = sorted({pk for p in passes.values() for ids in p["ids"] for pk in ids})
+    rng = np.random.default_rng(11)
+    sample = sorted(set(rng.choice(index.pks, size=min(verify_sample, len(index)), replace=False).tolist()))
+    checked = sorted(set(sample) | set(recalled))
+    t = time.perf_counter()
+    memories = Memory.objects.select_related("store", "organization").in_bulk(checked)
+    findings = verification.memories_verify([memories[pk] for pk in checked], cached=False)
+    verify_s = time.perf_counter() - t
+    bad = {pk: [str(f) for f in fs[:2]] for pk, fs in findings.items() if fs}
+
+    after_write = None
+    if write_after:
+        # One signed weight transition to a memory no recall returned moves the tenant log: the
+        # next recall finds its index stale and rebuilds it (rows, vectors, graph attach) in the request.
+        from ledger.services import transitions_append
+
+        others = [int(pk) for pk in index.pks[:1000] if int(pk) not in set(recalled)]
+        transitions_append(items=[{"memory_id": others[0], "valence_q": 100, "evidence": ["bench-after-write"]}])
+        times = []
+        for q in qs[:3]:
+            t = time.perf_counter()
+            recall(store=store, query=q, k=k)
+            times.append(round((time.perf_counter() - t) * 1000, 1))
+        after_write = {"memory": others[0], "recalls_ms": times}
+
+    pct = ledger_env.percentile
+    out = {
+        "memories": len(index), "ann": index.ann is not None, "ann_rows": len(index.ann) if index.ann is not None else 0,
+        "ann_min": ann_min(), "unindexed": len(index.unindexed), "quarantined": int((~index.state_mask(excluded)).sum()),
+        "weights_moved": int((index.weight_q != 1000).sum()), "index_load_seconds": round(load_s, 1),
+        "rss_mb_after_load": round(rss_loaded), "queries": len(qs), "k": k, "receipts_stored": receipts,
+    }
+    for name, p in passes.items():
+        out[name] = {"p50_ms": round(pct(p["wall"], 50), 2), "p95_ms": round(pct(p["wall"], 95), 2),
+                     "cpu_p50_ms": round(pct(p["cpu"], 50), 2), "cpu_p95_ms": round(pct(p["cpu"], 95), 2),
+                     "process_cpu_p50_ms": round(pct(p["proc"], 50), 2), "verified": p["verified"]}
+    out.update({
+        f"recall_at_{k}_vs_exact": round(float(np.mean(overlap)), 4),
+        f"recall_at_{k}_vs_exact_ties_counted": round(float(np.mean(tied)), 4), "exact_search_p50_ms": round(pct(exact_ms, 50), 2),
+        "same_results_every_pass": same_results,
+        "verification_check": {"memories": len(checked), "sample": len(sample), "recalled": len(recalled),
+                               "failed": len(bad), "seconds": round(verify_s, 1), "failures": dict(list(bad.items())[:5])},
+        "peak_rss_mb": round(_peak_rss_mb()), "after_a_write": after_write, "warm_profile": profile,
+    })
+    return out
+
+
+def e2e_run(args, texts: list[str], qs: list[str], work: Path) -> dict:
+    """``--end-to-end-memories N``: build (or reuse) a real signed store of N memories, then time
+    the full recall over it (``e2e_build``, ``e2e_time``)."""
+    org = ledger_env.organization_get()
+    store, build = e2e_build(org, args.end_to_end_memories, texts, base=args.base, work=work, reuse=args.reuse)
+    if args.build_only:
+        return {"build": build}
+    timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample, write_after=args.write_after,
+                     profile_top=args.profile)
+    return {"build": build, **timed}
+
+
+def e2e_print(result: dict) -> None:
+    b = result["build"]
+    print(f"end to end, {b['memories']:,} signed memories (store {b['store']}, base {b['base']} real texts; "
+          f"{'reused' if b.get('reused') else 'built'}): quarantined {b.get('quarantined')}, weights moved "
+          f"{b.get('weights_moved')}")
+    print("  build seconds: " + ", ".join(f"{k} {v}" for k, v in b["seconds"].items())
+          + f"; ANN graph alone {b.get('ann_graph_build_seconds')} s; total {b.get('total_seconds')} s; "
+          f"verified ahead {b['prepare'].get('verified')} (failed {b['prepare'].get('failed')}, kept "
+          f"{b['prepare'].get('kept')}); peak RSS {b.get('peak_rss_mb_build')} MB")
+    if "cold" not in result:
+        return
+    print(f"  index load {result['index_load_seconds']} s (RSS {result['rss_mb_after_load']} MB); ANN {result['ann']} "
+          f"({result['ann_rows']:,} rows, {result['unindexed']} unindexed); {result['queries']} queries, k={result['k']}; "
+          f"{result['receipts_stored']} receipts stored; load average {result['load_average_before']} -> "
+          f"{result['load_average']}")
+    print(f"  {'pass':<24} {'p50 ms':>8} {'p95 ms':>8} {'CPU p50':>8} {'CPU p95':>8}  verified (ahead/earlier/now)")
+    for name in ("cold", "warm", "cold_verify_in_request"):
+        r = result[name]
+        v = r["verified"]
+        print(f"  {name:<24} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['cpu_p50_ms']:>8} {r['cpu_p95_ms']:>8}  "
+              f"{v['ahead']}/{v['earlier']}/{v['now']}")
+    k = result["k"]
+    vc = result["verification_check"]
+    print(f"  recall@{k} vs exact {result[f'recall_at_{k}_vs_exact']} (equal scores counted: "
+          f"{result[f'recall_at_{k}_vs_exact_ties_counted']}; exact search p50 {result['exact_search_p50_ms']} ms); "
+          f"same results every pass {result['same_results_every_pass']}; memories_verify over {vc['memories']} "
+          f"({vc['sample']} sampled + {vc['recalled']} recalled): {vc['failed']} failed in {vc['seconds']} s; "
+          f"peak RSS {result['peak_rss_mb']} MB")
+    if result.get("warm_profile"):
+        print(result["warm_profile"])
+    if result.get("after_a_write"):
+        print(f"  after one signed transition (memory {result['after_a_write']['memory']}): next recalls "
+              f"{result['after_a_write']['recalls_ms']} ms (the first rebuilds the store index)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="20000,100000")
@@ -314,7 +701,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memories", type=int, default=0,
                     help="synthetic mode: the search step over this many MiniLM-like vectors, ANN vs exact "
                          "(no database; see synthetic())")
-    ap.add_argument("--base", type=int, default=1000, help="synthetic mode: real texts encoded as the seed rows")
+    ap.add_argument("--base", type=int, default=1000,
+                    help="synthetic and end-to-end modes: real texts encoded as the seed rows")
+    ap.add_argument("--end-to-end-memories", type=int, default=0,
+                    help="end-to-end mode: build (or, with --reuse, reuse or resume) a real signed store of this many "
+                         "memories with synthetic vectors, prepare it as the worker does, then time the full recall "
+                         "(see e2e_build, e2e_time)")
+    ap.add_argument("--ann-min", type=int, default=None,
+                    help="end-to-end mode: settings.RECALL_ANN_MIN for this run (default: the product's, 100,000); "
+                         "lower it to take the ANN path on a small store")
+    ap.add_argument("--write-after", action="store_true",
+                    help="end-to-end mode: after the timed passes, append one signed transition and time the next "
+                         "three recalls (the index is rebuilt for the moved log; the store keeps that transition)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="end-to-end mode: one more warm pass under cProfile; print its top N functions by own time")
+    ap.add_argument("--build-only", action="store_true", help="end-to-end mode: build and prepare the store, no timing")
+    ap.add_argument("--verify-sample", type=int, default=1000,
+                    help="end-to-end mode: memories of the store re-verified (uncached) after the timed runs, "
+                         "besides every one recalled")
     ap.add_argument("--build-budget", type=float, default=180.0,
                     help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
     ap.add_argument("--build-threads", type=int, default=1)
@@ -335,6 +739,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.runtime:
         os.environ["EMBEDDING_RUNTIME"] = args.runtime
     work = ledger_env.setup(args.workdir, embedder="minilm")
+    if args.end_to_end_memories:
+        if args.ann_min is not None:
+            from django.conf import settings
+
+            settings.RECALL_ANN_MIN = args.ann_min
+        result = e2e_run(args, real_texts(args.data), questions(args.data)[: args.queries], work)
+        result.update(load_average_before=load_before, load_average=[round(x, 2) for x in os.getloadavg()],
+                      cpus=os.cpu_count(), workdir=str(work),
+                      embedding_runtime="onnx" if minilm().onnx_parts() is not None else "torch")
+        e2e_print(result)
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        failed = result.get("verification_check", {}).get("failed", 0)
+        return 1 if failed or result["build"]["prepare"].get("failed") else 0
     if args.memories:
         result = synthetic(args, real_texts(args.data), questions(args.data)[: args.queries])
         result.update(load_average_before=load_before, load_average=[round(x, 2) for x in os.getloadavg()],
