@@ -79,8 +79,11 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
             "organization_id", "index", "memory_id", "kind", "seq", "leaf_hash") if row[0] == organization.pk),
             key=lambda row: row[0])
         # The key endorsements' leaves too: they vouch for the keys these memories' entries name.
-        leaf_rows = sorted(leaf_rows + list(LogLeaf.objects.filter(organization=organization, memory__isnull=True)
-                                            .values_list("index", "memory_id", "kind", "seq", "leaf_hash")),
+        # Looked up by `memory IS NULL` alone (the memory index) for the same reason: given the
+        # organization, SQLite read the whole log (0.2 s per check at 1M leaves, docs section 11).
+        leaf_rows = sorted(leaf_rows + [row[1:] for row in LogLeaf.objects.filter(memory__isnull=True).order_by()
+                                        .values_list("organization_id", "index", "memory_id", "kind", "seq",
+                                                     "leaf_hash") if row[0] == organization.pk],
                            key=lambda row: row[0])
     else:
         leaf_rows = list(LogLeaf.objects.filter(organization=organization).order_by("index").values_list(

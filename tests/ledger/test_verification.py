@@ -264,3 +264,31 @@ def test_a_batch_with_a_finding_it_cannot_attribute_checks_each_memory_alone(led
     assert parts == [3, 1, 1, 1]
     assert found == {m.pk: memory_verify(m, cached=False) for m in memories}
     assert any(f.subject == "epoch=2" for f in found[ledger["m0"].pk])
+
+
+def test_checking_some_memories_reads_only_this_organizations_key_endorsement_leaves_by_the_memory_index(
+        ledger, memories, organization):
+    from django.test.utils import CaptureQueriesContext
+
+    from ledger import services
+
+    other = Organization.objects.create(name="Initech", slug="initech")
+    services.housekeeper_init(organization=other)
+    theirs = services.memories_create(store=services.store_create(organization=other, name="G", slug="g"),
+                                      records=[{"id": "x", "text": "Initech memory."}])
+    services.memory_genesis_sign(memory_ids=[m.pk for m in theirs])  # initech's online key: its own leaf
+    assert LogLeaf.objects.filter(organization=other, memory__isnull=True).exists()
+    m0 = Memory.objects.select_related("store").get(pk=memories[0].pk)
+    with CaptureQueriesContext(connection) as queries:
+        parts = export.bundle_parts(organization, memories=[m0])
+    keys = [row for row in parts["leaf_rows"] if row[1] is None]
+    ours = list(LogLeaf.objects.filter(organization=organization, memory__isnull=True).order_by("index")
+                .values_list("index", flat=True))
+    assert [row[0] for row in keys] == ours and ours  # acme's endorsements, none of initech's
+    assert memory_verify(m0) == [] and memory_verify(Memory.objects.get(pk=theirs[0].pk)) == []
+    if connection.vendor == "sqlite":  # the plan: the memory index, not a walk of the organization's log
+        sql = next(q["sql"] for q in queries.captured_queries if '"memory_id" IS NULL' in q["sql"])
+        with connection.cursor() as c:
+            c.execute("EXPLAIN QUERY PLAN " + sql)
+            plan = " ".join(str(r) for r in c.fetchall())
+        assert "logleaf_memory_index" in plan, plan
