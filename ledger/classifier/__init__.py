@@ -106,6 +106,7 @@ from ledger.classifier.model import (
     DenseVectors,
     Flag,
     Group,
+    Known,
     Params,
 )
 from ledger.classifier.pipeline import ACTOR, classify
@@ -120,6 +121,7 @@ __all__ = [
     "DenseVectors",
     "Flag",
     "Group",
+    "Known",
     "Params",
     "classify",
     "find_groups",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ledger import dense
 from ledger.dense import BLOCK, DenseIndex
 
 
@@ -20,9 +21,12 @@ def _full_sort(ids, matrix, limit, floor):
     return out
 
 
+@pytest.mark.parametrize("sample", [None, 50])  # 50: each row is cut at the best of 50 of its columns (issue 17)
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize(("limit", "floor"), [(16, 0.5), (3, -1.0), (40, 0.0)])
-def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor):
+def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor, sample, monkeypatch):
+    if sample is not None:
+        monkeypatch.setattr(dense, "SAMPLE", sample)
     rng = np.random.default_rng(7)
     n = BLOCK + 80  # two blocks
     # coarse vectors give many exact ties, also at each row's limit-th neighbour
