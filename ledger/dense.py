@@ -15,6 +15,14 @@ BLOCK = 1024
 SAMPLE = 2048  # columns whose best cosines bound a row's neighbours from below
 
 
+def round6(vals: np.ndarray) -> np.ndarray:
+    """float32 values rounded to 6 decimals as Python's ``round(float(v), 6)`` rounds them: a
+    float32 has 24 significant bits, so ``v * 1e6`` is exact in float64, ``rint`` rounds it
+    exactly (half to even, as ``round`` does on an exact tie) and the division is correctly
+    rounded: the nearest double to the same decimal."""
+    return np.rint(vals.astype(np.float64) * 1e6) / 1e6
+
+
 def _ordered_bits(vals: np.ndarray) -> np.ndarray:
     """float32 values as int64 keys in the same order (-0.0 taken as 0.0, which it equals)."""
     bits = (vals + np.float32(0)).view(np.int32).astype(np.int64)
@@ -67,7 +75,7 @@ class DenseIndex:
             top = (np.arange(len(r)) - first[r]) < limit
             c, vals = c[top], vals[top]
             bounds = np.searchsorted(r[top], np.arange(len(sims) + 1)).tolist()
-            pairs = list(zip(map(ids.__getitem__, c.tolist()), (round(v, 6) for v in vals.tolist()), strict=True))
+            pairs = list(zip(map(ids.__getitem__, c.tolist()), round6(vals).tolist(), strict=True))
             self._neighbours.extend(pairs[bounds[i]:bounds[i + 1]] for i in range(len(sims)))
 
     def neighbours(self, memory_id: str) -> list[tuple[str, float]]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ledger import dense
-from ledger.dense import BLOCK, DenseIndex
+from ledger.dense import BLOCK, DenseIndex, round6
 
 
 def _full_sort(ids, matrix, limit, floor):
@@ -39,3 +39,10 @@ def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor, s
     expected = _full_sort(ids, matrix, limit, floor)
     assert [index.neighbours(m) for m in ids] == expected
     assert any(expected)
+
+
+def test_rounding_to_6_decimals_is_pythons_round_for_float32():
+    rng = np.random.default_rng(11)
+    vals = np.concatenate([rng.uniform(-1, 1, 200_000), np.arange(-256, 257) / 256,  # k / 2^m: exact ties
+                           np.arange(-1_000, 1_000) / 2e6]).astype(np.float32)  # at the 7th decimal
+    assert round6(vals).tolist() == [round(v, 6) for v in vals.tolist()]
