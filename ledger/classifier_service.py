@@ -10,6 +10,7 @@ task carries the finding's id only, never a label.
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import math
 import os
@@ -22,6 +23,7 @@ import numpy as np
 from ledger import dispatch
 from ledger.classifier import ACTOR, DEFAULT_PARAMS, Flag, Known, Params, classify
 from ledger.classifier import learned as learned_detector
+from ledger.classifier.instruction import instruction_markers
 from ledger.classifier.text import passage_facts
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
@@ -142,7 +144,8 @@ class _LexicalIndex:
         self.con.create_function("ln", 1, math.log, deterministic=True)
         self.con.execute("CREATE TABLE post (token TEXT NOT NULL, pk INTEGER NOT NULL)")
         self.con.execute("CREATE TABLE row (pk INTEGER PRIMARY KEY, ext TEXT NOT NULL, text TEXT NOT NULL, "
-                         "sha BLOB NOT NULL, tokens TEXT, proper TEXT, first TEXT, title TEXT, score REAL, vec BLOB)")
+                         "sha BLOB NOT NULL, tokens TEXT, proper TEXT, first TEXT, title TEXT, score REAL, vec BLOB, "
+                         "markers TEXT)")
         self.n = 0
         self.max_df = params.max_df_floor
 
@@ -159,23 +162,26 @@ class _LexicalIndex:
             pairs.extend((t, pk) for t in sorted(tokens))
             facts.append((pk, ext, text or "", bytes(sha), " ".join(sorted(tokens)), " ".join(sorted(proper)), first,
                           " ".join(sorted(title)), scores.get(pk),
-                          None if pk not in vectors else np.asarray(vectors[pk], dtype="<f4").tobytes()))
+                          None if pk not in vectors else np.asarray(vectors[pk], dtype="<f4").tobytes(),
+                          json.dumps(instruction_markers(text or ""))))
             self.n += 1
         self.con.executemany("INSERT INTO post VALUES (?, ?)", pairs)
-        self.con.executemany("INSERT INTO row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+        self.con.executemany("INSERT INTO row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
 
     def rows(self, pks: Sequence[int]) -> Iterator[tuple]:
-        """The stored ``(pk, external_id, text, content_sha256, facts, score, vector)`` of those
-        of ``pks`` that were indexed (facts as ``ledger.classifier.text.passage_facts`` gives
-        them; score and vector None where there is none)."""
+        """The stored ``(pk, external_id, text, content_sha256, facts, score, vector, markers)``
+        of those of ``pks`` that were indexed (facts as ``ledger.classifier.text.passage_facts``
+        gives them, markers as ``instruction_markers``; score and vector None where there is none)."""
         for i in range(0, len(pks), 500):
             chunk = pks[i:i + 500]
-            for pk, ext, text, sha, tokens, proper, first, title, score, vec in self.con.execute(
-                    "SELECT pk, ext, text, sha, tokens, proper, first, title, score, vec FROM row WHERE pk IN (%s)"
+            for pk, ext, text, sha, tokens, proper, first, title, score, vec, marks in self.con.execute(
+                    "SELECT pk, ext, text, sha, tokens, proper, first, title, score, vec, markers FROM row "
+                    "WHERE pk IN (%s)"
                     % ",".join("?" * len(chunk)), chunk):
                 yield (pk, ext, text, sha, (frozenset(tokens.split()), frozenset(proper.split()), first,
                                             frozenset(title.split())), score,
-                       None if vec is None else np.frombuffer(vec, dtype="<f4"))
+                       None if vec is None else np.frombuffer(vec, dtype="<f4"),
+                       [tuple(m) for m in json.loads(marks)])
 
     def finish(self) -> None:
         """Index the postings and note each token's document frequency and idf in the store;
@@ -401,7 +407,9 @@ def _window_classify(lexical: _LexicalIndex, window: dict[int, None], background
     facts: dict[str, tuple] = {}
     scores: dict[str, float] = {}
     vector_of: dict[int, np.ndarray] = {}
-    for pk, ext, text, sha, fact, score, vec in lexical.rows(pks):
+    markers: dict[str, list] = {}
+    for pk, ext, text, sha, fact, score, vec, marks in lexical.rows(pks):
+        markers[text] = marks
         rows.append((pk, ext, text, sha))
         facts[ext] = fact
         if score is not None:
@@ -427,7 +435,7 @@ def _window_classify(lexical: _LexicalIndex, window: dict[int, None], background
     only = [ext for pk, ext, _, _ in rows if in_batch(pk) and pk not in flagged]
     if not only:
         return
-    known = Known(facts=facts, scores=scores)
+    known = Known(facts=facts, scores=scores, markers=markers)
     for f in classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=dense, known=known):
         flagged.setdefault(pk_of[f.memory_id], f)
 

@@ -111,7 +111,9 @@ class Known:
     ``scores``: text -> the learned instruction detector's ``score(vector, text)`` for that text
     with its embedding; keyed by text, so only for a caller whose vectors are a function of the
     text (the ledger caches them by content hash).
+    ``markers``: text -> :func:`ledger.classifier.instruction.instruction_markers` of that text.
     """
 
     facts: Mapping[str, tuple] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
+    markers: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)

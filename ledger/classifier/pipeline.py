@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ledger.classifier import learned
 from ledger.classifier.grouping import find_groups
@@ -43,7 +43,7 @@ def classify(
     """
     wanted = None if only is None else set(only)
     passages = list(passages.items()) if isinstance(passages, Mapping) else list(passages)
-    flags = _instruction_flags(passages, wanted)
+    flags = _instruction_flags(passages, wanted, {} if known is None else known.markers)
     detector = None  # the detector's own default model
     if known is not None and known.scores and (model := learned.load_model()) is not None:
         detector = _KnownScores(model, known.scores)
@@ -80,12 +80,15 @@ class _KnownScores:
         return self._model.score(vector, text) if known is None else known
 
 
-def _instruction_flags(passages: list[tuple[str, str]], wanted: set[str] | None) -> dict[str, Flag]:
+def _instruction_flags(passages: list[tuple[str, str]], wanted: set[str] | None,
+                       known: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, Flag]:
     flags = {}
     for mid, text in sorted(passages):
         if wanted is not None and mid not in wanted:
             continue
-        marks = instruction_markers(text)
+        marks = known.get(text)
+        if marks is None:
+            marks = instruction_markers(text)
         if marks:
             flags[mid] = Flag(
                 memory_id=mid,
