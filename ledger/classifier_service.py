@@ -10,6 +10,7 @@ task carries the finding's id only, never a label.
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import math
 import os
@@ -20,7 +21,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from ledger import dispatch
-from ledger.classifier import ACTOR, DEFAULT_PARAMS, Flag, Params, classify, tokenize
+from ledger.classifier import ACTOR, DEFAULT_PARAMS, Flag, Known, Params, classify
+from ledger.classifier import learned as learned_detector
+from ledger.classifier.instruction import instruction_markers
+from ledger.classifier.text import passage_facts
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
 from ledger.embeddings import HashingEmbedder
@@ -124,9 +128,13 @@ def _store_pages(store: Store, fields: tuple[str, ...], *, lo: int | None = None
 
 
 class _LexicalIndex:
-    """The store's content tokens (the classifier's own ``tokenize``) as postings in a temporary
-    SQLite file on disk, so that a passage's candidates (store passages sharing informative
-    tokens with it, the classifier's step 3) are found without holding the store in memory."""
+    """The store's content tokens (the classifier's own ``passage_facts``) as postings in a
+    temporary SQLite file on disk, so that a passage's candidates (store passages sharing
+    informative tokens with it, the classifier's step 3) are found without holding the store in
+    memory. The same file keeps each memory's row (external id, text, content hash), what the
+    classifier's step 1 made of its text and the learned detector's score of its vector: every
+    window reads its passages from here instead of the database, and none is tokenised or
+    scored again however many windows it joins (the flags are the same: ``ledger.classifier.Known``)."""
 
     def __init__(self, directory: str, *, params: Params) -> None:
         self.params = params
@@ -135,15 +143,45 @@ class _LexicalIndex:
             self.con.execute(f"PRAGMA {pragma}")
         self.con.create_function("ln", 1, math.log, deterministic=True)
         self.con.execute("CREATE TABLE post (token TEXT NOT NULL, pk INTEGER NOT NULL)")
+        self.con.execute("CREATE TABLE row (pk INTEGER PRIMARY KEY, ext TEXT NOT NULL, text TEXT NOT NULL, "
+                         "sha BLOB NOT NULL, tokens TEXT, proper TEXT, first TEXT, title TEXT, score REAL, vec BLOB, "
+                         "markers TEXT)")
         self.n = 0
         self.max_df = params.max_df_floor
 
-    def add(self, rows: Iterable[tuple[int, str]]) -> None:
+    def add(self, rows: Iterable[tuple[int, str, str, bytes]], scores: dict[int, float] | None = None,
+            vectors: dict[int, np.ndarray] | None = None) -> None:
+        """Index ``(pk, external_id, text, content_sha256)`` store rows; ``scores``: the learned
+        detector's score of some of them, ``vectors`` their cached vectors (by pk)."""
         pairs = []
-        for pk, text in rows:
-            pairs.extend((t, pk) for t in sorted(set(tokenize(text)[0])))
+        facts = []
+        scores = scores or {}
+        vectors = vectors or {}
+        for pk, ext, text, sha in rows:
+            tokens, proper, first, title = passage_facts(text or "")
+            pairs.extend((t, pk) for t in sorted(tokens))
+            facts.append((pk, ext, text or "", bytes(sha), " ".join(sorted(tokens)), " ".join(sorted(proper)), first,
+                          " ".join(sorted(title)), scores.get(pk),
+                          None if pk not in vectors else np.asarray(vectors[pk], dtype="<f4").tobytes(),
+                          json.dumps(instruction_markers(text or ""))))
             self.n += 1
         self.con.executemany("INSERT INTO post VALUES (?, ?)", pairs)
+        self.con.executemany("INSERT INTO row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+
+    def rows(self, pks: Sequence[int]) -> Iterator[tuple]:
+        """The stored ``(pk, external_id, text, content_sha256, facts, score, vector, markers)``
+        of those of ``pks`` that were indexed (facts as ``ledger.classifier.text.passage_facts``
+        gives them, markers as ``instruction_markers``; score and vector None where there is none)."""
+        for i in range(0, len(pks), 500):
+            chunk = pks[i:i + 500]
+            for pk, ext, text, sha, tokens, proper, first, title, score, vec, marks in self.con.execute(
+                    "SELECT pk, ext, text, sha, tokens, proper, first, title, score, vec, markers FROM row "
+                    "WHERE pk IN (%s)"
+                    % ",".join("?" * len(chunk)), chunk):
+                yield (pk, ext, text, sha, (frozenset(tokens.split()), frozenset(proper.split()), first,
+                                            frozenset(title.split())), score,
+                       None if vec is None else np.frombuffer(vec, dtype="<f4"),
+                       [tuple(m) for m in json.loads(marks)])
 
     def finish(self) -> None:
         """Index the postings and note each token's document frequency and idf in the store;
@@ -197,15 +235,15 @@ class _VectorFile:
         self.dim = 0
         self.n = 0
 
-    def add_page(self, page: Sequence[tuple], embedder) -> None:
+    def add_page(self, page: Sequence[tuple], embedder) -> dict[int, np.ndarray]:
         """Write one page of ``(pk, ..., content_sha256)`` store rows: the vectors recall uses,
-        embedding (with ``embedder``) the few texts not embedded yet."""
+        embedding (with ``embedder``) the few texts not embedded yet. Returns them by pk."""
         embeddings_compute(memories=Memory.objects.filter(pk__in=[r[0] for r in page]).select_related("store"),
                            embedder=embedder)
         vectors = cached_vectors(model=embedder.model_name, hashes=(r[-1] for r in page))
         kept = [(r[0], vectors[bytes(r[-1])]) for r in page if bytes(r[-1]) in vectors]
         if not kept:
-            return
+            return {}
         matrix = np.ascontiguousarray(np.stack([v for _, v in kept]), dtype="<f4")
         if self.dim and matrix.shape[1] != self.dim:
             raise ValueError(f"vector width {matrix.shape[1]} differs from the store's {self.dim}")
@@ -213,6 +251,7 @@ class _VectorFile:
         self._vec.write(matrix.tobytes())
         self._pk.write(np.asarray([pk for pk, _ in kept], dtype="<i8").tobytes())
         self.n += len(kept)
+        return dict(kept)
 
     def finish(self) -> None:
         self._vec.close()
@@ -316,14 +355,19 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
         store_vectors = _VectorFile(tmp) if dense else None
         try:
             seen = 0
-            for page in _store_pages(store, ("pk", "text", "content_sha256")):
-                lexical.add((pk, text) for pk, text, _ in page)
-                for pk, _, _ in page:
+            detector = _detector_for(embedder) if dense else None
+            for page in _store_pages(store, ("pk", "external_id", "text", "content_sha256")):
+                scores, vectors = {}, {}
+                if store_vectors is not None:
+                    vectors = store_vectors.add_page(page, embedder)
+                    if detector is not None:  # the score the detector gives this vector in every window
+                        scores = {pk: detector.score(np.asarray(vectors[pk], dtype=np.float32).tolist(), text)
+                                  for pk, _, text, _ in page if pk in vectors}
+                lexical.add(page, scores, vectors)
+                for pk, *_ in page:
                     if seen % stride == 0 and len(background) < BACKGROUND:
                         background.append(pk)
                     seen += 1
-                if store_vectors is not None:
-                    store_vectors.add_page(page, embedder)
             if store_vectors is not None:
                 store_vectors.finish()  # written: from here on it is read a page at a time
             lexical.finish()
@@ -337,10 +381,10 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
                     window.update(dict.fromkeys(near.get(pk, ())))
                     window.update(dict.fromkeys(n for n, _ in close.get(pk, ())))
                     if len(window) >= WINDOW_BUDGET:
-                        _window_classify(store, window, background, in_batch, flagged, embedder if dense else None)
+                        _window_classify(lexical, window, background, in_batch, flagged, embedder if dense else None)
                         window = {}
             if window:
-                _window_classify(store, window, background, in_batch, flagged, embedder if dense else None)
+                _window_classify(lexical, window, background, in_batch, flagged, embedder if dense else None)
         finally:
             lexical.close()
             if store_vectors is not None:
@@ -348,26 +392,51 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
     return sorted(flagged.items())
 
 
-def _window_classify(store: Store, window: dict[int, None], background: Sequence[int],
+def _detector_for(embedder):
+    """The learned instruction detector's model when it scores this embedder's vectors, else None."""
+    model = learned_detector.load_model()
+    return model if model is not None and model.model == embedder.model_name else None
+
+
+def _window_classify(lexical: _LexicalIndex, window: dict[int, None], background: Sequence[int],
                      in_batch: Callable[[int], bool], flagged: dict[int, Flag], embedder) -> None:
-    """Classify one window (with the background sample); record each batch memory's first flag."""
+    """Classify one window (with the background sample); record each batch memory's first flag.
+    Its rows, their step-1 facts and detector scores come from the pass's own file (step 1)."""
     pks = list(dict.fromkeys([*window, *background]))
     rows: list[tuple] = []
-    for i in range(0, len(pks), 500):  # stay under SQLite's bound-parameter limit
-        rows += Memory.objects.filter(pk__in=pks[i:i + 500]).values_list("pk", "external_id", "text", "content_sha256")
+    facts: dict[str, tuple] = {}
+    scores: dict[str, float] = {}
+    vector_of: dict[int, np.ndarray] = {}
+    markers: dict[str, list] = {}
+    for pk, ext, text, sha, fact, score, vec, marks in lexical.rows(pks):
+        markers[text] = marks
+        rows.append((pk, ext, text, sha))
+        facts[ext] = fact
+        if score is not None:
+            scores[text] = score
+        if vec is not None:
+            vector_of[pk] = vec
+    missing = sorted(set(pks).difference(r[0] for r in rows))  # not in the store when step 1 read it
+    for i in range(0, len(missing), 500):  # stay under SQLite's bound-parameter limit
+        more = list(Memory.objects.filter(pk__in=missing[i:i + 500]).values_list(
+            "pk", "external_id", "text", "content_sha256"))
+        rows += more
+        if embedder is not None:
+            found = cached_vectors(model=embedder.model_name, hashes=(h for *_, h in more))
+            vector_of.update((r[0], found[bytes(r[3])]) for r in more if bytes(r[3]) in found)
     rows.sort(key=lambda r: r[1])
     pk_of = {ext: pk for pk, ext, _, _ in rows}
     dense = None
-    if embedder is not None:
-        vectors = cached_vectors(model=embedder.model_name, hashes=(h for *_, h in rows))
-        rows = [r for r in rows if bytes(r[3]) in vectors]
+    if embedder is not None:  # the vectors recall uses, as step 1 read them (or the database, for the missing)
+        rows = [r for r in rows if r[0] in vector_of]
         if rows:
-            dense = DenseIndex([r[1] for r in rows], np.stack([vectors[bytes(r[3])] for r in rows]),
+            dense = DenseIndex([r[1] for r in rows], np.stack([vector_of[r[0]] for r in rows]),
                                model=embedder.model_name)
     only = [ext for pk, ext, _, _ in rows if in_batch(pk) and pk not in flagged]
     if not only:
         return
-    for f in classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=dense):
+    known = Known(facts=facts, scores=scores, markers=markers)
+    for f in classify([(ext, text) for _, ext, text, _ in rows], only=only, dense=dense, known=known):
         flagged.setdefault(pk_of[f.memory_id], f)
 
 

@@ -111,6 +111,7 @@ from ledger.classifier.model import (
     DenseVectors,
     Flag,
     Group,
+    Known,
     Params,
 )
 from ledger.classifier.pipeline import ACTOR, classify
@@ -125,6 +126,7 @@ __all__ = [
     "DenseVectors",
     "Flag",
     "Group",
+    "Known",
     "Params",
     "classify",
     "find_groups",

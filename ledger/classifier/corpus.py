@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ledger.classifier.model import Params
-from ledger.classifier.text import Passage, prepare
+from ledger.classifier.text import Facts, Passage, prepare
 
 
 @dataclass
@@ -28,8 +28,9 @@ class Corpus:
     max_df: int
 
     @classmethod
-    def build(cls, passages: Iterable[tuple[str, str]] | Mapping[str, str], *, params: Params) -> Corpus:
-        items = prepare(passages)
+    def build(cls, passages: Iterable[tuple[str, str]] | Mapping[str, str], *, params: Params,
+              known: Mapping[str, Facts] | None = None) -> Corpus:
+        items = prepare(passages, known=known)
         n = len(items)
         df: Counter[str] = Counter()
         for p in items:

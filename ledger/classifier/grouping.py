@@ -12,6 +12,7 @@ from ledger.classifier.corpus import Corpus
 from ledger.classifier.judge import TOO_FEW, judge
 from ledger.classifier.model import DEFAULT_PARAMS, Dense, Group, Params
 from ledger.classifier.readmit import readmit
+from ledger.classifier.text import Facts
 
 
 def find_groups(
@@ -20,12 +21,14 @@ def find_groups(
     params: Params = DEFAULT_PARAMS,
     keep_all: bool = False,
     dense: Dense | None = None,
+    known: Mapping[str, Facts] | None = None,
 ) -> list[Group]:
     """Steps 1-6 of the package docstring. ``keep_all`` also returns groups judged benign.
 
     With ``dense`` (version 3) groups are also seeded from embedding neighbourhoods and
-    paraphrases are re-admitted by embedding similarity (steps 4b and 6b)."""
-    corpus = Corpus.build(passages, params=params)
+    paraphrases are re-admitted by embedding similarity (steps 4b and 6b). ``known``: the
+    passages' :func:`ledger.classifier.text.passage_facts` already computed, by id."""
+    corpus = Corpus.build(passages, params=params, known=known)
     if not corpus.items:
         return []
     search = _Search(corpus=corpus, params=params, dense=dense, keep_all=keep_all)

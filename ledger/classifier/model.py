@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -99,3 +99,21 @@ class Group:
     pattern: str
     suspicious: bool
     why_not: str
+
+
+@dataclass(frozen=True)
+class Known:
+    """Per-passage results a caller already has, for passages it hands to ``classify`` again and
+    again (the ledger's bounded pass: a passage is in many windows of one import). They change
+    nothing that is decided, only what is recomputed.
+
+    ``facts``: memory id -> :func:`ledger.classifier.text.passage_facts` of that passage's text.
+    ``scores``: text -> the learned instruction detector's ``score(vector, text)`` for that text
+    with its embedding; keyed by text, so only for a caller whose vectors are a function of the
+    text (the ledger caches them by content hash).
+    ``markers``: text -> :func:`ledger.classifier.instruction.instruction_markers` of that text.
+    """
+
+    facts: Mapping[str, tuple] = field(default_factory=dict)
+    scores: Mapping[str, float] = field(default_factory=dict)
+    markers: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)

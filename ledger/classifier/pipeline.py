@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from ledger.classifier import learned
 from ledger.classifier.grouping import find_groups
 from ledger.classifier.instruction import instruction_markers
 from ledger.classifier.learned import embedding_injections
-from ledger.classifier.model import CLASSIFIER_NAME, CLASSIFIER_VERSION, DEFAULT_PARAMS, Dense, Flag, Group, Params
+from ledger.classifier.model import (
+    CLASSIFIER_NAME,
+    CLASSIFIER_VERSION,
+    DEFAULT_PARAMS,
+    Dense,
+    Flag,
+    Group,
+    Known,
+    Params,
+)
 
 ACTOR = f"{CLASSIFIER_NAME}@{CLASSIFIER_VERSION}"
 
@@ -18,6 +28,7 @@ def classify(
     only: Iterable[str] | None = None,
     params: Params = DEFAULT_PARAMS,
     dense: Dense | None = None,
+    known: Known | None = None,
 ) -> list[Flag]:
     """Flag passages that share a suspicious query pattern; one Flag per passage, sorted by id.
 
@@ -27,12 +38,16 @@ def classify(
     all passages given. ``dense`` holds the passages' sentence embeddings (version 3 steps);
     without it the lexical rules alone decide. When ``dense`` also gives each passage's vector
     (``dense.vector(id)``, version 3.3) the learned instruction detector runs too, calibrated on
-    every passage given (:mod:`ledger.classifier.learned`).
+    every passage given (:mod:`ledger.classifier.learned`). ``known``: per-passage results the
+    caller already has (:class:`ledger.classifier.model.Known`); the flags are the same without it.
     """
     wanted = None if only is None else set(only)
     passages = list(passages.items()) if isinstance(passages, Mapping) else list(passages)
-    flags = _instruction_flags(passages, wanted)
-    for mid, hit in embedding_injections(passages, dense).items():
+    flags = _instruction_flags(passages, wanted, {} if known is None else known.markers)
+    detector = None  # the detector's own default model
+    if known is not None and known.scores and (model := learned.load_model()) is not None:
+        detector = _KnownScores(model, known.scores)
+    for mid, hit in embedding_injections(passages, dense, model=detector).items():
         if (wanted is None or mid in wanted) and mid not in flags:
             flags[mid] = Flag(
                 memory_id=mid,
@@ -42,19 +57,38 @@ def classify(
                           "store_bar": hit.threshold, "form": hit.form,
                           "embedding_model": getattr(dense, "model", None)},
             )
-    for g in find_groups(passages, params=params, dense=dense):
+    for g in find_groups(passages, params=params, dense=dense, known=None if known is None else known.facts):
         for mid in g.members:
             if (wanted is None or mid in wanted) and mid not in flags:
                 flags[mid] = _group_flag(mid, g, dense)
     return [flags[k] for k in sorted(flags)]
 
 
-def _instruction_flags(passages: list[tuple[str, str]], wanted: set[str] | None) -> dict[str, Flag]:
+class _KnownScores:
+    """The learned detector's model with the scores a caller already has (by text); every other
+    attribute is the model's own."""
+
+    def __init__(self, model, scores: Mapping[str, float]) -> None:
+        self._model = model
+        self._scores = scores
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+    def score(self, vector, text: str) -> float:
+        known = self._scores.get(text)
+        return self._model.score(vector, text) if known is None else known
+
+
+def _instruction_flags(passages: list[tuple[str, str]], wanted: set[str] | None,
+                       known: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, Flag]:
     flags = {}
     for mid, text in sorted(passages):
         if wanted is not None and mid not in wanted:
             continue
-        marks = instruction_markers(text)
+        marks = known.get(text)
+        if marks is None:
+            marks = instruction_markers(text)
         if marks:
             flags[mid] = Flag(
                 memory_id=mid,

@@ -117,23 +117,39 @@ def _tokenize(text: str) -> tuple[list[str], set[str], str]:
     return tokens, proper, first
 
 
-def prepare(passages: Iterable[tuple[str, str]] | Mapping[str, str]) -> list[Passage]:
-    """The passages sorted by id, tokenised; a repeated id is refused."""
+Facts = tuple[frozenset[str], frozenset[str], str, frozenset[str]]
+
+
+def passage_facts(text: str) -> Facts:
+    """What step 1 makes of one text: (content tokens, proper nouns, the first proper noun, the
+    title line's tokens). A function of the text alone, so a caller that meets a passage many
+    times (the ledger's bounded pass, in every window) may compute it once and hand it back to
+    :func:`prepare`."""
+    toks, proper, first = _tokenize(text)
+    head, sep, _ = text.partition("\n")
+    title: frozenset[str] = frozenset()
+    if sep and 0 < len(head) < 120 and not SENTENCE_END.search(head.rstrip(".")):
+        title = frozenset(_tokenize(head)[0])
+    return frozenset(toks), frozenset(proper), first, title
+
+
+def prepare(passages: Iterable[tuple[str, str]] | Mapping[str, str], *,
+            known: Mapping[str, Facts] | None = None) -> list[Passage]:
+    """The passages sorted by id, tokenised; a repeated id is refused. ``known`` gives the
+    :func:`passage_facts` of some of them by id (each must be that passage's text's)."""
     items = passages.items() if isinstance(passages, Mapping) else passages
     seen: dict[str, str] = {}
     for memory_id, text in items:
         if memory_id in seen:
             raise ValueError(f"duplicate passage id {memory_id!r}")
         seen[str(memory_id)] = text or ""
+    known = known or {}
     out = []
     for memory_id in sorted(seen):
         text = seen[memory_id]
-        toks, proper, first = _tokenize(text)
-        head, sep, _ = text.partition("\n")
-        title: frozenset[str] = frozenset()
-        if sep and 0 < len(head) < 120 and not SENTENCE_END.search(head.rstrip(".")):
-            title = frozenset(_tokenize(head)[0])
-        out.append(Passage(memory_id, text, frozenset(toks), frozenset(proper), first, title))
+        facts = known.get(memory_id)
+        tokens, proper, first, title = passage_facts(text) if facts is None else facts
+        out.append(Passage(memory_id, text, tokens, proper, first, title))
     return out
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ledger.dense import BLOCK, DenseIndex
+from ledger import dense
+from ledger.dense import BLOCK, DenseIndex, round6
 
 
 def _full_sort(ids, matrix, limit, floor):
@@ -20,9 +21,12 @@ def _full_sort(ids, matrix, limit, floor):
     return out
 
 
+@pytest.mark.parametrize("sample", [None, 50])  # 50: each row is cut at the best of 50 of its columns (issue 17)
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize(("limit", "floor"), [(16, 0.5), (3, -1.0), (40, 0.0)])
-def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor):
+def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor, sample, monkeypatch):
+    if sample is not None:
+        monkeypatch.setattr(dense, "SAMPLE", sample)
     rng = np.random.default_rng(7)
     n = BLOCK + 80  # two blocks
     # coarse vectors give many exact ties, also at each row's limit-th neighbour
@@ -35,3 +39,10 @@ def test_neighbours_are_a_full_sorts_best_first_ties_by_id(ties, limit, floor):
     expected = _full_sort(ids, matrix, limit, floor)
     assert [index.neighbours(m) for m in ids] == expected
     assert any(expected)
+
+
+def test_rounding_to_6_decimals_is_pythons_round_for_float32():
+    rng = np.random.default_rng(11)
+    vals = np.concatenate([rng.uniform(-1, 1, 200_000), np.arange(-256, 257) / 256,  # k / 2^m: exact ties
+                           np.arange(-1_000, 1_000) / 2e6]).astype(np.float32)  # at the 7th decimal
+    assert round6(vals).tolist() == [round(v, 6) for v in vals.tolist()]
