@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
@@ -503,35 +503,27 @@ def signed_by_any(keys: Sequence[bytes], message: bytes, signature: bytes) -> bo
 
 
 class SignatureBatch:
-    """Signature checks of a batch of entries, run on a pool of threads while the caller goes on
-    checking (and signing) the rest (libsodium runs without the GIL). :meth:`check` waits and
-    raises :class:`SignatureInvalidError`, with the entry's kind, seq and ``memory``, for the
-    first entry of the batch whose signature is invalid. Every other check of an entry stays the
-    caller's."""
+    """Signature checks of a batch of entries, kept while the caller checks (and signs) the rest
+    and run at :meth:`check` on a pool of threads, one share each, while the caller waits
+    (libsodium runs without the GIL; run beside the caller's own Python, each check's return to
+    the interpreter waited on the caller's GIL and made the batch slower than checking inline).
+    :meth:`check` raises :class:`SignatureInvalidError`, with the entry's kind, seq and
+    ``memory``, for the first entry of the batch whose signature is invalid. Every other check of
+    an entry stays the caller's."""
 
-    CHUNK = 64
-
-    def __init__(self, pool: Executor) -> None:
+    def __init__(self, pool: Executor, workers: int) -> None:
         self._pool = pool
+        self._workers = max(1, workers)
         self._todo: list[tuple] = []  # (keys, message, signature, kind, seq, epoch number, memory)
-        self._done: list[Future] = []
 
     def add(self, keys: tuple[bytes, ...], message: bytes, signature: bytes, *, kind: str, seq: object,
             number: object, memory: str) -> None:
         self._todo.append((keys, message, signature, kind, seq if type(seq) is int else None, number, memory))
-        if len(self._todo) >= self.CHUNK:
-            self._submit()
-
-    def _submit(self) -> None:
-        if self._todo:
-            self._done.append(self._pool.submit(_first_invalid, self._todo))
-            self._todo = []
 
     def check(self) -> None:
-        self._submit()
-        done, self._done = self._done, []
-        for future in done:
-            bad = future.result()
+        todo, self._todo = self._todo, []
+        share = -(-len(todo) // self._workers)
+        for bad in self._pool.map(_first_invalid, [todo[i:i + share] for i in range(0, len(todo), share)]):
             if bad is not None:
                 _, _, _, kind, seq, number, memory = bad
                 exc = SignatureInvalidError(f"signature invalid (epoch {number})", kind=kind, seq=seq)

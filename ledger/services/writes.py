@@ -105,6 +105,7 @@ DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e
 GENESIS_BATCH = 500
 SIGNATURE_BATCH_MIN = 32  # items from which a batch's signature checks go to worker threads
 
+_SIGNATURE_WORKERS = os.cpu_count() or 1
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
 
@@ -114,7 +115,7 @@ def _signature_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=_SIGNATURE_WORKERS,
                                                      thread_name_prefix="ledger-verify"))
         return _pool[1]
 _WRITE_CHUNK = 500  # rows per INSERT statement
@@ -535,9 +536,9 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
 
 
 def _signature_batch(n: int) -> SignatureBatch | None:
-    """For a batch of ``n`` items, the checker its signatures go to: they are verified on worker
-    threads while this thread signs and checks the rest (None: a small batch verifies inline)."""
-    return SignatureBatch(_signature_pool()) if n >= SIGNATURE_BATCH_MIN else None
+    """For a batch of ``n`` items, the checker its signatures go to: they are verified together on
+    worker threads once every entry is built and checked (None: a small batch verifies inline)."""
+    return SignatureBatch(_signature_pool(), _SIGNATURE_WORKERS) if n >= SIGNATURE_BATCH_MIN else None
 
 
 def _signatures_check(signatures: SignatureBatch | None) -> None:

@@ -13,13 +13,13 @@ from ledger.core.keys import Ed25519Key, SignatureBatch
 def test_a_batch_passes_when_every_signature_is_valid_and_names_the_first_invalid_one():
     key, other = Ed25519Key.generate(), Ed25519Key.generate()
     with ThreadPoolExecutor(2) as pool:
-        good = SignatureBatch(pool)
-        for i in range(150):  # over two chunks
+        good = SignatureBatch(pool, 2)
+        for i in range(150):  # in two shares
             msg = bytes([i]) * 32
             good.add((other.public_key, key.public_key), msg, key.sign(msg), kind="provenance", seq=i,
                      number=1, memory=f"main/m{i}")
         good.check()
-        bad = SignatureBatch(pool)
+        bad = SignatureBatch(pool, 2)
         for i in range(150):
             msg = bytes([i]) * 32
             sig = other.sign(msg) if i in (97, 120) else key.sign(msg)  # a stranger's key, twice
