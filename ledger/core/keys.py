@@ -522,6 +522,8 @@ class SignatureBatch:
 
     def check(self) -> None:
         todo, self._todo = self._todo, []
+        if not todo:
+            return
         share = -(-len(todo) // self._workers)
         for bad in self._pool.map(_first_invalid, [todo[i:i + share] for i in range(0, len(todo), share)]):
             if bad is not None:

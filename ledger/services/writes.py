@@ -103,6 +103,7 @@ from orgs.notifications import notification_emit, site_url
 
 DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e^0.5 ~ 1.65
 GENESIS_BATCH = 500
+_WRITE_CHUNK = 500  # rows per INSERT statement
 SIGNATURE_BATCH_MIN = 32  # items from which a batch's signature checks go to worker threads
 
 _SIGNATURE_WORKERS = os.cpu_count() or 1
@@ -118,7 +119,6 @@ def _signature_pool() -> ThreadPoolExecutor:
             _pool = (os.getpid(), ThreadPoolExecutor(max_workers=_SIGNATURE_WORKERS,
                                                      thread_name_prefix="ledger-verify"))
         return _pool[1]
-_WRITE_CHUNK = 500  # rows per INSERT statement
 
 
 class EntryRejected(ValidationError):

@@ -28,3 +28,8 @@ def test_a_batch_passes_when_every_signature_is_valid_and_names_the_first_invali
             bad.check()
     assert (exc.value.kind, exc.value.seq, exc.value.memory) == ("transition", 97, "main/m97")
     assert "epoch 3" in exc.value.message
+
+
+def test_an_empty_batch_checks_nothing():
+    with ThreadPoolExecutor(2) as pool:
+        SignatureBatch(pool, 2).check()
