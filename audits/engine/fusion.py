@@ -102,9 +102,9 @@ def fit_alpha(ranked: Sequence[Suspect], *, default: float, threshold: float, se
     Evidence: the suspects whose CMIS alone reaches the batch threshold (their removal undoes
     the harm, whatever CAS says) against a seeded sample of ``reference`` candidates with no
     causal effect. CAS's weight 1 − α grows with its AUC on that evidence: none at or below
-    `CAS_CHANCE`, the paper's 1 − ``default`` only when it separates them perfectly, linear in
-    between. Without evidence (no causal suspect, or nothing to compare with) the paper's
-    ``default`` stands. Returns α, the AUC and the evidence's sizes, and why.
+    `CAS_CHANCE`, the full 1 − ``default`` (the paper's 0.4 at its α = 0.6) only when it separates
+    them perfectly, linear in between. Without evidence (no causal suspect, or nothing to compare
+    with) ``default`` stands. Returns α, the AUC and the evidence's sizes, and why.
     """
     seeds = [s for s in ranked if s.cmis_hat >= threshold]
     rest = sorted((s for s in ranked if s.cmis <= 0), key=lambda s: s.id)
@@ -114,7 +114,7 @@ def fit_alpha(ranked: Sequence[Suspect], *, default: float, threshold: float, se
     out: dict[str, Any] = {"default": default, "seeds": len(seeds), "reference": len(sample),
                            "cas_auc": None if a is None else round(a, 3)}
     if a is None:
-        return {**out, "alpha": default, "why": "no causal evidence to fit on: the paper's default"}
+        return {**out, "alpha": default, "why": "no causal evidence to fit on: α as set"}
     share = min(max((a - CAS_CHANCE) / (1.0 - CAS_CHANCE), 0.0), 1.0)
     alpha = round(1.0 - (1.0 - default) * share, 3)
     why = ("CAS separates this store's causal memories from clean ones no better than chance: no weight"

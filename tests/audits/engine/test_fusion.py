@@ -90,4 +90,4 @@ def test_cas_no_better_than_chance_on_the_stores_own_evidence_loses_its_weight()
 def test_without_causal_evidence_the_papers_default_stands():
     ranked = fuse({"a": 0.0}, {"a": 0.9, "b": 0.1, "c": 0.3}, alpha=0.6)  # no removal changed anything
     fit = fit_alpha(ranked, default=0.6, threshold=0.7)
-    assert fit["alpha"] == 0.6 and fit["cas_auc"] is None and "default" in fit["why"]
+    assert fit["alpha"] == 0.6 and fit["cas_auc"] is None and "as set" in fit["why"]
