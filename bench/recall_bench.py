@@ -503,6 +503,24 @@ def _e2e_vectors_store(model_cls, model_name: str, batch: list[str], vectors) ->
 
 def e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False,
              profile_top: int = 0) -> dict:
+    """:func:`_e2e_time`, with recall's query caches (which it turns off) as they were after it:
+    a test that times a store must leave the next test's recall as it found it."""
+    from ledger import recall as recall_module
+    from ledger.embedding_store import embedder_for_store
+
+    embedder = embedder_for_store(store)
+    saved = recall_module.QUERY_CACHE_SIZE, getattr(embedder, "query_cache_size", None)
+    try:
+        return _e2e_time(store, qs, k, verify_sample=verify_sample, write_after=write_after,
+                         profile_top=profile_top)
+    finally:
+        recall_module.QUERY_CACHE_SIZE = saved[0]
+        if saved[1] is not None:
+            embedder.query_cache_size = saved[1]
+
+
+def _e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_after: bool = False,
+              profile_top: int = 0) -> dict:
     """Time the full ``ledger.recall.recall`` over a built store, in this process:
 
     - ``load``: the first ``store_index`` (rows and vectors read, the worker's saved graph and
