@@ -329,15 +329,7 @@ def phase_agree(workdir: Path, window_budget: int, background: int) -> dict:
     whole_s = time.perf_counter() - t
     classifier_service.WHOLE_STORE_MAX = 0
     classifier_service.WINDOW_BUDGET, classifier_service.BACKGROUND = window_budget, background
-    calls: list[int] = []
-    real = classifier_service.classify
-
-    def counted(passages, **kwargs):
-        passages = list(passages)
-        calls.append(len(passages))
-        return real(passages, **kwargs)
-
-    classifier_service.classify = counted
+    calls = _count_classify_calls(classifier_service)
     t = time.perf_counter()
     bounded = {pk: f.reason for pk, f in classifier_service.ingest_flags(store=store, pk_range=(span["lo"], span["hi"]))}
     bounded_s = time.perf_counter() - t
@@ -351,6 +343,20 @@ def phase_agree(workdir: Path, window_budget: int, background: int) -> dict:
             "only_bounded": len(set(bounded) - set(whole)),
             "only_whole_adv": len((set(whole) - set(bounded)) & adv),
             "only_bounded_adv": len((set(bounded) - set(whole)) & adv)}
+
+
+def _count_classify_calls(classifier_service) -> list[int]:
+    """Wrap the service's ``classify`` (this process only) to record each call's passage count."""
+    calls: list[int] = []
+    real = classifier_service.classify
+
+    def counted(passages, **kwargs):
+        passages = list(passages)
+        calls.append(len(passages))
+        return real(passages, **kwargs)
+
+    classifier_service.classify = counted
+    return calls
 
 
 def phase_flags(workdir: Path, slug: str, out: Path | None, window_budget: int, background: int) -> dict:
@@ -374,15 +380,7 @@ def phase_flags(workdir: Path, slug: str, out: Path | None, window_budget: int, 
     store = Store.objects.get(slug=slug)
     classifier_service.WHOLE_STORE_MAX = 0
     classifier_service.WINDOW_BUDGET, classifier_service.BACKGROUND = window_budget, background
-    calls: list[int] = []
-    real = classifier_service.classify
-
-    def counted(passages, **kwargs):
-        passages = list(passages)
-        calls.append(len(passages))
-        return real(passages, **kwargs)
-
-    classifier_service.classify = counted
+    calls = _count_classify_calls(classifier_service)
     span = Memory.objects.filter(store=store).aggregate(lo=Min("pk"), hi=Max("pk"))
     base = peak_rss_mb()
     t, cpu = time.perf_counter(), time.process_time()
