@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="print a cProfile of 300 single appends")
     ap.add_argument("--concurrency", type=int, default=0,
                     help="also run durable single appends from this many processes at once (group commit)")
+    ap.add_argument("--signature-ab", type=int, default=0, metavar="ROUNDS",
+                    help="also time ROUNDS interleaved pairs of 500-item batches with the signature checks on "
+                         "worker threads and inline (writes.SIGNATURE_BATCH_MIN), batched transitions/s each")
     ap.add_argument("--no-fsync-wait", action="store_true",
                     help="PostgreSQL synchronous_commit=off: NOT durable; isolates the cost of the code from the "
                          "disk flush (reported as durable=false)")
@@ -305,6 +308,27 @@ def main(argv: list[str] | None = None) -> int:
     leaf_b = statistics.mean(_row_bytes(r, {"seq"}) for r in LogLeaf.objects.filter(organization=org)
                              .values(*leaf_fields)[:1000])
 
+    # The same batches with the signature checks on the worker threads and inline, interleaved so
+    # that the host's drift falls on both alike.
+    signature_ab: dict = {}
+    if args.signature_ab:
+        from ledger.services import writes
+
+        rates: dict[str, list[float]] = {"threads": [], "inline": []}
+        threshold = writes.SIGNATURE_BATCH_MIN
+        try:
+            for rnd in range(args.signature_ab):
+                for mode in rates:
+                    writes.SIGNATURE_BATCH_MIN = threshold if mode == "threads" else 10**9
+                    t0 = time.perf_counter()
+                    transitions_append(items=[{"memory_id": ids[j % len(ids)], "valence_q": 100,
+                                               "evidence": [f"ab{rnd}{mode}{j}"]} for j in range(batch)])
+                    rates[mode].append(batch / (time.perf_counter() - t0))
+        finally:
+            writes.SIGNATURE_BATCH_MIN = threshold
+        signature_ab = {mode: {"median_per_s": round(statistics.median(v)), "runs": [round(x) for x in v]}
+                        for mode, v in rates.items()}
+
     tree_head_issue(organization=org)  # the verifier requires every leaf under a signed tree head
     parsed = parse_bundle(bundle_build(org))
     cpu0 = time.process_time()
@@ -327,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_provenance_node": round(node_b, 1), "bytes_transition_commitment": round(tc_b, 1),
         "bytes_log_leaves_per_transition": round(2 * leaf_b, 1),
         "batch_transitions_per_s": round(batch_per_s), "verify_entries_per_s": round(verify_per_s),
+        "signature_ab": signature_ab,
         "verified_entries": report.entries,
         "commit_floor_ms": round(commit_floor_ms, 3), "round_trips_per_append": statements,
         "statements_of_one_append": statement_heads, "crypto_floor_ms": round(crypto_ms, 4),
@@ -361,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
               f"transitions/s, median {concurrent['concurrent_median_ms']} ms, p95 {concurrent['concurrent_p95_ms']} ms")
     if profile_text:
         print(profile_text)
+    if signature_ab:
+        print("batches of 500, signature checks on threads / inline (interleaved): "
+              f"{signature_ab['threads']['median_per_s']} / {signature_ab['inline']['median_per_s']} transitions/s")
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
