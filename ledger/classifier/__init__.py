@@ -94,7 +94,6 @@ tried in 3.6-3.7 (2..40 tokens) were taken back in 3.9: see docs/benchmarks.md s
 Version 3.10 (issue 16, "instruction attacks") adds a structural instruction scorer in
 :mod:`ledger.classifier.instruction` (who the passage addresses and what it asks; pure rules, so
 the ingest path without vectors has it) whose score also lowers the learned detector's bar.
-(``CLASSIFIER_VERSION`` in ``model`` still reads 3.9 until it is raised.)
 
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from ledger import classifier_service
 from orgs.models import Organization
 from tests.ledger.recall_support import FACTS, import_inline
 
@@ -48,3 +49,18 @@ def facts(store, housekeeper):
     job = import_inline(store, [{"id": i, "text": t} for i, t in FACTS])
     assert job.status == "done", job.errors
     return store
+
+
+@pytest.fixture
+def classify_sizes(monkeypatch):
+    """The number of passages each classifier call is handed."""
+    sizes: list[int] = []
+    real = classifier_service.classify
+
+    def spy(passages, **kwargs):
+        passages = list(passages)
+        sizes.append(len(passages))
+        return real(passages, **kwargs)
+
+    monkeypatch.setattr(classifier_service, "classify", spy)
+    return sizes

@@ -30,21 +30,6 @@ def small_windows(monkeypatch):
     monkeypatch.setattr(classifier_service, "DENSE_PAGE", 48, raising=False)
 
 
-@pytest.fixture
-def classify_sizes(monkeypatch):
-    """The number of passages each classifier call is handed."""
-    sizes: list[int] = []
-    real = classifier_service.classify
-
-    def spy(passages, **kwargs):
-        passages = list(passages)
-        sizes.append(len(passages))
-        return real(passages, **kwargs)
-
-    monkeypatch.setattr(classifier_service, "classify", spy)
-    return sizes
-
-
 def _poison(ids) -> list[dict]:
     return [{"id": f"p{i}", "text": POISON[i]} for i in ids]
 

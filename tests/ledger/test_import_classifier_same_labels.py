@@ -167,18 +167,10 @@ def _flags(store) -> list[tuple]:
             for pk, f in classifier_service.ingest_flags(store=store, pk_range=(min(pks), max(pks)))]
 
 
-def test_the_faster_pass_flags_exactly_what_the_pass_on_main_flagged(generated_store, monkeypatch):
-    calls: list[int] = []
-    real = classifier_service.classify
-
-    def counted(passages, **kwargs):
-        passages = list(passages)
-        calls.append(len(passages))
-        return real(passages, **kwargs)
-
-    monkeypatch.setattr(classifier_service, "classify", counted)
+def test_the_faster_pass_flags_exactly_what_the_pass_on_main_flagged(generated_store, classify_sizes,
+                                                                    monkeypatch):
     new = _flags(generated_store)
-    windows = len(calls)
+    windows = len(classify_sizes)
 
     monkeypatch.setattr(classifier_service, "_window_classify",
                         lambda lexical, window, background, in_batch, flagged, embedder:
