@@ -57,6 +57,7 @@ ANN_UNINDEXED_MAX = 0.25  # share of rows outside the graph above which recall u
 PREPARE_MIN = 64  # rows not verified ahead that make a recall ask a worker for recall_prepare
 PREPARE_INTERVAL_S = 30.0  # at most one such request per store and process in this time
 PREVERIFIED_RECHECK_S = 5.0  # how often a recall looks for a newer verified-ahead record
+PATCH_MAX_LEAVES = 20_000  # log entries since an index was built beyond which it is rebuilt, not patched
 _EMBEDDERS: dict[str, TextEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
@@ -117,6 +118,33 @@ def embeddings_compute(*, memories: Iterable[Memory], embedder: TextEmbedder | N
 # --------------------------------------------------------------------------- per-store index
 
 
+class _Rows:
+    """A matrix's backing rows with room to append. Indexes brought forward from one another
+    share it, each seeing its own first n rows (``buffer[:n]``); rows are only ever appended after
+    the last filled one, so a recall in flight on an older index never sees a row change."""
+
+    def __init__(self, n: int, dim: int) -> None:
+        self.buffer = np.empty((n + max(1024, n // 16), dim), dtype=np.float32)
+        self.filled = n
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> _Rows:
+        rows = cls(len(matrix), matrix.shape[1])
+        rows.buffer[:len(matrix)] = matrix
+        return rows
+
+    def extend(self, n: int, new: np.ndarray) -> np.ndarray | None:
+        """The first ``n + len(new)`` rows with ``new`` written after row ``n``; None when another
+        index already appended after ``n`` or there is no room (the caller copies)."""
+        with self.lock:
+            if self.filled != n or n + len(new) > len(self.buffer):
+                return None
+            self.buffer[n:n + len(new)] = new
+            self.filled = n + len(new)
+            return self.buffer[:self.filled]
+
+
 @dataclass
 class StoreIndex:
     """The recall view of a store at one log position. Rows are signed memories only."""
@@ -124,7 +152,7 @@ class StoreIndex:
     store_id: int
     model: str
     log_position: int
-    matrix: np.ndarray  # (n, dim) float32, L2-normalised
+    matrix: np.ndarray  # (n, dim) float32, L2-normalised: the first n rows of ``rows``
     weights: np.ndarray  # (n,) float32 live weights
     pks: np.ndarray  # (n,) int64 Memory primary keys
     external_ids: list[str]
@@ -136,6 +164,10 @@ class StoreIndex:
     label_seq: np.ndarray  # (n,) int64
     missing: int = 0  # signed memories still without a vector (not recallable yet)
     embedding_position: int = 0
+    # The leaf hash at ``log_position``: the log is append-only, so an index whose leaf still has
+    # this hash can be brought forward by the entries after it (``_index_patch``).
+    log_head: bytes | None = None
+    rows: _Rows | None = None  # the matrix's backing rows, with room to append
     excluded_cache: dict = field(default_factory=dict)
     ann: ann_module.AnnIndex | None = None  # candidates for large stores (see the module docstring)
     # Rows the graph lacks (added since a worker last grew it): always re-scored exactly.
@@ -194,6 +226,16 @@ def log_position(organization_id: int) -> int:
     return -1 if last is None else int(last[0])
 
 
+def _leaf_hashes(organization_id: int, indexes: list[int]) -> dict[int, bytes]:
+    """The tenant log's leaf hashes at these indexes (absent ones are missing)."""
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('index')}, {qn('leaf_hash')} FROM {qn(LogLeaf._meta.db_table)} "
+                    f"WHERE {qn('organization_id')} = %s AND {qn('index')} IN ({', '.join(['%s'] * len(indexes))})",
+                    [organization_id, *indexes])
+        return {int(i): bytes(h) for i, h in cur.fetchall()}
+
+
 def _embedding_position() -> int:
     return EmbeddingCache.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
@@ -221,8 +263,8 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker:
         vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows))
         emb_position = _embedding_position()
     kept = [r for r in rows if bytes(r[2]) in vectors]
-    dim = embedder.dim
-    matrix = np.empty((len(kept), dim), dtype=np.float32)
+    backing = _Rows(len(kept), embedder.dim)
+    matrix = backing.buffer[:len(kept)]
     for i, r in enumerate(kept):
         matrix[i] = vectors[bytes(r[2])]
     weight_q = np.array([r[3] for r in kept], dtype=np.int64)
@@ -234,7 +276,8 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker:
         states=[r[4] or "" for r in kept], weight_q=weight_q,
         chain_heads=[bytes(r[5]) for r in kept], content_sha256=[bytes(r[2]) for r in kept],
         label_seq=np.array([r[6] for r in kept], dtype=np.int64), missing=len(rows) - len(kept),
-        embedding_position=emb_position,
+        embedding_position=emb_position, log_head=_leaf_hashes(store.organization_id, [position]).get(position),
+        rows=backing,
     )
     if len(kept) >= ann_min() and ann_module.available():
         if worker:
@@ -243,6 +286,128 @@ def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker:
             ann_attach(store, index)
     if not worker:
         _preverified_attach(store, index)
+    return index
+
+
+def _spliced(seq: list, at: np.ndarray, values: list) -> list:
+    """``seq`` with ``values[i]`` inserted before ``seq[at[i]]`` (``at`` ascending), as np.insert."""
+    if not len(at):
+        return seq
+    if int(at[0]) == len(seq):
+        return seq + values
+    out: list = []
+    start = 0
+    for a, v in zip(at.tolist(), values, strict=True):
+        out.extend(seq[start:a])
+        out.append(v)
+        start = a
+    out.extend(seq[start:])
+    return out
+
+
+def _index_patch(store: Store, old: StoreIndex, embedder: TextEmbedder, position: int) -> StoreIndex | None:
+    """``old`` brought forward to log ``position`` by re-reading only the memories whose entries
+    came after it (a new memory's genesis, a label, a transition: every live-state change appends a
+    leaf naming its memory), or None when it cannot be (another model, rows still without a vector,
+    the old position's leaf changed, i.e. another database, more than ``PATCH_MAX_LEAVES`` entries
+    since, or a new memory without a vector that recall may not embed inline): the caller
+    rebuilds. The result is a new index object (a recall in flight keeps the old one); the
+    matrix is shared, rows only appended after its end (``_Rows``); the graph is shared too."""
+    if (old.model != embedder.model_name or old.missing or old.log_head is None or position <= old.log_position):
+        return None
+    org = store.organization_id
+    heads = _leaf_hashes(org, [old.log_position, position])
+    if heads.get(old.log_position) != old.log_head or position not in heads:
+        return None
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {qn('memory_id')} FROM {qn(LogLeaf._meta.db_table)} WHERE {qn('organization_id')} = %s "
+                    f"AND {qn('index')} > %s AND {qn('index')} <= %s LIMIT %s",
+                    [org, old.log_position, position, PATCH_MAX_LEAVES + 1])
+        moved = [m for (m,) in cur.fetchall()]
+    if len(moved) > PATCH_MAX_LEAVES:
+        return None
+    ids = sorted({m for m in moved if m is not None})
+    found = []
+    for i in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+        found += Memory.objects.filter(pk__in=ids[i:i + 500], store=store, chain_head__isnull=False).values_list(
+            "pk", "external_id", "content_sha256", "live_weight_q", "epistemic_state", "chain_head", "label_seq")
+    found.sort()
+    pks = np.array([r[0] for r in found], dtype=np.int64)
+    n = len(old)
+    at = np.searchsorted(old.pks, pks)
+    known = (at < n) & (old.pks[np.minimum(at, max(n - 1, 0))] == pks) if n else np.zeros(len(pks), dtype=bool)
+    new = [r for r, k in zip(found, known.tolist(), strict=True) if not k]
+    emb_position = old.embedding_position
+    vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in new)) if new else {}
+    absent = [r[0] for r in new if bytes(r[2]) not in vectors]
+    if absent:
+        if len(absent) > INLINE_LIMIT:
+            return None
+        embeddings_compute(memories=Memory.objects.filter(pk__in=absent).select_related("store"), embedder=embedder)
+        vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in new))
+        emb_position = _embedding_position()
+        if any(bytes(r[2]) not in vectors for r in new):
+            return None
+
+    ins = at[~known]  # where the new rows go (ascending, as the primary keys are)
+    new_matrix = np.array([vectors[bytes(r[2])] for r in new], dtype=np.float32).reshape(len(new), old.matrix.shape[1])
+    backing = old.rows
+    matrix = old.matrix
+    if new:
+        grown = backing.extend(n, new_matrix) if backing is not None and int(ins[0]) == n else None
+        if grown is None:
+            backing = _Rows.of(np.insert(old.matrix, ins, new_matrix, axis=0))
+            grown = backing.buffer[:backing.filled]
+        matrix = grown
+
+    def arr(a: np.ndarray, values) -> np.ndarray:
+        return np.insert(a, ins, values) if new else a.copy()
+
+    weight_q = arr(old.weight_q, [r[3] for r in new])
+    label_seq = arr(old.label_seq, [r[6] for r in new])
+    states = _spliced(old.states, ins, [r[4] or "" for r in new])
+    chain_heads = _spliced(old.chain_heads, ins, [bytes(r[5]) for r in new])
+    states = list(states) if states is old.states else states
+    chain_heads = list(chain_heads) if chain_heads is old.chain_heads else chain_heads
+    shift = lambda rows: rows + np.searchsorted(ins, rows, side="right")  # noqa: E731 - old row -> new row
+    moved_rows = shift(at[known])
+    for row, r in zip(moved_rows.tolist(), (r for r, k in zip(found, known.tolist(), strict=True) if k), strict=True):
+        weight_q[row], label_seq[row] = r[3], r[6]
+        states[row], chain_heads[row] = r[4] or "", bytes(r[5])
+    new_rows = ins + np.arange(len(ins))
+    changed = np.concatenate([moved_rows, new_rows]).astype(np.int64)
+
+    masks = {}
+    for key, mask in old.excluded_cache.items():
+        if isinstance(key, frozenset):  # a projection's mask (the boosted rows are recomputed when asked)
+            mask = arr(mask, [False] * len(new))
+            mask[changed] = [states[row] not in key for row in changed.tolist()]
+            masks[key] = mask
+    preverified = None
+    if old.preverified is not None:
+        preverified = arr(old.preverified, [False] * len(new))
+        preverified[changed] = False  # the worker's record vouches for the old state, not this one
+    index = dataclasses.replace(
+        old, log_position=position, log_head=heads[position], matrix=matrix, rows=backing,
+        weights=(weight_q / 1000.0).astype(np.float32), pks=arr(old.pks, pks[~known]),
+        external_ids=_spliced(old.external_ids, ins, [r[1] for r in new]),
+        ledger_ids=_spliced(old.ledger_ids, ins, [f"{store.slug}/{r[1]}" for r in new]),
+        states=states, weight_q=weight_q, chain_heads=chain_heads,
+        content_sha256=_spliced(old.content_sha256, ins, [bytes(r[2]) for r in new]), label_seq=label_seq,
+        embedding_position=emb_position, excluded_cache=masks, preverified=preverified,
+        query_cache={}, query_cache_lock=threading.Lock(),
+    )
+    if index.ann is None or len(index.unindexed):
+        # No complete graph: look for the worker's, as a rebuild would.
+        index.ann, index.unindexed = None, np.empty(0, dtype=np.int64)
+        if len(index) >= ann_min() and ann_module.available():
+            ann_attach(store, index)
+    elif new:
+        if len(new) <= ANN_INLINE_ADD:
+            index.ann.add(pks[~known], new_matrix)
+        else:
+            index.unindexed = new_rows.astype(np.int64)
     return index
 
 
@@ -456,7 +621,8 @@ def store_index(store: Store, *, embedder: TextEmbedder | None = None, position:
     if fresh and (not index.missing or _embedding_position() == index.embedding_position):
         _preverified_refresh(store, index)
         return _ann_refresh(store, index)
-    index = _build_index(store, embedder, position)
+    patched = _index_patch(store, index, embedder, position) if index is not None else None
+    index = patched or _build_index(store, embedder, position)
     with _INDEX_LOCK:
         _INDEXES[store.pk] = index
     _prepare_maybe(store, index)
