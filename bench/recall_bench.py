@@ -378,7 +378,8 @@ def e2e_build(org, n: int, texts: list[str], *, base: int, work: Path, reuse: bo
     store = Store.objects.filter(organization=org, slug=slug).first() if reuse else None
     if store is not None and report_path.exists():
         report = json.loads(report_path.read_text())
-        if report.get("store") == store.pk and report.get("complete") and Memory.objects.filter(store=store, chain_head__isnull=False).count() == n:
+        signed = Memory.objects.filter(store=store, chain_head__isnull=False).count()  # --write-after adds some
+        if report.get("store") == store.pk and report.get("complete") and signed >= n:
             report["reused"] = True
             return store, report
     if store is None:
@@ -618,24 +619,56 @@ def _e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_
     verify_s = time.perf_counter() - t
     bad = {pk: [str(f) for f in fs[:2]] for pk, fs in findings.items() if fs}
 
+    ann_rows = len(index.ann) if index.ann is not None else 0  # before the writes below grow the graph
     after_write = None
     if write_after:
-        # One signed weight transition to a memory no recall returned moves the tenant log: the
-        # next recall finds its index stale and rebuilds it (rows, vectors, graph attach) in the request.
-        from ledger.services import transitions_append
+        # Each write moves the tenant log: the next recall brings its index forward
+        # (``embedding_store._index_patch``; a full rebuild of rows and vectors where it cannot).
+        # One signed weight transition and one label on memories no recall returned, then one new
+        # memory (created, embedded inline by the first recall, genesis signed): three recalls each.
+        from ledger import embedding_store
+        from ledger.services import label_append, memories_create, memory_genesis_sign, transitions_append
 
+        builds = []  # full rebuilds in the request path (a worker's own build, run inline by an eager
+        real_build = embedding_store._build_index  # broker, is not one)
+
+        def counted(*args, **kwargs):
+            if not kwargs.get("worker"):
+                builds.append(1)
+            return real_build(*args, **kwargs)
+
+        embedding_store._build_index = counted
         others = [int(pk) for pk in index.pks[:1000] if int(pk) not in set(recalled)]
-        transitions_append(items=[{"memory_id": others[0], "valence_q": 100, "evidence": ["bench-after-write"]}])
-        times = []
-        for q in qs[:3]:
-            t = time.perf_counter()
-            recall(store=store, query=q, k=k)
-            times.append(round((time.perf_counter() - t) * 1000, 1))
-        after_write = {"memory": others[0], "recalls_ms": times}
+
+        def new_memory() -> None:
+            # --reuse reads an id as a letter and a number; a multiple of 1,000 is neither labelled nor moved there.
+            record = {"id": f"w{time.time_ns() // 1000 * 1000}", "text": "A memory written after the index was built."}
+            memory_genesis_sign(memory_ids=[m.pk for m in memories_create(store=store, records=[record])])
+
+        writes = {
+            "transition": lambda: transitions_append(items=[{"memory_id": others[0], "valence_q": 100,
+                                                            "evidence": ["bench-after-write"]}]),
+            "label": lambda: label_append(memory_id=others[1], label="poison_likely", reason="bench",
+                                          evidence={}, actor="bench@1"),
+            "new_memory": new_memory,
+        }
+        after_write = {"memories": others[:2]}
+        try:
+            for name, write in writes.items():
+                write()
+                times = []
+                for q in qs[:3]:
+                    t = time.perf_counter()
+                    recall(store=store, query=q, k=k)
+                    times.append(round((time.perf_counter() - t) * 1000, 1))
+                after_write[name] = {"recalls_ms": times, "full_rebuilds": len(builds)}
+                builds.clear()
+        finally:
+            embedding_store._build_index = real_build
 
     pct = ledger_env.percentile
     out = {
-        "memories": len(index), "ann": index.ann is not None, "ann_rows": len(index.ann) if index.ann is not None else 0,
+        "memories": len(index), "ann": index.ann is not None, "ann_rows": ann_rows,
         "ann_min": ann_min(), "unindexed": len(index.unindexed), "quarantined": int((~index.state_mask(excluded)).sum()),
         "weights_moved": int((index.weight_q != 1000).sum()), "index_load_seconds": round(load_s, 1),
         "rss_mb_after_load": round(rss_loaded), "queries": len(qs), "k": k, "receipts_stored": receipts,
@@ -729,8 +762,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="end-to-end mode: settings.RECALL_ANN_MIN for this run (default: the product's, 100,000); "
                          "lower it to take the ANN path on a small store")
     ap.add_argument("--write-after", action="store_true",
-                    help="end-to-end mode: after the timed passes, append one signed transition and time the next "
-                         "three recalls (the index is rebuilt for the moved log; the store keeps that transition)")
+                    help="end-to-end mode: after the timed passes, append one signed transition, one label and one "
+                         "new memory, timing the three recalls after each (the index is brought forward for the "
+                         "moved log; the store keeps the writes)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="end-to-end mode: one more warm pass under cProfile; print its top N functions by own time")
     ap.add_argument("--build-only", action="store_true", help="end-to-end mode: build and prepare the store, no timing")
