@@ -8,10 +8,12 @@
   batches; the same text in two stores (or two tenants) is embedded once. Workers run it
   (``ledger.import_tasks.embeddings_compute_task``); recall computes stragglers inline.
 - ``store_index(store)`` returns a float32 matrix of the store's signed memories with their
-  live weights, states and chain heads, cached per process. It is rebuilt when the tenant log
-  grows (every genesis, transition and label appends a leaf in the same transaction as the
-  live-state change, so the last leaf index is a cheap, exact change counter) or when
-  memories that lacked an embedding may have received one.
+  live weights, states and chain heads, cached per process. It is brought up to date when the
+  tenant log grows (every genesis, transition and label appends a leaf naming its memory in the
+  same transaction as the live-state change, so the last leaf index is a cheap, exact change
+  counter): only the memories named by the leaves since the index was built are re-read
+  (``_index_patch``; rows appended in place, the graph kept), and the whole store is re-read only
+  when that cannot be done or memories that lacked an embedding may have received one.
 - A store with at least ``settings.RECALL_ANN_MIN`` recallable memories (default 100,000) also
   gets an HNSW graph (``ledger.ann``) that proposes candidates; recall re-scores them exactly.
   A Celery worker builds and grows it (``store_prepare``, run by
@@ -612,7 +614,8 @@ def ann_forget() -> None:
 
 
 def store_index(store: Store, *, embedder: TextEmbedder | None = None, position: int | None = None) -> StoreIndex:
-    """The current index of a store: cached, and rebuilt only when the ledger or cache moved.
+    """The current index of a store: cached, brought forward when the ledger moved, rebuilt when it
+    cannot be (``_index_patch``) or when the embedding cache moved under rows that lacked a vector.
     ``position``: the tenant log's last leaf index, when the caller has just read it."""
     embedder = embedder or embedder_for_store(store)
     position = log_position(store.organization_id) if position is None else position
