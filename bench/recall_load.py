@@ -25,6 +25,11 @@ Between the import and the run, the step a Celery worker runs ahead of recall
 once in its own process, as the worker would after the import, and timed (``prepare``);
 ``--no-prepare`` skips it (every first-seen candidate is then verified in the request).
 
+``--writes-per-s R``: while the clients recall, a housekeeper process appends R signed weight
+transitions a second to random memories of the store (outcomes flowing); every write moves the
+tenant log, so each serving process brings its store index forward (or, in a checkout without
+that, rebuilds it) on its next recall. The writes made are reported.
+
 ``--workdir DIR --keep`` keeps the database and the key/VAR folder; a later run with the same
 ``--workdir`` and ``--reuse`` skips the import (20k memories take ~200 s to import on 2 busy
 cores). ``--root DIR`` serves another checkout of the product (e.g. ``main`` extracted with
@@ -99,6 +104,24 @@ SETUP = textwrap.dedent("""
     _, token = agent_token_create(store=store, name="load agent")
     print(json.dumps({"store": store.pk, "token": token, "imported": job.total,
                       "import_seconds": round(time.perf_counter() - t0, 1)}))
+""")
+
+
+# ``--writes-per-s``: outcomes flowing while agents recall. A housekeeper process appends signed
+# weight transitions to random memories of the store at a fixed rate for the run's duration.
+WRITER = textwrap.dedent("""
+    import json, random, sys, time
+    from ledger.models import Memory
+    from ledger.services import transition_append
+    store, rate, duration = int(sys.argv[-3]), float(sys.argv[-2]), float(sys.argv[-1])
+    pks = list(Memory.objects.filter(store_id=store, chain_head__isnull=False).values_list("pk", flat=True))
+    rng = random.Random(5)
+    n, start = 0, time.monotonic()
+    while time.monotonic() < start + duration:
+        transition_append(memory_id=rng.choice(pks), valence_q=rng.randint(-300, 300), evidence=[f"load-outcome-{n}"])
+        n += 1
+        time.sleep(max(0.0, start + n / rate - time.monotonic()))
+    print(json.dumps({"writes": n, "seconds": round(time.monotonic() - start, 1)}))
 """)
 
 
@@ -257,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="reuse the database and --workdir of a --keep run")
     ap.add_argument("--root", default=str(ROOT), help="the checkout to serve (default: this one)")
     ap.add_argument("--no-prepare", action="store_true", help="skip the worker's recall_prepare step")
+    ap.add_argument("--writes-per-s", type=float, default=0.0,
+                    help="outcomes flowing: a housekeeper process appends this many signed weight transitions per "
+                         "second to random memories of the store during the run (every write moves the tenant log)")
     args = ap.parse_args(argv)
 
     import psycopg
@@ -315,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                            stdout=log, stderr=subprocess.STDOUT)
     profile: dict = {}
     cpu_s = None
+    writes = None
     load_before = [round(x, 2) for x in os.getloadavg()]
     path = f"/api/v1/stores/{setup['store']}/recall"
     try:
@@ -341,10 +368,22 @@ def main(argv: list[str] | None = None) -> int:
                                        "-d", str(int(args.duration)), "-r", "50", "-f", "raw",
                                        "-o", str(work / f"spy-{pid}.txt")], stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL) for pid in workers]
+        writer = None
+        if args.writes_per_s:
+            (work / "writer.py").write_text(WRITER)
+            writer = subprocess.Popen(
+                [py, "manage.py", "shell", "-c", f"import sys; sys.argv += {[str(setup['store']), str(args.writes_per_s), str(args.duration)]!r}; "
+                 f"exec(open({str(work / 'writer.py')!r}).read())"], cwd=ROOT, env={**env, "MEMAUDIT_ROLE": "housekeeper"},
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         load_before = [round(x, 2) for x in os.getloadavg()]
         cpu0 = _cpu_seconds(workers)
         run = _drive(port, path, setup["token"], args.clients, args.duration, args.k)
         cpu_s = _cpu_seconds(workers) - cpu0
+        if writer is not None:
+            out, err = writer.communicate(timeout=120)
+            if writer.returncode != 0:
+                raise SystemExit(f"the writer failed:\n{err[-3000:]}")
+            writes = json.loads(out.strip().splitlines()[-1])
         for spy in spies:
             spy.wait(timeout=60)
         if args.profile:
@@ -381,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker_cpu_ms_per_request": round(cpu_s * 1000 / len(lat), 1) if cpu_s is not None and lat else None,
         "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "embedding_runtime": os.environ.get("EMBEDDING_RUNTIME", "onnx"),
+        "writes_during_run": writes,
     }
     if profile:
         report["profile"] = profile
