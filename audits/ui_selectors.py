@@ -43,6 +43,7 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         s["events_hit"] = sum(1 for e in s["per_event"] if float(e.get("score") or 0) > 0)
         # The evidence panel for every suspect the audit credits (DS > 0); a zero-score row has none.
         s["evidence"] = suspect_evidence(run=data["run"], suspect=s, replays=replays) if s["ds"] > 0 else None
+        s["signal_rows"] = signal_rows(s["signals"] or {})
     events = data["events"]
     residual = data["residual"] or {}
     after = {e["event"]: e for e in residual.get("events", [])}
@@ -113,7 +114,43 @@ def fusion_weighting(results: dict[str, Any]) -> dict[str, Any] | None:
     return {"alpha": inf["alpha_used"], "cas_weight": round(1 - float(inf["alpha_used"]), 3), "fit": fit,
             "cas_auc": inf.get("cas_auc"), "seeds": inf.get("seeds"), "reference": inf.get("reference"),
             "cas_decided": inf.get("cas_decided", 0), "rank_shift": inf.get("mean_rank_shift_in_batch"),
-            "signals": sorted((inf.get("signal_auc") or {}).items(), key=lambda kv: (-kv[1], kv[0]))}
+            "signals": signal_rows(dict(sorted((inf.get("signal_auc") or {}).items(),
+                                               key=lambda kv: (-kv[1], kv[0]))))}
+
+
+# What each signal the engine records per suspect means (``audits.engine.graph`` and
+# ``audits.engine.expansion``), for the results page: (label, explanation). The JSON export keeps
+# the engine's names.
+SIGNAL_TERMS = {
+    "contradiction": ("Contradiction", "How strongly it contradicts its neighbours outside its own near-duplicate "
+                                       "group, weighted by similarity (raised for weakly connected memories)."),
+    "isolation": ("Isolation", "1 − its mean similarity to its nearest neighbours in the store."),
+    "tightness": ("Tightness", "Its mean similarity to its 3 nearest neighbours."),
+    "dup_count": ("Near-duplicates", "How many of its neighbours are near-duplicates of it (planted redundancy)."),
+    "cluster_gap": ("Cluster gap", "How much more it agrees with its nearest few than with the rest of its "
+                                   "neighbourhood: records that agree with each other and with nothing else."),
+    "relative_tightness": ("Relative tightness", "Its tightness minus the median tightness of its neighbours "
+                                                 "outside its group: a group abnormally tight for its neighbourhood."),
+    "answer_agreement": ("Same answer as the causal memories", "Reached from the confirmed memories: how far its "
+                                                               "answer agrees with theirs."),
+    "seed_embedding": ("Close to the causal memories", "Its similarity to the confirmed causal memories, above "
+                                                       "the most any sampled clean memory reaches."),
+    "seed_lexical": ("Words of the causal memories", "Its word overlap with the confirmed causal memories, above "
+                                                     "the most any sampled clean memory reaches."),
+    "seed_provenance": ("Their rare source", "It shares a source with the causal memories that few memories of the "
+                                             "store have, where the sampled clean memories do not."),
+    "seed_write_time": ("Written with them", "It was written inside the causal memories' write-time burst, where "
+                                             "the sampled clean memories were not."),
+    "seed_shape_margin": ("Shaped like the causal memories", "How much nearer it is to the confirmed memories' "
+                                                             "shape than to the shape of memories found clean."),
+}
+
+
+def signal_rows(values: dict[str, float]) -> list[dict[str, Any]]:
+    """``{name: value}`` as rows for the page, in the given order: the engine's name, its label and
+    explanation (the name itself for a signal this table does not know), and the value."""
+    return [{"name": k, "label": SIGNAL_TERMS.get(k, (k, ""))[0], "help": SIGNAL_TERMS.get(k, (k, ""))[1],
+             "value": v} for k, v in values.items()]
 
 
 def verdict_groups(*, run: AuditRun, suspect_by_ext: dict[str, dict[str, Any]]) -> dict[str, Any]:
