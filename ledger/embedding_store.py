@@ -59,7 +59,10 @@ ANN_UNINDEXED_MAX = 0.25  # share of rows outside the graph above which recall u
 PREPARE_MIN = 64  # rows not verified ahead that make a recall ask a worker for recall_prepare
 PREPARE_INTERVAL_S = 30.0  # at most one such request per store and process in this time
 PREVERIFIED_RECHECK_S = 5.0  # how often a recall looks for a newer verified-ahead record
-PATCH_MAX_LEAVES = 20_000  # log entries since an index was built beyond which it is rebuilt, not patched
+# Log entries since an index was built beyond which it is rebuilt rather than brought forward:
+# this many, or a quarter of the store's rows if more (re-reading that many rows costs about as
+# much as re-reading the store).
+PATCH_MAX_LEAVES = 20_000
 _EMBEDDERS: dict[str, TextEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
@@ -310,24 +313,25 @@ def _spliced(seq: list, at: np.ndarray, values: list) -> list:
 def _index_patch(store: Store, old: StoreIndex, embedder: TextEmbedder, position: int) -> StoreIndex | None:
     """``old`` brought forward to log ``position`` by re-reading only the memories whose entries
     came after it (a new memory's genesis, a label, a transition: every live-state change appends a
-    leaf naming its memory), or None when it cannot be (another model, rows still without a vector,
-    the old position's leaf changed, i.e. another database, more than ``PATCH_MAX_LEAVES`` entries
-    since, or a new memory without a vector that recall may not embed inline): the caller
-    rebuilds. The result is a new index object (a recall in flight keeps the old one); the
-    matrix is shared, rows only appended after its end (``_Rows``); the graph is shared too."""
+    leaf naming its memory). None when it cannot be, and the caller rebuilds: another model, rows
+    still without a vector, the old position's leaf changed (another database), more entries since
+    than ``PATCH_MAX_LEAVES`` or a quarter of the rows, or more new memories without a vector than
+    recall may embed inline. The result is a new index object (a recall in flight keeps the old
+    one); the matrix is shared, rows only appended after its end (``_Rows``); the graph too."""
     if (old.model != embedder.model_name or old.missing or old.log_head is None or position <= old.log_position):
         return None
     org = store.organization_id
     heads = _leaf_hashes(org, [old.log_position, position])
     if heads.get(old.log_position) != old.log_head or position not in heads:
         return None
+    limit = max(PATCH_MAX_LEAVES, len(old) // 4)
     qn = connection.ops.quote_name
     with connection.cursor() as cur:
         cur.execute(f"SELECT {qn('memory_id')} FROM {qn(LogLeaf._meta.db_table)} WHERE {qn('organization_id')} = %s "
                     f"AND {qn('index')} > %s AND {qn('index')} <= %s LIMIT %s",
-                    [org, old.log_position, position, PATCH_MAX_LEAVES + 1])
+                    [org, old.log_position, position, limit + 1])
         moved = [m for (m,) in cur.fetchall()]
-    if len(moved) > PATCH_MAX_LEAVES:
+    if len(moved) > limit:
         return None
     ids = sorted({m for m in moved if m is not None})
     found = []
