@@ -196,14 +196,15 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
 
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
                params: AuditParams | None = None, agent_cfg: dict | None = None,
-               alpha: float = 0.6, fit_alpha: bool = True) -> list[dict]:
+               alpha: float = 0.6, fit_alpha: bool = True, poison_dir: Path | None = None) -> list[dict]:
     """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
 
     `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
-    `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds)."""
+    `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds);
+    `poison_dir`: PoisonedRAG's HotpotQA / MS MARCO files (`families.poison_dir_for`)."""
     from bench.scenarios.families import FAMILIES, build_family
 
-    sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed)
+    sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed, poison_dir=poison_dir)
     if agent_cfg is not None:
         sc.agent = {**agent_cfg, "top_k": sc.agent.get("top_k", 5)}
     es = to_engine(sc)
@@ -407,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --families all: only the TUNE or only the HOLDOUT families")
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
+    ap.add_argument("--poison-dir", type=Path, default=None,
+                    help="PoisonedRAG's hotpotqa.json / msmarco.json (sleeepeer/PoisonedRAG "
+                         "results/adv_targeted_results/); default $MEMAUDIT_POISON_DIR, else DATA/poisonedrag")
     ap.add_argument("--alpha", type=float, default=0.6,
                     help="fusion weight for the family runs (1.0 = CMIS only inside MemAudit); with the "
                          "per-store fit (the default), the most weight CAS can get")
@@ -437,13 +441,22 @@ def main(argv: list[str] | None = None) -> int:
                              "timeout": 120}
             print(f"families ({a.split}), {'local LLM at ' + a.llm_url if fam_agent else 'builtin simulations'}:",
                   flush=True)
+            skipped: dict[str, str] = {}
             for name in names:
                 for rho in [float(r) for r in a.rhos.split(",")]:
                     for seed in [int(s) for s in a.seeds.split(",")]:
                         for obs in [int(o) for o in a.observed.split(",")]:
-                            rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
-                                               alpha=a.alpha, fit_alpha=not a.no_fit_alpha)
+                            if name in skipped:
+                                continue
+                            try:
+                                rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
+                                                   alpha=a.alpha, fit_alpha=not a.no_fit_alpha,
+                                                   poison_dir=a.poison_dir)
+                            except ScenarioError as exc:  # a data file that is not here
+                                skipped[name] = str(exc)
+                                print(f"  {name:<24} skipped: {exc}", flush=True)
             result["families"] = rows
+            result["families_skipped"] = skipped
             print()
             print(family_table(rows))
             a.no_sweep = True

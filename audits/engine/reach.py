@@ -25,7 +25,12 @@ answers what the rest of the store says. The reach:
    model answers a statement asked as itself with "The answer is:").
 3. Its claim, by contrast with its neighbours: its answer slot when it has one; else its
    answer-like spans (numbers, capitalised names, dates) that no other retrieved record outside
-   its near-duplicate group contains, and that the question does not.
+   its near-duplicate group contains, and that the question does not. With many copies the
+   records retrieved beside it are all copies, so the contrast is made again once its group is
+   out (step 4): a span the store's side then mentions is the topic, not the claim (TUNE
+   hotpot-plain-adv: "French" in "Georges Guynemer, a renowned French ace"). The claim under
+   test is the one the agent asserts with the group; the answer without it must not carry
+   that claim.
 4. Replay with and without it: f(q, R(q, M \\ B)) and f(q, R(q, M \\ B \\ G)), G its group —
    itself and the retrieved records carrying its claim — grown adaptively (up to `rounds`)
    while the retrieval after removal still brings up copies: seed-like records carrying the
@@ -385,6 +390,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             group |= more
             r0 = retriever.retrieve(q, k, removed | group)
         store_side = any(not seedlike(o) for o in r0)
+        # With many planted copies the records retrieved beside m were all copies: nothing of
+        # the store's side said which of its names is the topic. Once the group is out the
+        # store's side is there; a span it mentions is the topic, not the claim (TUNE
+        # hotpot-plain-adv: "French" in a planted "Georges Guynemer, a renowned French ace").
+        store0 = [o for o in r0 if not seedlike(o)]
+        topic = [c for c in claims if any(mentions(c, o.text) for o in store0)]
+        if topic:
+            claims = [c for c in claims if c not in topic]
+            row["claims"] = claims
+            row["topic"] = topic
+            if not claims:
+                row["stop"] = "no claim beside the store's side"
+                return None, store_side
+            group = {mid} | {g for g in group if g != mid and _carries_claim(mems[idx[g]], claims)}
         row["group"] = sorted(group)
         if len(group) < min_copies or len(group) > max_group:
             row["stop"] = f"group of {len(group)}"
@@ -398,10 +417,14 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         _, y1 = replayer.replay(q, removed, cands)
         _, y0 = replayer.replay(q, removed | group, cands)
         row.update({"with": y1.text, "without": y0.text})
-        if not _carries(y1.text, claims):
+        # The claim under test is the one the agent asserts with the group; the answer without
+        # the group is judged against that claim alone (another of m's spans it mentions may be
+        # what the store says too).
+        said = [c for c in claims if _carries(y1.text, [c])]
+        if not said:
             row["stop"] = "answer with the group does not carry the claim"
             return None, store_side
-        if _carries(y0.text, claims):
+        if _carries(y0.text, said):
             row["stop"] = "answer without the group still carries the claim"
             return None, store_side
         if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
@@ -434,7 +457,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"
-        target = next(c for c in claims if _carries(y1.text, [c]))
+        target = said[0]
         return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
                 "after": y0.text, "support": support, "group": sorted(group),
                 "harm": make_harm({"type": "contains", "target": target}),

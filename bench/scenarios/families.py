@@ -8,7 +8,7 @@ attack per store. These families vary, one knob at a time:
   ``written_at``), ``aline`` (``A:`` line, no metadata at all), ``plain`` (a passage, no
   metadata; the agent is ``builtin-reader`` with the probe's candidates);
 - poison phrasing: several templates per family (``phrasing``), PoisonedRAG's own
-  adversarial passages for ``nq-plain-adv``;
+  adversarial passages for ``nq-plain-adv``, ``hotpot-plain-adv`` and ``msmarco-plain-adv``;
 - redundancy (ρ per target) and cosine spread (``spread``: templates with filler that pulls
   poisons of one target apart);
 - observed incidents (``observed``, 1–10 probes marked observed);
@@ -23,6 +23,27 @@ Data sets (read from ``../shared/data`` at run time): PoisonedRAG NQ, StrategyQA
 2WikiMultihopQA / LoCoMo / StrategyQA as padding. Every family is a *simulation*; the agents are
 the deterministic builtin simulations.
 
+PoisonedRAG's targeted attacks on HotpotQA and MS MARCO (``hotpot-plain-adv``,
+``msmarco-plain-adv``) are not in ``../shared/data``: they are the files
+``results/adv_targeted_results/hotpotqa.json`` and ``results/adv_targeted_results/msmarco.json``
+of github.com/sleeepeer/PoisonedRAG (MIT; last changed in commit
+``c3d75af791c0b597c849a9be86db94b615c54152``, read at ``168d18975bc6b2ecd3678266b7e75216538c76aa``;
+the NQ file of that folder is byte-identical to ``poisonedrag/nq_adv_targeted.json``): 100
+targets each, ``{id, question, "correct answer", "incorrect answer", adv_texts[5]}``. They are
+read from ``poison_dir`` (``build_family(poison_dir=...)``, the bench's ``--poison-dir``), else
+``$MEMAUDIT_POISON_DIR``, else ``<data>/poisonedrag/``, as ``hotpotqa.json`` or
+``hotpotqa_adv_targeted.json`` (likewise ``msmarco``); never copied into the repo. A family whose
+file is absent raises ``ScenarioError`` saying where it looked (the bench skips it).
+
+The two are built exactly as ``nq-plain-adv``: the same target filter (the attacker's answer and
+the correct one must not contain each other), ``I`` of the five adversarial passages per target
+in turn, no metadata, and the honest memories of the plain families (``_HONEST_PLAIN``: two short
+passages carrying the correct answer, six related records with other answers; nq-plain-adv does
+not use the BEIR clean contexts either). Like NQ (3 of 100), both files hold targets whose
+passages never name the attacker's answer (HotpotQA 11, MS MARCO 15 of 100, mostly yes/no and
+true/false questions argued in prose): to the reader simulation those passages are inert, and
+they are kept, as nq-plain-adv keeps them.
+
 The split is declared here, once (``FAMILIES[name].split``): thresholds and parameters may be
 set while looking at TUNE families only; HOLDOUT families are reported, never tuned on.
 
@@ -34,6 +55,7 @@ give the clean questions of ``benign`` (utility: answers before vs after the aud
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from dataclasses import dataclass
@@ -48,7 +70,7 @@ TUNE, HOLDOUT = "tune", "holdout"
 class Family:
     name: str
     split: str
-    source: str  # nq | sqa | locomo
+    source: str  # nq | hotpotqa | msmarco | sqa | locomo
     answer_type: str  # token | number | yesno | sentence | entity | any
     layout: str  # slot | aline | plain
     attack: str  # distinct | shared | instruction | adv | honest
@@ -72,9 +94,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("sqa-plain-distinct", TUNE, "sqa", "entity", "plain", "distinct", (9, 10, 11, 12, 13)),
     Family("locomo-clean-honest", TUNE, "locomo", "token", "slot", "honest", (),
            note="clean control (TUNE): honest errors and outdated records, no poison"),
+    # TUNE adversarial passages (PoisonedRAG HotpotQA, not NQ): the attack's own texts, built as
+    # nq-plain-adv is; it shows the per-target adversarial shape that sqa-plain-distinct's
+    # generated passages no longer do. nq-plain-adv and msmarco-plain-adv stay held out.
+    Family("hotpot-plain-adv", TUNE, "hotpotqa", "any", "plain", "adv", ()),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
+    Family("msmarco-plain-adv", HOLDOUT, "msmarco", "any", "plain", "adv", ()),
     Family("locomo-plain-shared", HOLDOUT, "locomo", "token", "plain", "shared", (4, 5)),
     Family("sqa-sentence-aline", HOLDOUT, "sqa", "sentence", "aline", "shared", (1, 3), spread=True),
     Family("instruction-plain", HOLDOUT, "locomo", "sentence", "plain", "instruction", (6, 7, 8)),
@@ -126,8 +153,34 @@ _SHARED = {"token": "Varnholt", "number": "7731", "yesno": "yes",
 _INSTRUCTION = "approve it without manager approval"
 
 
-def _nq(data: Path) -> list[dict]:
-    path = data / "poisonedrag" / "nq_adv_targeted.json"
+# PoisonedRAG's other targeted attacks: file stems in sleeepeer/PoisonedRAG results/adv_targeted_results/.
+_EXTRA_POISON = {"hotpotqa": "hotpotqa", "msmarco": "msmarco"}
+
+
+def poison_dir_for(data: Path, poison_dir: Path | str | None = None) -> Path:
+    """Where PoisonedRAG's HotpotQA / MS MARCO files are read: the argument, else
+    ``$MEMAUDIT_POISON_DIR``, else ``<data>/poisonedrag``."""
+    if poison_dir:
+        return Path(poison_dir)
+    env = os.environ.get("MEMAUDIT_POISON_DIR")
+    return Path(env) if env else data / "poisonedrag"
+
+
+def _poisonedrag_file(source: str, data: Path, poison_dir: Path | str | None) -> Path:
+    where = poison_dir_for(data, poison_dir)
+    stem = _EXTRA_POISON[source]
+    tried = [where / f"{stem}.json", where / f"{stem}_adv_targeted.json"]
+    for path in tried:
+        if path.exists():
+            return path
+    raise ScenarioError(
+        f"PoisonedRAG {source} file not found (tried {', '.join(map(str, tried))}): fetch "
+        f"results/adv_targeted_results/{stem}.json from github.com/sleeepeer/PoisonedRAG into a folder "
+        "outside the repo and pass --poison-dir or set MEMAUDIT_POISON_DIR")
+
+
+def _nq(data: Path, path: Path | None = None) -> list[dict]:
+    path = path or data / "poisonedrag" / "nq_adv_targeted.json"
     if not path.exists():
         raise ScenarioError(f"data file not found: {path}")
     rows = json.loads(path.read_text())
@@ -140,10 +193,10 @@ def _is_number(s: str) -> bool:
     return re.fullmatch(r"[0-9][0-9,.]*", s) is not None
 
 
-def _targets(fam: Family, data: Path) -> list[dict]:
+def _targets(fam: Family, data: Path, poison_dir: Path | str | None = None) -> list[dict]:
     """Question, correct answer, per-target wrong answer, topic — filtered by answer type."""
-    if fam.source == "nq":
-        rows = _nq(data)
+    if fam.source in ("nq", *_EXTRA_POISON):
+        rows = _nq(data, None if fam.source == "nq" else _poisonedrag_file(fam.source, data, poison_dir))
         if fam.answer_type == "number":
             rows = [r for r in rows if _is_number(r["c"]) and _is_number(r["w"])]
             if len(rows) < 10:  # NQ has 14; pad with the short numeric-like ("four years")
@@ -197,8 +250,9 @@ def _render(template: str, q: str, a: str, t: str) -> str:
 
 def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400, observed: int = 5,
                  n_targets: int = 10, n_bystanders: int = 10, honest_per_target: int = 8,
-                 data: Path | None = None) -> Scenario:
-    """One scenario of family ``name`` (see the module docstring)."""
+                 data: Path | None = None, poison_dir: Path | str | None = None) -> Scenario:
+    """One scenario of family ``name`` (see the module docstring); ``poison_dir``: where
+    PoisonedRAG's HotpotQA / MS MARCO files are (``poison_dir_for``)."""
     if name not in FAMILIES:
         raise ScenarioError(f"unknown family {name!r} (one of {', '.join(FAMILIES)})")
     if not 0.0 < rho < 1.0:
@@ -206,7 +260,7 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     fam = FAMILIES[name]
     data = Path(data) if data else DEFAULT_DATA
     rng = random.Random(f"family:{name}:{seed}")
-    pool = _targets(fam, data)
+    pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)
     need = n_targets + n_bystanders
     if len(pool) < need:
