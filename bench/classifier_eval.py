@@ -20,7 +20,8 @@ thresholds in the code (nothing is fitted at run time), and the row reports pois
 targets fully covered and clean flagged per 10,000. Sources:
 
 - ``nq``, ``hotpotqa``, ``msmarco``: PoisonedRAG's targeted attacks (``<source>_adv_targeted.json``,
-  100 targets x 5 passages), read from ``DATA/poisonedrag`` or ``--poison-dir`` (HotpotQA and MS
+  100 targets x 5 passages), read from ``DATA/poisonedrag``, else ``--poison-dir`` or
+  ``$MEMAUDIT_POISON_DIR`` as the scenario families read them (HotpotQA and MS
   MARCO are ``results/adv_targeted_results/{hotpotqa,msmarco}.json`` of sleeepeer/PoisonedRAG);
 - ``gen:<family>``: the project's scenario generators (``bench.scenarios``): each poison family
   of ``families.py`` at rho 0.4 (5 poisons per target, PoisonedRAG's redundancy), seed 0; a
@@ -61,13 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.audit_bench import CachedEmbedder  # noqa: E402
 from bench.instruction_set import SETS  # noqa: E402
 from bench.scenarios import build as build_scenario  # noqa: E402
-from bench.scenarios.families import FAMILIES, build_family  # noqa: E402
+from bench.scenarios.families import FAMILIES, build_family, poison_dir_for  # noqa: E402
 from ledger import classifier  # noqa: E402
 from ledger.dense import DenseIndex  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
-DEFAULT_POISON_DIR = ROOT / "var" / "poisonedrag"
 TUNED_ON = "nq"
 POISONEDRAG = ("nq", "hotpotqa", "msmarco")
 GENERATED_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.attack not in ("adv", "honest"))
@@ -98,15 +98,20 @@ def load_clean(data: Path) -> list[tuple[str, str]]:
     return clean
 
 
-def adv_file(source: str, data: Path, poison_dir: Path) -> Path:
-    """PoisonedRAG's targeted attack on ``source``: under the shared data, else ``poison_dir``."""
+def adv_file(source: str, data: Path, poison_dir: Path | None) -> Path:
+    """PoisonedRAG's targeted attack on ``source``: under the shared data, else where the scenario
+    families read it (``--poison-dir``, else ``$MEMAUDIT_POISON_DIR``), as ``<source>_adv_targeted.json``
+    or under its name in PoisonedRAG's repository, ``<source>.json``."""
     name = f"{source}_adv_targeted.json"
     shared = data / "poisonedrag" / name
-    return shared if shared.exists() else poison_dir / name
+    if shared.exists():
+        return shared
+    where = poison_dir_for(data, poison_dir)
+    return next((p for p in (where / name, where / f"{source}.json") if p.exists()), where / name)
 
 
 def load_poisons(data: Path, split: str, *, source: str = "nq",
-                 poison_dir: Path = DEFAULT_POISON_DIR) -> tuple[list[tuple[str, str]], dict[str, str]]:
+                 poison_dir: Path | None = None) -> tuple[list[tuple[str, str]], dict[str, str]]:
     adv = json.loads(adv_file(source, data, poison_dir).read_text())
     targets = sorted(adv)
     if split == "tune":
@@ -400,8 +405,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="with --instructions: only these sets (repeatable; default all)")
     ap.add_argument("--source", action="append", choices=POISONEDRAG + GENERATED,
                     help="with --loso: only these sources (repeatable; default all)")
-    ap.add_argument("--poison-dir", type=Path, default=DEFAULT_POISON_DIR,
-                    help="where <source>_adv_targeted.json lives when not under DATA/poisonedrag")
+    ap.add_argument("--poison-dir", type=Path, default=None,
+                    help="where <source>_adv_targeted.json (or <source>.json) lives when not under DATA/poisonedrag "
+                         "(default: $MEMAUDIT_POISON_DIR, as the scenario families)")
     ap.add_argument("--embedder", choices=["minilm", "none"], default="minilm",
                     help="embeddings for the classifier's paraphrase-aware steps (none: lexical only)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
