@@ -217,6 +217,7 @@ class StoreIndex:
 
 _INDEXES: dict[int, StoreIndex] = {}
 _INDEX_LOCK = threading.Lock()
+_BUILDING: dict[int, threading.Lock] = {}  # per store: held while its index is brought forward or rebuilt
 
 
 def log_position(organization_id: int) -> int:
@@ -628,9 +629,19 @@ def store_index(store: Store, *, embedder: TextEmbedder | None = None, position:
     if fresh and (not index.missing or _embedding_position() == index.embedding_position):
         _preverified_refresh(store, index)
         return _ann_refresh(store, index)
-    patched = _index_patch(store, index, embedder, position) if index is not None else None
-    index = patched or _build_index(store, embedder, position)
     with _INDEX_LOCK:
-        _INDEXES[store.pk] = index
+        building = _BUILDING.setdefault(store.pk, threading.Lock())
+    # One thread brings a store's index forward (or rebuilds it); the others wait for it and take
+    # its result, rather than each copying a large matrix at once.
+    with building:
+        current = _INDEXES.get(store.pk)
+        if (current is not None and current is not index and current.model == embedder.model_name
+                and current.log_position >= position
+                and (not current.missing or _embedding_position() == current.embedding_position)):
+            return current
+        patched = _index_patch(store, index, embedder, position) if index is not None else None
+        index = patched or _build_index(store, embedder, position)
+        with _INDEX_LOCK:
+            _INDEXES[store.pk] = index
     _prepare_maybe(store, index)
     return index

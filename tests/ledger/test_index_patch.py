@@ -6,9 +6,11 @@ key sorts before the index's last row) and a store over the ANN threshold."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
+from django.db import connections
 
 from ledger import embedding_store
 from ledger.embedding_store import store_index
@@ -123,3 +125,35 @@ def test_a_store_over_the_ann_threshold_keeps_its_graph_and_adds_the_new_rows(fi
         _same_as_rebuild(filled, after)
     finally:
         embedding_store.ann_forget()
+
+
+@pytest.mark.django_db(transaction=True)  # the threads have their own connections: they see committed rows
+def test_threads_that_find_the_index_behind_wait_for_one_of_them_to_bring_it_forward(filled, monkeypatch):
+    store_index(filled)
+    transition_append(memory_id=_memory(filled, "m2").pk, valence_q=500, evidence=["outcome:3"])
+    patches = []
+    real = embedding_store._index_patch
+    gate = threading.Event()
+
+    def slow(*args, **kwargs):
+        patches.append(1)
+        gate.wait(5)  # hold the first patch until every thread has asked
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(embedding_store, "_index_patch", slow)
+    got = []
+    position = embedding_store.log_position(filled.organization_id)
+
+    def ask() -> None:
+        try:
+            got.append(store_index(filled, position=position))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert len(patches) == 1 and len(got) == 6 and all(g is got[0] for g in got)
