@@ -59,6 +59,7 @@ ANN_UNINDEXED_MAX = 0.25  # share of rows outside the graph above which recall u
 PREPARE_MIN = 64  # rows not verified ahead that make a recall ask a worker for recall_prepare
 PREPARE_INTERVAL_S = 30.0  # at most one such request per store and process in this time
 PREVERIFIED_RECHECK_S = 5.0  # how often a recall looks for a newer verified-ahead record
+PREVERIFIED_INLINE_MAX = 200_000  # rows up to which a newer record is matched in the request (~0.1 s at 100k)
 # Log entries since an index was built beyond which it is rebuilt rather than brought forward:
 # this many, or a quarter of the store's rows if more (re-reading that many rows costs about as
 # much as re-reading the store).
@@ -421,13 +422,30 @@ def _index_patch(store: Store, old: StoreIndex, embedder: TextEmbedder, position
 def _preverified_attach(store: Store, index: StoreIndex) -> None:
     """Match the worker's verified-ahead record (if any, and authentic) against the index rows."""
     index.preverified_checked = time.monotonic()
-    index.preverified_seen = _file_stamp(verification.preverified_path(store.pk))
+    seen = _file_stamp(verification.preverified_path(store.pk))
     pre = verification.preverified_load(store)
     if pre is not None:
-        index.preverified_through = pre.log_position
+        # The mask first: a row adopted on it is reported "verified through" no later a position
+        # than its record's.
         index.preverified = pre.mask(pks=index.pks, heads=index.chain_heads, contents=index.content_sha256,
                                      label_seq=index.label_seq,
                                      weight_q=index.weight_q, states=index.states)
+        index.preverified_through = pre.log_position
+    index.preverified_seen = seen
+
+
+_PREVERIFIED_LOADING: set[int] = set()  # stores whose newer record is being matched in the background
+
+
+def _preverified_attach_later(store: Store, index: StoreIndex) -> None:
+    try:
+        _preverified_attach(store, index)
+    except Exception:  # noqa: BLE001 - the rows it covers are verified in the request meanwhile
+        logger.exception("could not match the verified-ahead record of store %s", store.pk)
+    finally:
+        connection.close()  # this thread's own database connection
+        with _INDEX_LOCK:
+            _PREVERIFIED_LOADING.discard(store.pk)
 
 
 def _ann_refresh(store: Store, index: StoreIndex) -> StoreIndex:
@@ -472,7 +490,19 @@ def _preverified_refresh(store: Store, index: StoreIndex) -> None:
     if _file_stamp(verification.preverified_path(store.pk)) == index.preverified_seen:
         index.preverified_checked = time.monotonic()
         return
-    _preverified_attach(store, index)
+    if len(index) <= PREVERIFIED_INLINE_MAX:
+        _preverified_attach(store, index)
+        return
+    # A large store: loading the record and matching every row takes about a second at 1M, so a
+    # background thread does it and sets the mask when done; until then this index verifies in the
+    # request the rows its current mask does not cover.
+    index.preverified_checked = time.monotonic()
+    with _INDEX_LOCK:
+        if store.pk in _PREVERIFIED_LOADING:
+            return
+        _PREVERIFIED_LOADING.add(store.pk)
+    threading.Thread(target=_preverified_attach_later, args=(store, index), daemon=True,
+                     name="preverified-attach").start()
 
 
 def ann_min() -> int:
@@ -640,6 +670,8 @@ def store_index(store: Store, *, embedder: TextEmbedder | None = None, position:
                 and (not current.missing or _embedding_position() == current.embedding_position)):
             return current
         patched = _index_patch(store, index, embedder, position) if index is not None else None
+        if patched is not None:
+            _preverified_refresh(store, patched)  # as a rebuild would attach a newer record
         index = patched or _build_index(store, embedder, position)
         with _INDEX_LOCK:
             _INDEXES[store.pk] = index

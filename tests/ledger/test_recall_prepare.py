@@ -181,3 +181,34 @@ def test_a_record_written_after_the_index_was_built_is_picked_up_without_a_log_m
     second = recall(store=facts, query="Which ocean is the largest?", k=3)
     assert batches == [] and second["verification"]["ahead"] == 3
     assert second["verification"]["log_position"] == first["verification"]["log_position"]
+
+
+@pytest.mark.django_db(transaction=True)  # the background thread has its own database connection
+def test_a_large_store_matches_a_newer_record_on_a_background_thread(facts, settings, tmp_path, batches,
+                                                                     monkeypatch):
+    import threading
+
+    from ledger import embedding_store
+
+    settings.VAR_DIR = tmp_path
+    recall(store=facts, query="largest ocean", k=1)  # makes the receipt key: the log moves once, here
+    monkeypatch.setattr(embedding_store, "PREVERIFIED_RECHECK_S", 0.0)
+    monkeypatch.setattr(embedding_store, "PREVERIFIED_INLINE_MAX", 0)  # every store counts as large
+    matched = threading.Event()
+    threads = []
+    real = embedding_store._preverified_attach_later
+
+    def spy(*args):
+        threads.append(threading.current_thread().name)
+        real(*args)
+        matched.set()
+
+    monkeypatch.setattr(embedding_store, "_preverified_attach_later", spy)
+    recall_prepare_task(facts.pk)  # the worker's record arrives; the log does not move
+    verification_cache_clear()
+    recall(store=facts, query=EIFFEL, k=3)  # finds the newer record: matched off the request's thread
+    assert matched.wait(10) and threads == ["preverified-attach"]
+    verification_cache_clear()
+    batches.clear()
+    after = recall(store=facts, query="Which ocean is the largest?", k=3)
+    assert batches == [] and after["verification"]["ahead"] == 3
