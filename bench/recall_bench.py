@@ -374,8 +374,45 @@ class IvfCandidates:
         return labels[0][labels[0] >= 0]
 
 
+class HybridCandidates:
+    """Both: an hnswlib graph (M, ef_construction, searched at ef) and a faiss IVF-flat index
+    (``param`` = nprobe); the pool is the best ``n`` of the union by each index's (exact) inner
+    product. Twice the memory and the build of either, for the two kinds of neighbourhood."""
+
+    param_name = "nprobe"
+
+    def __init__(self, m: int, ef_construction: int, ef: int, nlist: int) -> None:
+        self.name = f"hybrid hnsw M={m} efc={ef_construction} ef={ef} + ivf nlist={nlist}"
+        self.hnsw, self.ivf = HnswCandidates(m, ef_construction), IvfCandidates(nlist)
+        self.hnsw.param, self.param, self.index = ef, 16, None
+
+    def build(self, pks, x, threads: int) -> None:
+        self.hnsw.index = self.ivf.index = None
+        self.hnsw.build(pks, x, threads)
+        self.ivf.build(pks, x, threads)
+        self.index = (self.hnsw.index, self.ivf.index)
+
+    def __len__(self) -> int:
+        return len(self.ivf)
+
+    def search(self, q, n: int):
+        import numpy as np
+
+        self.hnsw.index.set_ef(max(self.hnsw.param, n))
+        labels, dist = self.hnsw.index.knn_query(q.reshape(1, -1), k=n, num_threads=1)
+        self.ivf.index.nprobe = self.param
+        sims, ids = self.ivf.index.search(q.reshape(1, -1), n)
+        keys = np.concatenate([labels[0].astype(np.int64), ids[0]])
+        score = np.concatenate([1.0 - dist[0], sims[0]])
+        keys, first = np.unique(keys, return_index=True)
+        score = score[first]
+        keep = keys >= 0
+        keys, score = keys[keep], score[keep]
+        return keys[np.argsort(-score, kind="stable")[:n]]
+
+
 class ProductCandidates:
-    """``ledger.ann.AnnIndex`` as the product builds it (``add`` in chunks, as a worker grows it)."""
+    """``ledger.ann.AnnIndex`` as the worker builds it (``ann_update``: one ``add`` of every row)."""
 
     param_name = "default"
 
@@ -386,8 +423,7 @@ class ProductCandidates:
         from ledger.ann import AnnIndex
 
         self.index = AnnIndex(x.shape[1], capacity=len(x))
-        for start in range(0, len(x), 100_000):
-            self.index.add(pks[start:start + 100_000], x[start:start + 100_000], threads=threads)
+        self.index.add(pks, x, threads=threads)  # as ann_update's first build: every row at once
 
     def __len__(self) -> int:
         return len(self.index)
@@ -397,8 +433,8 @@ class ProductCandidates:
 
 
 def candidates_of(spec: str):
-    """``product``, ``hnsw:M:EFC`` (e.g. ``hnsw:16:100``) or ``ivf:NLIST`` (``ivf:1000``; ``ivf:sqrt*2``
-    for 2·sqrt(n) is resolved by the caller)."""
+    """``product``, ``hnsw:M:EFC`` (e.g. ``hnsw:16:100``), ``ivf:NLIST`` (``ivf:1000``) or
+    ``hybrid:M:EFC:EF:NLIST`` (``sqrt*2`` for 2·sqrt(n) in NLIST is resolved by the caller)."""
     kind, *rest = spec.split(":")
     if kind == "product":
         return ProductCandidates()
@@ -406,7 +442,9 @@ def candidates_of(spec: str):
         return HnswCandidates(*(int(v) for v in rest))
     if kind == "ivf":
         return IvfCandidates(int(rest[0]))
-    raise SystemExit(f"unknown --compare entry {spec!r}: product, hnsw:M:EFC or ivf:NLIST")
+    if kind == "hybrid":
+        return HybridCandidates(*(int(v) for v in rest))
+    raise SystemExit(f"unknown --compare entry {spec!r}: product, hnsw:M:EFC, ivf:NLIST or hybrid:M:EFC:EF:NLIST")
 
 
 def _exact_top(matrix, queries, weights, allowed, k: int):
@@ -541,10 +579,8 @@ def synthetic(args, texts: list[str], qs: list[str], *, enc=None) -> dict:
     threads = [int(t) for t in str(args.build_threads).split(",")]
     compared = []
     for spec in args.compare.split(","):
-        spec = spec.replace("sqrt", str(int(round(np.sqrt(n)))))
-        if spec.startswith("ivf:") and "*" in spec:
-            a, b = spec[4:].split("*")
-            spec = f"ivf:{int(a) * int(b)}"
+        spec = ":".join(str(int(round(np.sqrt(n))) * int(part[4:] or 1)) if part.startswith("sqrt") else part
+                        for part in spec.replace("sqrt*", "sqrt").split(":"))
         cand = candidates_of(spec)
         gc.collect()
         rss0 = _rss_mb()
@@ -588,6 +624,8 @@ def synthetic(args, texts: list[str], qs: list[str], *, enc=None) -> dict:
                          "rss_mb_added": round(rss1 - rss0), "settings": rows,
                          "chosen": None if chosen is None else {cand.param_name: chosen[cand.param_name]}})
         cand.index = None
+        if isinstance(cand, HybridCandidates):
+            cand.hnsw.index = cand.ivf.index = None
         del graph_index
     recall_module._verify_rows = saved_verify
     return {
