@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-pytest.importorskip("hnswlib")
+pytest.importorskip("faiss")
 
 from bench import recall_bench  # noqa: E402
 from ledger.embedding_store import ann_forget, index_invalidate  # noqa: E402
