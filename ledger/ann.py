@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 import threading
 
 import numpy as np
@@ -244,8 +245,6 @@ def _graph_dim(path: str) -> int | None:
     offsetLevel0, max_elements, cur_element_count, size_data_per_element, label_offset,
     offset_data, as little-endian size_t; the vector sits between offset_data and label_offset).
     hnswlib itself loads a file of another width without complaint."""
-    import struct
-
     try:
         with open(path, "rb") as f:
             head = f.read(48)
