@@ -379,12 +379,17 @@ class HybridCandidates:
     (``param`` = nprobe); the pool is the best ``n`` of the union by each index's (exact) inner
     product. Twice the memory and the build of either, for the two kinds of neighbourhood."""
 
-    param_name = "nprobe"
+    param_name = "ef,nprobe"
 
-    def __init__(self, m: int, ef_construction: int, ef: int, nlist: int) -> None:
-        self.name = f"hybrid hnsw M={m} efc={ef_construction} ef={ef} + ivf nlist={nlist}"
+    def __init__(self, m: int, ef_construction: int, ef: str, nlist: int) -> None:
+        self.efs = [int(v) for v in str(ef).split("/")]  # graph ef values searched, e.g. 128/512
+        self.name = f"hybrid hnsw M={m} efc={ef_construction} + ivf nlist={nlist}"
         self.hnsw, self.ivf = HnswCandidates(m, ef_construction), IvfCandidates(nlist)
-        self.hnsw.param, self.param, self.index = ef, 16, None
+        self.hnsw.param, self.param, self.index = self.efs[0], 16, None
+
+    def set(self, value: str) -> None:
+        ef, nprobe = (int(v) for v in value.split(","))
+        self.hnsw.param, self.param = ef, nprobe
 
     def build(self, pks, x, threads: int) -> None:
         self.hnsw.index = self.ivf.index = None
@@ -443,7 +448,7 @@ def candidates_of(spec: str):
     if kind == "ivf":
         return IvfCandidates(int(rest[0]))
     if kind == "hybrid":
-        return HybridCandidates(*(int(v) for v in rest))
+        return HybridCandidates(int(rest[0]), int(rest[1]), rest[2], int(rest[3]))
     raise SystemExit(f"unknown --compare entry {spec!r}: product, hnsw:M:EFC, ivf:NLIST or hybrid:M:EFC:EF:NLIST")
 
 
@@ -592,11 +597,18 @@ def synthetic(args, texts: list[str], qs: list[str], *, enc=None) -> dict:
             cand.build(pks, matrix, th)
             build[th] = round(time.perf_counter() - t, 1)
         rss1 = _rss_mb()
-        params = [0] if isinstance(cand, ProductCandidates) else [int(p) for p in (
-            args.ef if isinstance(cand, HnswCandidates) else args.nprobe).split(",")]
+        if isinstance(cand, ProductCandidates):
+            params = [0]
+        elif isinstance(cand, HybridCandidates):
+            params = [f"{ef},{p}" for ef in cand.efs for p in args.nprobe.split(",")]
+        else:
+            params = [int(p) for p in (args.ef if isinstance(cand, HnswCandidates) else args.nprobe).split(",")]
         rows = []
         for p in params:
-            cand.param = p
+            if isinstance(cand, HybridCandidates):
+                cand.set(p)
+            else:
+                cand.param = p
             per_set = {}
             graph_index = index_of(cand)
             for name, qv in query_vectors.items():
@@ -655,7 +667,7 @@ def synthetic_print(result: dict) -> None:
             key = next(k for k in row if k != "sets")
             cells = [f"{s['pool_recall']:.3f}/{s['final_recall']:.3f} {s['pool_p50_ms']:.2f}/{s['pool_p95_ms']:.2f} "
                      f"{s['step_p50_ms']:.2f}" for s in (row["sets"][n] for n in names)]
-            print("  " + f"{key}={row[key]:<{11 - len(key)}} " + " ".join(f"{c:>31}" for c in cells))
+            print("  " + f"{key}={row[key]}".ljust(13) + " ".join(f"{c:>31}" for c in cells))
 
 
 # --------------------------------------------------------------------------- end to end at scale

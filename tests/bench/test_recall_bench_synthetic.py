@@ -24,7 +24,7 @@ def test_real_rows_among_synthetic_ones_scored_per_query_set_pool_and_final(tmp_
     from ledger.embeddings import HashingEmbedder
 
     args = argparse.Namespace(memories=3000, base=50, queries=8, k=5, workdir=str(tmp_path), data=DEFAULT_DATA,
-                              real_subset=400, compare="product,hnsw:8:40,ivf:sqrt,hybrid:8:40:16:sqrt", ef="16,64",
+                              real_subset=400, compare="product,hnsw:8:40,ivf:sqrt,hybrid:8:40:16/32:sqrt", ef="16,64",
                               nprobe="1,55", tune_sets="locomo,synthetic-even", target=0.98, build_threads="1,2")
     texts = recall_bench.real_texts(DEFAULT_DATA)
     qs = recall_bench.questions(DEFAULT_DATA)[:8]
