@@ -523,6 +523,10 @@ def synthetic(args, texts: list[str], qs: list[str], *, enc=None) -> dict:
     sets = {"locomo": qs}
     if real:
         sets.update(real_query_sets(args.data, args.queries))
+        if getattr(args, "split_real", False):  # halves: one to choose a setting on, one to report
+            for name in ("nq", "strategyqa"):
+                questions_of = sets.pop(name)
+                sets[f"{name}-a"], sets[f"{name}-b"] = questions_of[0::2], questions_of[1::2]
     query_vectors = {name: _encoded(enc, v, work, f"queries-{name}") for name, v in sets.items()}
     query_vectors["synthetic-even"] = synthetic_queries(base, args.queries, 0)
     query_vectors["synthetic-odd"] = synthetic_queries(base, args.queries, 1)
@@ -1117,6 +1121,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune-sets", default="locomo,synthetic-even",
                     help="synthetic mode: query sets a setting is chosen on (the others are reported)")
     ap.add_argument("--target", type=float, default=0.98, help="synthetic mode: pool recall@k a chosen setting reaches")
+    ap.add_argument("--split-real", action="store_true",
+                    help="synthetic mode: split the nq and strategyqa sets into halves -a (even questions) and -b (odd), "
+                         "so a setting can be chosen on one half of real questions and reported on the other")
     ap.add_argument("--result-cache", action="store_true",
                     help="keep recall's per-store result cache on (off by default: the warm pass repeats the "
                          "queries, and would time cache hits instead of searches)")
