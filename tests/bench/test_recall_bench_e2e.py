@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 pytest.importorskip("faiss")
+pytest.importorskip("hnswlib")
 
 from bench import recall_bench  # noqa: E402
 from ledger.embedding_store import ann_forget, index_invalidate  # noqa: E402
