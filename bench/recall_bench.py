@@ -215,36 +215,324 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def synthetic(args, texts: list[str], qs: list[str]) -> dict:
-    """``--memories N``: recall's search step (``ledger.recall._search``: ANN pool, exact re-rank
-    by cosine x weight, quarantine mask, widening) over N synthetic MiniLM-like vectors, against
-    brute force over the same matrix (recall@k vs exact). No database: the first ``--base`` rows
-    are real texts encoded by MiniLM, the rest are those vectors plus Gaussian noise (cosine ~0.85
-    to their source), 2% of live weights drawn from 0.5-2.0 (outcomes moved them), 0.5% quarantined (poison_likely).
-    Chain verification is stubbed to "verified" here (it is per adopted candidate, not per store:
-    the DB-backed runs above measure it); queries are LoCoMo questions encoded by MiniLM."""
+REAL_SUBSET_SEED = 6  # where the real rows go among the synthetic ones: its own generator, so the
+# synthetic rows, weights and states are drawn exactly as without --real-subset
+SYNTHETIC_QUERY_SEED = 17  # the noise of the synthetic-cluster queries (no stored row has it)
+SYNTHETIC_SIGMA = 0.03  # the synthetic rows' noise (cosine ~0.86 to their seed)
+IVF_TRAIN_PER_LIST = 40  # k-means training rows per inverted list (faiss warns below 39)
+
+
+def real_subset_texts(data: Path, k: int, *, exclude: set[str]) -> list[tuple[str, str]]:
+    """Up to ``k`` distinct real passages as (source, text), in this order: the PoisonedRAG NQ
+    ground-truth passages and the clean top-5 passages retrieved for each NQ question, LoCoMo
+    turns and observations, StrategyQA term descriptions, 2WikiMultihopQA passages, then those
+    passages' sentences (40 characters or more). ``exclude``: texts already in the matrix (the
+    synthetic seeds), so no real row duplicates a seed row."""
+    out: list[tuple[str, str]] = []
+    seen = set(exclude)
+
+    def put(source: str, text: str) -> None:
+        text = text.strip()
+        if text and text not in seen and len(out) < k:
+            seen.add(text)
+            out.append((source, text))
+
+    ctx = json.loads((data / "poisonedrag" / "nq_clean_context.json").read_text())
+    for key in sorted(ctx):
+        for text in ctx[key]["gt_passages"]:
+            put("nq", text)
+    for key in sorted(ctx):
+        for text in ctx[key]["clean_top5_joined"].split("\n"):
+            put("nq", text)
+    locomo = json.loads((data / "locomo" / "locomo10.json").read_text())
+    for sample in locomo:
+        for key, turns in sorted(sample["conversation"].items()):
+            if key.startswith("session_") and isinstance(turns, list):
+                for turn in turns:
+                    put("locomo", turn.get("text", ""))
+    for sample in locomo:
+        for _, people in sorted(sample.get("observation", {}).items()):
+            for facts in people.values():
+                for fact in facts:
+                    put("locomo", fact[0])
+    for item in json.loads((data / "strategyqa" / "strategyqa_train_filtered.json").read_text()):
+        put("strategyqa", f"{item['term']}: {item['description']}")
+    wiki = json.loads((data / "wiki2" / "2wikimultihopqa_corpus.json").read_text())
+    for r in wiki:
+        put("wiki2", f"{r['title']}\n{r['text']}")
+    for r in wiki:
+        for sentence in re.split(r"(?<=[.!?])\s+", r["text"]):
+            if len(sentence) >= 40:
+                put("wiki2", sentence)
+    return out
+
+
+def real_query_sets(data: Path, n: int) -> dict[str, list[str]]:
+    """Real questions whose answers are in the real subset besides the LoCoMo ones (``questions``:
+    their evidence is LoCoMo turns): the 100 PoisonedRAG NQ questions (their ground-truth
+    passages) and StrategyQA questions (their term's description); ``n`` of each, spread over the file."""
+    def spread(items: list[str]) -> list[str]:
+        step = max(1, len(items) // n)
+        return items[::step][:n]
+
+    nq = json.loads((data / "poisonedrag" / "nq_adv_targeted.json").read_text())
+    sqa = json.loads((data / "strategyqa" / "strategyqa_train_filtered.json").read_text())
+    return {"nq": spread([nq[key]["question"] for key in sorted(nq)]),
+            "strategyqa": spread([item["question"] for item in sqa])}
+
+
+def synthetic_queries(base, n: int, parity: int):
+    """``n`` queries shaped like the synthetic rows: a seed's vector plus fresh Gaussian noise
+    (σ = SYNTHETIC_SIGMA, a generator no stored row used), seeds of one parity only (even seeds
+    for the set settings are chosen on, odd ones for the set they are reported on)."""
+    import numpy as np
+
+    rng = np.random.default_rng([SYNTHETIC_QUERY_SEED, parity])
+    seeds = np.arange(parity, len(base), 2)
+    x = base[rng.choice(seeds, n)] + rng.normal(0, SYNTHETIC_SIGMA, (n, base.shape[1])).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _encoded(enc, texts: list[str], folder: Path, name: str):
+    """``enc.encode(texts)``, cached in ``folder`` under the texts' hash and the model's name."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:16]
+    model = re.sub(r"[^A-Za-z0-9_.-]", "_", getattr(enc, "model_name", type(enc).__name__))
+    path = folder / f"{name}-{len(texts)}-{digest}-{model}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = np.asarray(enc.encode(texts), dtype=np.float32)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, vectors)
+    os.replace(tmp, path)
+    return vectors
+
+
+class HnswCandidates:
+    """An hnswlib graph (inner product), built in one pass; ``param`` is ef at search."""
+
+    param_name = "ef"
+
+    def __init__(self, m: int = 16, ef_construction: int = 100) -> None:
+        self.name = f"hnsw M={m} efc={ef_construction}"
+        self.m, self.ef_construction, self.param, self.index = m, ef_construction, 128, None
+
+    def build(self, pks, x, threads: int) -> None:
+        import hnswlib
+
+        index = hnswlib.Index(space="ip", dim=x.shape[1])
+        index.init_index(max_elements=len(x), ef_construction=self.ef_construction, M=self.m)
+        for start in range(0, len(x), 50_000):
+            index.add_items(x[start:start + 50_000], pks[start:start + 50_000], num_threads=threads)
+        self.index = index
+
+    def __len__(self) -> int:
+        return self.index.get_current_count()
+
+    def search(self, q, n: int):
+        import numpy as np
+
+        self.index.set_ef(max(self.param, n))
+        labels, _ = self.index.knn_query(q.reshape(1, -1), k=n, num_threads=1)
+        return labels[0].astype(np.int64)
+
+
+class IvfCandidates:
+    """A faiss ``IndexIVFFlat`` (inner product, spherical k-means trained on IVF_TRAIN_PER_LIST
+    rows per list): every probed list is scanned exactly; ``param`` is nprobe."""
+
+    param_name = "nprobe"
+
+    def __init__(self, nlist: int) -> None:
+        self.name = f"ivf nlist={nlist}"
+        self.nlist, self.param, self.index = nlist, 16, None
+
+    def build(self, pks, x, threads: int) -> None:
+        import faiss
+        import numpy as np
+
+        faiss.omp_set_num_threads(threads)
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(x.shape[1]), x.shape[1], self.nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.spherical = True
+        rng = np.random.default_rng(1)
+        sample = np.sort(rng.choice(len(x), min(len(x), IVF_TRAIN_PER_LIST * self.nlist), replace=False))
+        index.train(np.ascontiguousarray(x[sample]))
+        for start in range(0, len(x), 100_000):
+            index.add_with_ids(np.ascontiguousarray(x[start:start + 100_000]), pks[start:start + 100_000])
+        faiss.omp_set_num_threads(1)  # searched on one thread, as a recall is
+        self.index = index
+
+    def __len__(self) -> int:
+        return self.index.ntotal
+
+    def search(self, q, n: int):
+        self.index.nprobe = self.param
+        _, labels = self.index.search(q.reshape(1, -1), n)
+        return labels[0][labels[0] >= 0]
+
+
+class HybridCandidates:
+    """Both: an hnswlib graph (M, ef_construction, searched at ef) and a faiss IVF-flat index
+    (``param`` = nprobe); the pool is the best ``n`` of the union by each index's (exact) inner
+    product. Twice the memory and the build of either, for the two kinds of neighbourhood."""
+
+    param_name = "ef,nprobe"
+
+    def __init__(self, m: int, ef_construction: int, ef: str, nlist: int) -> None:
+        self.efs = [int(v) for v in str(ef).split("/")]  # graph ef values searched, e.g. 128/512
+        self.name = f"hybrid hnsw M={m} efc={ef_construction} + ivf nlist={nlist}"
+        self.hnsw, self.ivf = HnswCandidates(m, ef_construction), IvfCandidates(nlist)
+        self.hnsw.param, self.param, self.index = self.efs[0], 16, None
+
+    def set(self, value: str) -> None:
+        ef, nprobe = (int(v) for v in value.split(","))
+        self.hnsw.param, self.param = ef, nprobe
+
+    def build(self, pks, x, threads: int) -> None:
+        self.hnsw.index = self.ivf.index = None
+        self.hnsw.build(pks, x, threads)
+        self.ivf.build(pks, x, threads)
+        self.index = (self.hnsw.index, self.ivf.index)
+
+    def __len__(self) -> int:
+        return len(self.ivf)
+
+    def search(self, q, n: int):
+        import numpy as np
+
+        self.hnsw.index.set_ef(max(self.hnsw.param, n))
+        labels, dist = self.hnsw.index.knn_query(q.reshape(1, -1), k=n, num_threads=1)
+        self.ivf.index.nprobe = self.param
+        sims, ids = self.ivf.index.search(q.reshape(1, -1), n)
+        keys = np.concatenate([labels[0].astype(np.int64), ids[0]])
+        score = np.concatenate([1.0 - dist[0], sims[0]])
+        keys, first = np.unique(keys, return_index=True)
+        score = score[first]
+        keep = keys >= 0
+        keys, score = keys[keep], score[keep]
+        return keys[np.argsort(-score, kind="stable")[:n]]
+
+
+class ProductCandidates:
+    """``ledger.ann.AnnIndex`` as the worker builds it (``ann_update``: one ``add`` of every row)."""
+
+    param_name = "default"
+
+    def __init__(self) -> None:
+        self.name, self.param, self.index = "product (ledger.ann)", 0, None
+
+    def build(self, pks, x, threads: int) -> None:
+        from ledger.ann import AnnIndex
+
+        self.index = AnnIndex(x.shape[1], capacity=len(x))
+        self.index.add(pks, x, threads=threads)  # as ann_update's first build: every row at once
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, q, n: int):
+        return self.index.search(q, n)
+
+
+def candidates_of(spec: str):
+    """``product``, ``hnsw:M:EFC`` (e.g. ``hnsw:16:100``), ``ivf:NLIST`` (``ivf:1000``) or
+    ``hybrid:M:EFC:EF:NLIST`` (``sqrt*2`` for 2·sqrt(n) in NLIST is resolved by the caller)."""
+    kind, *rest = spec.split(":")
+    if kind == "product":
+        return ProductCandidates()
+    if kind == "hnsw":
+        return HnswCandidates(*(int(v) for v in rest))
+    if kind == "ivf":
+        return IvfCandidates(int(rest[0]))
+    if kind == "hybrid":
+        return HybridCandidates(int(rest[0]), int(rest[1]), rest[2], int(rest[3]))
+    raise SystemExit(f"unknown --compare entry {spec!r}: product, hnsw:M:EFC, ivf:NLIST or hybrid:M:EFC:EF:NLIST")
+
+
+def _exact_top(matrix, queries, weights, allowed, k: int):
+    """For each query: the rows of the exact cosine top ``k`` over every row, and of the exact
+    final top ``k`` (cosine x weight over the allowed rows, what brute-force ``_search`` adopts
+    when every chain verifies). Chunked: never an (n, queries) matrix in memory."""
+    import numpy as np
+
+    nq = len(queries)
+    best_cos = np.full((nq, 0), -np.inf, dtype=np.float32)
+    best_cos_rows = np.empty((nq, 0), dtype=np.int64)
+    best_s = np.full((nq, 0), -np.inf, dtype=np.float32)
+    best_s_rows = np.empty((nq, 0), dtype=np.int64)
+    qt = np.ascontiguousarray(queries.T)
+    for start in range(0, len(matrix), 100_000):
+        cos = matrix[start:start + 100_000] @ qt  # (chunk, nq)
+        score = np.where(allowed[start:start + 100_000, None], cos * weights[start:start + 100_000, None], -np.inf)
+        for values, best, rows in ((cos, best_cos, best_cos_rows), (score, best_s, best_s_rows)):
+            top = np.argpartition(-values, min(k, len(values) - 1), axis=0)[:k].T  # (nq, k)
+            cand_v = np.concatenate([best, np.take_along_axis(values.T, top, axis=1)], axis=1)
+            cand_r = np.concatenate([rows, top + start], axis=1)
+            order = np.argsort(-cand_v, axis=1, kind="stable")[:, :k]
+            if values is cos:
+                best_cos, best_cos_rows = np.take_along_axis(cand_v, order, 1), np.take_along_axis(cand_r, order, 1)
+            else:
+                best_s, best_s_rows = np.take_along_axis(cand_v, order, 1), np.take_along_axis(cand_r, order, 1)
+    return best_cos_rows, best_s_rows
+
+
+def synthetic(args, texts: list[str], qs: list[str], *, enc=None) -> dict:
+    """``--memories N``: recall's search step (``ledger.recall._search``: a candidate pool,
+    exact re-rank by cosine x weight, quarantine mask, widening) over N synthetic MiniLM-like
+    vectors, each candidate index (``--compare``) against brute force over the same matrix. No
+    database. The matrix: the first ``--base`` rows are real texts encoded by MiniLM, the rest
+    those vectors plus Gaussian noise (σ 0.03, cosine ~0.86 to their seed), 2% of live weights
+    drawn from 0.5-2.0 (outcomes moved them), 0.5% quarantined (poison_likely). With
+    ``--real-subset K``, K really encoded real passages (``real_subset_texts``) replace K of the
+    noisy rows at random positions (the rest of the matrix, the weights and states are drawn as
+    without it). Chain verification is stubbed to "verified" (it is per adopted candidate, not
+    per store: the DB-backed runs measure it).
+
+    Query sets, each scored on its own: ``locomo`` (LoCoMo questions; the only set before the
+    real subset), ``nq`` and ``strategyqa`` (real questions, with ``--real-subset``), and
+    ``synthetic-even`` / ``synthetic-odd`` (a seed's vector plus fresh noise, even / odd seeds).
+    Per index and search setting, per set: **pool recall@k** (the exact cosine top k over every
+    row found in the index's pool of ``max(ANN_POOL_MIN, ANN_POOL_PER_K k)``: the index alone,
+    nothing re-scored for it), **final recall@k** (``_search`` over the index against the exact
+    final top k: cosine x weight, allowed rows; boosted and unindexed rows are re-scored exactly
+    whatever the index proposes, which is why this figure can hide a poor index), the pool
+    search's p50/p95 and the whole search step's p50. A setting is *chosen* on the tune sets
+    (``--tune-sets``: the smallest setting whose pool recall reaches ``--target`` on every one
+    of them) and reported on the others."""
+    import gc
     from types import SimpleNamespace
 
     import numpy as np
 
     from ledger import recall as recall_module
-    from ledger.ann import AnnIndex
     from ledger.embedding_store import StoreIndex
-    from ledger.embeddings import Embedder
 
+    if enc is None:
+        from ledger.embeddings import Embedder
+
+        enc = Embedder()
+    work = Path(args.workdir or "/tmp")
     rng = np.random.default_rng(5)
-    enc = Embedder()
     t = time.perf_counter()
-    cache = Path(args.workdir or "/tmp") / f"synthetic-base-{args.base}-{len(qs)}.npz"
-    if cache.exists():  # the encoded seed rows and queries of an earlier run with the same sizes
-        saved = np.load(cache)
-        base, qv = saved["base"], saved["queries"]
-    else:
-        base, qv = enc.encode(texts[: args.base]), enc.encode(qs)
-        np.savez(cache, base=base, queries=qv)
+    base = _encoded(enc, texts[: args.base], work, "synthetic-base")
+    real = real_subset_texts(args.data, args.real_subset, exclude=set(texts[: args.base])) if args.real_subset else []
+    real_vectors = _encoded(enc, [text for _, text in real], work, "real-subset") if real else None
+    sets = {"locomo": qs}
+    if real:
+        sets.update(real_query_sets(args.data, args.queries))
+        if getattr(args, "split_real", False):  # halves: one to choose a setting on, one to report
+            for name in ("nq", "strategyqa"):
+                questions_of = sets.pop(name)
+                sets[f"{name}-a"], sets[f"{name}-b"] = questions_of[0::2], questions_of[1::2]
+    query_vectors = {name: _encoded(enc, v, work, f"queries-{name}") for name, v in sets.items()}
+    query_vectors["synthetic-even"] = synthetic_queries(base, args.queries, 0)
+    query_vectors["synthetic-odd"] = synthetic_queries(base, args.queries, 1)
     encode_s = time.perf_counter() - t
+
     n, dim = args.memories, base.shape[1]
-    rss0 = _rss_mb()
     matrix = np.empty((n, dim), dtype=np.float32)
     matrix[: len(base)] = base
     for start in range(len(base), n, 50_000):
@@ -255,53 +543,135 @@ def synthetic(args, texts: list[str], qs: list[str]) -> dict:
     moved = rng.random(n) < 0.02
     weight_q[moved] = rng.integers(500, 2001, int(moved.sum()))
     states = ["poison_likely" if r < 0.005 else "" for r in rng.random(n)]
+    is_real = np.zeros(n, dtype=bool)
+    if real:
+        at = np.sort(np.random.default_rng(REAL_SUBSET_SEED).choice(np.arange(len(base), n), len(real), replace=False))
+        matrix[at] = real_vectors
+        is_real[at] = True
     pks = np.arange(1, n + 1, dtype=np.int64)
-    ann = AnnIndex(dim, capacity=n)
+    weights = (weight_q / 1000.0).astype(np.float32)
+    allowed = np.array([s != "poison_likely" for s in states])
+    boosted = weight_q > 1000
+
     t = time.perf_counter()
-    built = 0
-    while built < n and time.perf_counter() - t < args.build_budget:
-        stop = min(n, built + 20_000)
-        ann.add(pks[built:stop], matrix[built:stop], threads=args.build_threads)
-        built = stop
-    build_s = time.perf_counter() - t
-    rss_ann = _rss_mb()
-    m = built  # what fitted in the build budget is what is searched
+    exact = {name: _exact_top(matrix, qv, weights, allowed, args.k) for name, qv in query_vectors.items()}
+    exact_s = time.perf_counter() - t
 
     def index_of(graph):
-        return StoreIndex(store_id=0, model=enc.model_name, log_position=0, matrix=matrix[:m],
-                          weights=(weight_q[:m] / 1000.0).astype(np.float32), pks=pks[:m],
-                          external_ids=[f"s{i}" for i in range(m)], ledger_ids=[f"syn/s{i}" for i in range(m)],
-                          states=states[:m], weight_q=weight_q[:m], chain_heads=[b""] * m,
-                          content_sha256=[b""] * m, label_seq=np.full(m, -1, dtype=np.int64), ann=graph)
+        return StoreIndex(store_id=0, model=getattr(enc, "model_name", "syn"), log_position=0, matrix=matrix,
+                          weights=weights, pks=pks, external_ids=[f"s{i}" for i in range(n)],
+                          ledger_ids=[f"syn/s{i}" for i in range(n)], states=states, weight_q=weight_q,
+                          chain_heads=[b""] * n, content_sha256=[b""] * n, label_seq=np.full(n, -1, dtype=np.int64),
+                          ann=graph)
+    saved_verify = recall_module._verify_rows
     recall_module._verify_rows = lambda index, rows, tally=None: {r: (True, "") for r in rows}
-    vectors = {q: v for q, v in zip(qs, qv, strict=True)}
-    emb = SimpleNamespace(encode_query=lambda text: vectors[text])
     store = SimpleNamespace(organization=SimpleNamespace(slug="syn"))
     excluded = frozenset({"poison_likely"})
-    with_ann, exact = index_of(ann), index_of(None)
-    lat, lat_exact, overlap = [], [], []
-    for q in qs:
-        t0 = time.perf_counter()
-        got = recall_module._search(store, with_ann, emb, q, args.k, excluded)[0]
-        lat.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        want = recall_module._search(store, exact, emb, q, args.k, excluded)[0]
-        lat_exact.append((time.perf_counter() - t0) * 1000)
-        overlap.append(len(set(got) & set(want)) / len(want))
-    per_s = built / build_s if build_s else float("nan")
+    pool = max(recall_module.ANN_POOL_MIN, recall_module.ANN_POOL_PER_K * args.k)
+
+    # The brute-force _search is the exact final result; checked against _exact_top on a few queries.
+    exact_index = index_of(None)
+    checked = 0
+    for name, qv in query_vectors.items():
+        emb = SimpleNamespace(encode_query=lambda text, qv=qv: qv[int(text)])
+        for i in range(min(2, len(qv))):
+            rows = recall_module._search(store, exact_index, emb, str(i), args.k, excluded)[0]
+            assert set(rows) == set(exact[name][1][i].tolist()), (name, i)
+            checked += 1
+    del exact_index
+
+    set_facts = {name: {"queries": len(qv),
+                        "exact_cosine_top_in_real_rows": round(float(is_real[exact[name][0]].mean()), 4),
+                        "exact_final_top_boosted": round(float(boosted[exact[name][1]].mean()), 4)}
+                 for name, qv in query_vectors.items()}
+    tune = [s for s in args.tune_sets.split(",") if s in query_vectors]
+    threads = [int(t) for t in str(args.build_threads).split(",")]
+    compared = []
+    for spec in args.compare.split(","):
+        spec = ":".join(str(int(round(np.sqrt(n))) * int(part[4:] or 1)) if part.startswith("sqrt") else part
+                        for part in spec.replace("sqrt*", "sqrt").split(":"))
+        cand = candidates_of(spec)
+        gc.collect()
+        rss0 = _rss_mb()
+        build = {}
+        for th in threads:
+            cand.index = None
+            gc.collect()
+            t = time.perf_counter()
+            cand.build(pks, matrix, th)
+            build[th] = round(time.perf_counter() - t, 1)
+        rss1 = _rss_mb()
+        if isinstance(cand, ProductCandidates):
+            params = [0]
+        elif isinstance(cand, HybridCandidates):
+            params = [f"{ef},{p}" for ef in cand.efs for p in args.nprobe.split(",")]
+        else:
+            params = [int(p) for p in (args.ef if isinstance(cand, HnswCandidates) else args.nprobe).split(",")]
+        rows = []
+        for p in params:
+            if isinstance(cand, HybridCandidates):
+                cand.set(p)
+            else:
+                cand.param = p
+            per_set = {}
+            graph_index = index_of(cand)
+            for name, qv in query_vectors.items():
+                lat, step, pool_hit, final_hit = [], [], [], []
+                emb = SimpleNamespace(encode_query=lambda text, qv=qv: qv[int(text)])
+                for i, q in enumerate(qv):
+                    t0 = time.perf_counter()
+                    keys = cand.search(q, pool)
+                    lat.append((time.perf_counter() - t0) * 1000)
+                    pool_hit.append(len(set((pks[exact[name][0][i]]).tolist()) & set(keys.tolist())) / args.k)
+                    t0 = time.perf_counter()
+                    got = recall_module._search(store, graph_index, emb, str(i), args.k, excluded)[0]
+                    step.append((time.perf_counter() - t0) * 1000)
+                    final_hit.append(len(set(got) & set(exact[name][1][i].tolist())) / args.k)
+                per_set[name] = {"pool_recall": round(float(np.mean(pool_hit)), 4),
+                                 "final_recall": round(float(np.mean(final_hit)), 4),
+                                 "pool_p50_ms": round(ledger_env.percentile(lat, 50), 3),
+                                 "pool_p95_ms": round(ledger_env.percentile(lat, 95), 3),
+                                 "step_p50_ms": round(ledger_env.percentile(step, 50), 3),
+                                 "step_p95_ms": round(ledger_env.percentile(step, 95), 3)}
+            rows.append({cand.param_name: p, "sets": per_set})
+        met = [r for r in rows if tune and all(r["sets"][s]["pool_recall"] >= args.target for s in tune)]
+        chosen = met[0] if met else None
+        compared.append({"index": cand.name, "spec": spec, "rows_indexed": len(cand), "build_seconds_by_threads": build,
+                         "rss_mb_added": round(rss1 - rss0), "settings": rows,
+                         "chosen": None if chosen is None else {cand.param_name: chosen[cand.param_name]}})
+        cand.index = None
+        if isinstance(cand, HybridCandidates):
+            cand.hnsw.index = cand.ivf.index = None
+        del graph_index
+    recall_module._verify_rows = saved_verify
     return {
-        "memories": n, "indexed": m, "real_text_rows": len(base), "build_seconds": round(build_s, 1),
-        "build_threads": args.build_threads, "build_rows_per_s": round(per_s),
-        "build_seconds_for_all_extrapolated": round(n / per_s, 1) if m < n else None,
-        "matrix_mb": round(matrix.nbytes / 2**20), "rss_mb_before_graph": round(rss0), "rss_mb_after_graph": round(rss_ann),
-        "ann_search_p50_ms": round(ledger_env.percentile(lat, 50), 3),
-        "ann_search_p95_ms": round(ledger_env.percentile(lat, 95), 3),
-        "exact_search_p50_ms": round(ledger_env.percentile(lat_exact, 50), 3),
-        "exact_search_p95_ms": round(ledger_env.percentile(lat_exact, 95), 3),
-        f"recall_at_{args.k}_vs_exact": round(float(np.mean(overlap)), 4),
-        "queries": len(qs), "encode_seconds": round(encode_s, 1),
-        "pool_min": recall_module.ANN_POOL_MIN, "pool_per_k": recall_module.ANN_POOL_PER_K,
+        "memories": n, "seed_rows": len(base), "real_rows": int(is_real.sum()),
+        "real_rows_by_source": {s: sum(1 for src, _ in real if src == s) for s in sorted({src for src, _ in real})},
+        "matrix_mb": round(matrix.nbytes / 2**20), "rss_mb_with_matrix": round(_rss_mb()),
+        "query_sets": set_facts, "tune_sets": tune, "target": args.target, "pool": pool,
+        "encode_seconds": round(encode_s, 1), "exact_seconds": round(exact_s, 1), "exact_checked_by_search": checked,
+        "compared": compared,
     }
+
+
+def synthetic_print(result: dict) -> None:
+    print(f"search step over {result['memories']:,} rows ({result['seed_rows']} seeds, {result['real_rows']:,} real "
+          f"{result['real_rows_by_source']}); pool {result['pool']}; tune sets {result['tune_sets']} "
+          f"(target {result['target']}); load {result['load_average_before']} -> {result['load_average']}")
+    for name, f in result["query_sets"].items():
+        print(f"  set {name:<15} {f['queries']:>4} queries; exact cosine top-k in real rows {f['exact_cosine_top_in_real_rows']}, "
+              f"exact final top-k boosted {f['exact_final_top_boosted']}")
+    for c in result["compared"]:
+        print(f"{c['index']}: {c['rows_indexed']:,} rows; build s by threads {c['build_seconds_by_threads']}; "
+              f"RSS +{c['rss_mb_added']} MB; chosen on the tune sets: {c['chosen']}")
+        names = list(result["query_sets"])
+        print("  " + f"{'setting':>12} " + " ".join(f"{n[:14]:>31}" for n in names))
+        print("  " + f"{'':>12} " + " ".join(f"{'pool/final rec, pool p50/p95, step p50':>31}" for _ in names))
+        for row in c["settings"]:
+            key = next(k for k in row if k != "sets")
+            cells = [f"{s['pool_recall']:.3f}/{s['final_recall']:.3f} {s['pool_p50_ms']:.2f}/{s['pool_p95_ms']:.2f} "
+                     f"{s['step_p50_ms']:.2f}" for s in (row["sets"][n] for n in names)]
+            print("  " + f"{key}={row[key]}".ljust(13) + " ".join(f"{c:>31}" for c in cells))
 
 
 # --------------------------------------------------------------------------- end to end at scale
@@ -774,9 +1144,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verify-sample", type=int, default=1000,
                     help="end-to-end mode: memories of the store re-verified (uncached) after the timed runs, "
                          "besides every one recalled")
-    ap.add_argument("--build-budget", type=float, default=180.0,
-                    help="synthetic mode: seconds of graph building; the rows inserted by then are searched")
-    ap.add_argument("--build-threads", type=int, default=1)
+    ap.add_argument("--build-threads", default="1",
+                    help="synthetic mode: build each compared index with these thread counts in turn (e.g. 1,2; "
+                         "the last one is searched)")
+    ap.add_argument("--real-subset", type=int, default=0, metavar="K",
+                    help="synthetic mode: K really encoded real passages among the rows, and real question sets "
+                         "(NQ, StrategyQA) scored on their own (see real_subset_texts; vectors cached in --workdir)")
+    ap.add_argument("--compare", default="product",
+                    help="synthetic mode: candidate indexes, comma-separated: product, hnsw:M:EFC, ivf:NLIST "
+                         "(NLIST may be sqrt or sqrt*F: F x sqrt(n))")
+    ap.add_argument("--ef", default="128", help="synthetic mode: hnsw ef values searched")
+    ap.add_argument("--nprobe", default="8,16,32,64", help="synthetic mode: ivf nprobe values searched")
+    ap.add_argument("--tune-sets", default="locomo,synthetic-even",
+                    help="synthetic mode: query sets a setting is chosen on (the others are reported)")
+    ap.add_argument("--target", type=float, default=0.98, help="synthetic mode: pool recall@k a chosen setting reaches")
+    ap.add_argument("--split-real", action="store_true",
+                    help="synthetic mode: split the nq and strategyqa sets into halves -a (even questions) and -b (odd), "
+                         "so a setting can be chosen on one half of real questions and reported on the other")
     ap.add_argument("--result-cache", action="store_true",
                     help="keep recall's per-store result cache on (off by default: the warm pass repeats the "
                          "queries, and would time cache hits instead of searches)")
@@ -812,8 +1196,7 @@ def main(argv: list[str] | None = None) -> int:
         result = synthetic(args, real_texts(args.data), questions(args.data)[: args.queries])
         result.update(load_average_before=load_before, load_average=[round(x, 2) for x in os.getloadavg()],
                       cpus=os.cpu_count(), k=args.k)
-        for key, value in result.items():
-            print(f"  {key:<36} {value}")
+        synthetic_print(result)
         if args.json:
             args.json.write_text(json.dumps(result, indent=2) + "\n")
         return 0

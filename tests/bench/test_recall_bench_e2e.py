@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+pytest.importorskip("faiss")
 pytest.importorskip("hnswlib")
 
 from bench import recall_bench  # noqa: E402
