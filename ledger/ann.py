@@ -204,7 +204,8 @@ class AnnIndex:
         """The index saved at ``path`` if it describes these rows (its keys are among ``pks`` and
         a sample of its vectors equals the matrix's rows with the same key), else None. A graph
         saved without lists (before they existed, or lists that do not match) is returned alone:
-        its rows are all ``missing`` until a worker's ``add`` builds the lists."""
+        its rows are all ``missing`` until a worker's ``add`` builds the lists. A graph of another
+        degree than ``M`` is not reused: the worker builds a new one (recall scores exactly until then)."""
         import faiss  # local: optional library, only stores over RECALL_ANN_MIN need it
         import hnswlib  # local: optional library, only stores over RECALL_ANN_MIN need it
 
@@ -214,6 +215,8 @@ class AnnIndex:
             index = hnswlib.Index(space="ip", dim=dim)
             index.load_index(path)
         except (RuntimeError, OSError, ValueError):
+            return None
+        if index.M != M:  # built under an older setting (M 16 before the pooled index): rebuilt by the worker
             return None
         lists = None
         if os.path.exists(path + LISTS_SUFFIX):

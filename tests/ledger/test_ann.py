@@ -151,10 +151,15 @@ def test_a_graph_saved_before_the_lists_is_reused_and_foreign_or_truncated_lists
 
     x = _clustered(300)
     pks = np.arange(1, 301, dtype=np.int64)
-    old = hnswlib.Index(space="ip", dim=32)  # the format the graph alone had
-    old.init_index(max_elements=300, ef_construction=100, M=16)
-    old.add_items(x, pks)
     path = str(tmp_path / "store-1-model.hnsw")
+    older = hnswlib.Index(space="ip", dim=32)  # the graph alone, at the degree of the setting before (M 16)
+    older.init_index(max_elements=300, ef_construction=100, M=16)
+    older.add_items(x, pks)
+    older.save_index(path)
+    assert AnnIndex.open(path, dim=32, pks=pks, matrix=x) is None  # another degree: the worker builds anew
+    old = hnswlib.Index(space="ip", dim=32)  # the format the graph alone had, at this degree
+    old.init_index(max_elements=300, ef_construction=ann_module.EF_CONSTRUCTION, M=ann_module.M)
+    old.add_items(x, pks)
     old.save_index(path)
     ann = AnnIndex.open(path, dim=32, pks=pks, matrix=x)
     assert ann is not None and len(ann) == 0 and len(ann.missing(pks)) == 300  # recall: brute force
