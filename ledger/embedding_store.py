@@ -15,7 +15,8 @@
   (``_index_patch``; rows appended in place, the graph kept), and the whole store is re-read only
   when that cannot be done or memories that lacked an embedding may have received one.
 - A store with at least ``settings.RECALL_ANN_MIN`` recallable memories (default 100,000) also
-  gets an HNSW graph (``ledger.ann``) that proposes candidates; recall re-scores them exactly.
+  gets an ANN index (``ledger.ann``: an HNSW graph and IVF lists, pooled) that proposes
+  candidates; recall re-scores them exactly.
   A Celery worker builds and grows it (``store_prepare``, run by
   ``ledger.tasks.recall_prepare_task``) and saves it to ``VAR_DIR/ann/store-<id>-<model>.hnsw``;
   the request path only reopens that file (``ann_attach``), adds at most ``ANN_INLINE_ADD`` rows

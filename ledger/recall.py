@@ -19,7 +19,7 @@
    the query hash, k, the latest signed tree head and the projection version; store it.
 
 Brute force over a float32 matrix up to ``settings.RECALL_ANN_MIN`` memories (100,000); above
-it an HNSW graph (``ledger.ann``) proposes a pool of nearest rows that is re-scored exactly and
+it an ANN index (``ledger.ann``: HNSW graph and IVF lists) proposes a pool of nearest rows that is re-scored exactly and
 widened until k allowed, verified results are found (``_search``). A recall's results are kept
 per store index (``QUERY_CACHE_SIZE``, keyed by query, k and projection): the index is replaced
 whenever the log moves, so a repeated query at the same log position skips encoding and scoring
