@@ -257,18 +257,27 @@ def index_invalidate(store_id: int | None = None) -> None:
             _INDEXES.pop(store_id, None)
 
 
-def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker: bool = False) -> StoreIndex:
-    emb_position = _embedding_position()
-    rows = list(
-        Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(
-            "pk", "external_id", "content_sha256", "live_weight_q", "epistemic_state", "chain_head", "label_seq")
-    )
+# A store index row as read from the database (``_build_index`` and ``_index_patch``).
+_ROW_FIELDS = ("pk", "external_id", "content_sha256", "live_weight_q", "epistemic_state", "chain_head", "label_seq")
+
+
+def _row_vectors(embedder: TextEmbedder, rows: list[tuple]) -> tuple[dict[bytes, np.ndarray], bool]:
+    """The cached vectors of these rows' content hashes, after embedding here the stragglers
+    (a worker not yet done, or none running) when there are at most ``INLINE_LIMIT`` of them;
+    and whether any was embedded (the embedding cache moved)."""
     vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows))
     absent = [r[0] for r in rows if bytes(r[2]) not in vectors]
-    if absent and len(absent) <= INLINE_LIMIT:
-        # A few stragglers (a worker not yet done, or none running): embed them here.
-        embeddings_compute(memories=Memory.objects.filter(pk__in=absent).select_related("store"), embedder=embedder)
-        vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows))
+    if not absent or len(absent) > INLINE_LIMIT:
+        return vectors, False
+    embeddings_compute(memories=Memory.objects.filter(pk__in=absent).select_related("store"), embedder=embedder)
+    return cached_vectors(model=embedder.model_name, hashes=(r[2] for r in rows)), True
+
+
+def _build_index(store: Store, embedder: TextEmbedder, position: int, *, worker: bool = False) -> StoreIndex:
+    emb_position = _embedding_position()
+    rows = list(Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(*_ROW_FIELDS))
+    vectors, embedded = _row_vectors(embedder, rows)
+    if embedded:
         emb_position = _embedding_position()
     kept = [r for r in rows if bytes(r[2]) in vectors]
     backing = _Rows(len(kept), embedder.dim)
@@ -340,24 +349,17 @@ def _index_patch(store: Store, old: StoreIndex, embedder: TextEmbedder, position
     found = []
     for i in range(0, len(ids), 500):  # SQLite's bound-parameter limit
         found += Memory.objects.filter(pk__in=ids[i:i + 500], store=store, chain_head__isnull=False).values_list(
-            "pk", "external_id", "content_sha256", "live_weight_q", "epistemic_state", "chain_head", "label_seq")
+            *_ROW_FIELDS)
     found.sort()
     pks = np.array([r[0] for r in found], dtype=np.int64)
     n = len(old)
     at = np.searchsorted(old.pks, pks)
     known = (at < n) & (old.pks[np.minimum(at, max(n - 1, 0))] == pks) if n else np.zeros(len(pks), dtype=bool)
     new = [r for r, k in zip(found, known.tolist(), strict=True) if not k]
-    emb_position = old.embedding_position
-    vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in new)) if new else {}
-    absent = [r[0] for r in new if bytes(r[2]) not in vectors]
-    if absent:
-        if len(absent) > INLINE_LIMIT:
-            return None
-        embeddings_compute(memories=Memory.objects.filter(pk__in=absent).select_related("store"), embedder=embedder)
-        vectors = cached_vectors(model=embedder.model_name, hashes=(r[2] for r in new))
-        emb_position = _embedding_position()
-        if any(bytes(r[2]) not in vectors for r in new):
-            return None
+    vectors, embedded = _row_vectors(embedder, new)
+    if any(bytes(r[2]) not in vectors for r in new):
+        return None  # more stragglers than recall embeds inline: a rebuild counts them as missing
+    emb_position = _embedding_position() if embedded else old.embedding_position
 
     ins = at[~known]  # where the new rows go (ascending, as the primary keys are)
     new_matrix = np.array([vectors[bytes(r[2])] for r in new], dtype=np.float32).reshape(len(new), old.matrix.shape[1])
