@@ -1059,6 +1059,83 @@ def _e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_
     return out
 
 
+def e2e_sweep(store, sets: dict[str, list[str]], k: int, *, nprobes: list[int], pools: list[int],
+              tune: list[str], target: float) -> dict:
+    """``--sweep-nprobe`` / ``--sweep-pool``: the search step of recall (``ledger.recall._search``:
+    the ANN pool, the boosted and unindexed rows, exact re-scoring, quarantine, verification on the
+    worker's record) over a built store at each (lists probed, pool size), against the exact search
+    of the same step (brute force), per query set: recall@k with equal scores counted (as in
+    ``_e2e_time``) and the step's p50 / p95 ms. Queries are encoded once (outside the timings).
+    ``chosen``: the cheapest setting (by the tune sets' step p50) whose recall@k is at least
+    ``target`` on every set in ``tune``; the other sets are only reported."""
+    import dataclasses
+
+    import numpy as np
+
+    from ledger import ann as ann_module
+    from ledger import recall as recall_module
+    from ledger.embedding_store import embedder_for_store, store_index
+    from ledger.recall import excluded_states
+
+    embedder = embedder_for_store(store)
+    vectors: dict[str, np.ndarray] = {}
+
+    class Encoded:  # the store's model, each query encoded once
+        def encode_query(self, text: str):
+            if text not in vectors:
+                vectors[text] = embedder.encode_query(text)
+            return vectors[text]
+
+    enc = Encoded()
+    index = store_index(store)
+    excluded = excluded_states(store)
+    exact_index = dataclasses.replace(index, ann=None, unindexed=np.empty(0, dtype=np.int64))
+    exact = {}
+    for qs in sets.values():
+        for q in qs:
+            rows, _, _, score_of, _ = recall_module._search(store, exact_index, enc, q, k, excluded)
+            exact[q] = ({int(index.pks[r]) for r in rows}, min(score_of[r] for r in rows) - 1e-6 if rows else 0.0)
+    saved = ann_module.NPROBE, recall_module.ANN_POOL_MIN
+    table = []
+    try:
+        for nprobe in nprobes:
+            for pool in pools:
+                ann_module.NPROBE, recall_module.ANN_POOL_MIN = nprobe, pool
+                row = {"nprobe": nprobe, "pool": pool, "sets": {}}
+                for name, qs in sets.items():
+                    tied, ms = [], []
+                    for q in qs:
+                        t = time.perf_counter()
+                        rows, _, _, score_of, _ = recall_module._search(store, index, enc, q, k, excluded)
+                        ms.append((time.perf_counter() - t) * 1000)
+                        want, floor = exact[q]
+                        got = [score_of[r] for r in rows]
+                        tied.append(min(len(want), sum(1 for x in got if x >= floor)) / len(want) if want else 1.0)
+                    row["sets"][name] = {"recall": round(float(np.mean(tied)), 4), "p50_ms": round(float(np.median(ms)), 2),
+                                         "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+                table.append(row)
+    finally:
+        ann_module.NPROBE, recall_module.ANN_POOL_MIN = saved
+    ok = [r for r in table if all(r["sets"][t]["recall"] >= target for t in tune)]
+    chosen = min(ok, key=lambda r: np.mean([r["sets"][t]["p50_ms"] for t in tune])) if ok else None
+    return {"k": k, "tune_sets": tune, "target": target, "settings": table,
+            "product": {"nprobe": saved[0], "pool": saved[1]},
+            "chosen": None if chosen is None else {"nprobe": chosen["nprobe"], "pool": chosen["pool"]},
+            "queries": {name: len(qs) for name, qs in sets.items()}}
+
+
+def e2e_sweep_print(result: dict) -> None:
+    names = list(result["queries"])
+    print(f"  search step sweep, recall@{result['k']} vs exact (equal scores counted) / step p50 ms; tune sets "
+          f"{', '.join(result['tune_sets'])} (target {result['target']}); product nprobe {result['product']['nprobe']}, "
+          f"pool {result['product']['pool']}; chosen {result['chosen']}")
+    print("  " + f"{'nprobe':>6} {'pool':>5} " + " ".join(f"{n + ('*' if n in result['tune_sets'] else ''):>22}" for n in names))
+    for r in result["settings"]:
+        cells = " ".join(f"{r['sets'][n]['recall']:>.3f} / {r['sets'][n]['p50_ms']:>6.2f} ({r['sets'][n]['p95_ms']:>6.2f})"
+                         .rjust(22) for n in names)
+        print(f"  {r['nprobe']:>6} {r['pool']:>5} {cells}")
+
+
 def e2e_run(args, texts: list[str], qs: list[str], work: Path) -> dict:
     """``--end-to-end-memories N``: build (or reuse) a real signed store of N memories, then time
     the full recall over it (``e2e_build``, ``e2e_time``)."""
@@ -1066,6 +1143,18 @@ def e2e_run(args, texts: list[str], qs: list[str], work: Path) -> dict:
     store, build = e2e_build(org, args.end_to_end_memories, texts, base=args.base, work=work, reuse=args.reuse)
     if args.build_only:
         return {"build": build}
+    if args.sweep_nprobe or args.sweep_pool:
+        from ledger import ann as ann_module
+        from ledger import recall as recall_module
+
+        real = real_query_sets(args.data, args.queries)
+        every = questions(args.data)
+        sets = {"locomo-tune": every[args.queries: 2 * args.queries], "locomo": qs,
+                "nq": real["nq"], "strategyqa": real["strategyqa"]}
+        sweep = e2e_sweep(store, sets, args.k, tune=["locomo-tune"], target=args.target,
+                          nprobes=[int(v) for v in args.sweep_nprobe.split(",") if v] or [ann_module.NPROBE],
+                          pools=[int(v) for v in args.sweep_pool.split(",") if v] or [recall_module.ANN_POOL_MIN])
+        return {"build": build, "sweep": sweep}
     timed = e2e_time(store, qs, args.k, verify_sample=args.verify_sample, write_after=args.write_after,
                      profile_top=args.profile)
     return {"build": build, **timed}
@@ -1080,6 +1169,8 @@ def e2e_print(result: dict) -> None:
           + f"; ANN graph alone {b.get('ann_graph_build_seconds')} s; total {b.get('total_seconds')} s; "
           f"verified ahead {b['prepare'].get('verified')} (failed {b['prepare'].get('failed')}, kept "
           f"{b['prepare'].get('kept')}); peak RSS {b.get('peak_rss_mb_build')} MB")
+    if result.get("sweep"):
+        e2e_sweep_print(result["sweep"])
     if "cold" not in result:
         return
     print(f"  index load {result['index_load_seconds']} s (RSS {result['rss_mb_after_load']} MB); ANN {result['ann']} "
@@ -1141,6 +1232,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="end-to-end mode: one more warm pass under cProfile; print its top N functions by own time")
     ap.add_argument("--build-only", action="store_true", help="end-to-end mode: build and prepare the store, no timing")
+    ap.add_argument("--sweep-nprobe", default="",
+                    help="end-to-end mode: instead of the timed passes, the search step at each of these IVF nprobe "
+                         "values (and --sweep-pool sizes) against exact search, on LoCoMo questions after the timed "
+                         "ones (the tune set, chosen on) and the timed ones, NQ and StrategyQA (reported; e2e_sweep)")
+    ap.add_argument("--sweep-pool", default="", help="end-to-end mode: ANN pool sizes for --sweep-nprobe")
     ap.add_argument("--verify-sample", type=int, default=1000,
                     help="end-to-end mode: memories of the store re-verified (uncached) after the timed runs, "
                          "besides every one recalled")
@@ -1157,7 +1253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nprobe", default="8,16,32,64", help="synthetic mode: ivf nprobe values searched")
     ap.add_argument("--tune-sets", default="locomo,synthetic-even",
                     help="synthetic mode: query sets a setting is chosen on (the others are reported)")
-    ap.add_argument("--target", type=float, default=0.98, help="synthetic mode: pool recall@k a chosen setting reaches")
+    ap.add_argument("--target", type=float, default=0.98, help="synthetic mode: pool recall@k a chosen setting reaches; end-to-end --sweep-*: the search step's")
     ap.add_argument("--split-real", action="store_true",
                     help="synthetic mode: split the nq and strategyqa sets into halves -a (even questions) and -b (odd), "
                          "so a setting can be chosen on one half of real questions and reported on the other")

@@ -158,10 +158,13 @@ class AnnIndex:
             self._keys = _inserted(self._keys, both)
         return len(both)
 
-    def search(self, q: np.ndarray, n: int, *, ef: int = EF_SEARCH, nprobe: int = NPROBE) -> np.ndarray:
-        """Keys of (about) the ``n`` nearest rows by cosine, nearest first (module docstring, step 2)."""
+    def search(self, q: np.ndarray, n: int, *, ef: int | None = None, nprobe: int | None = None) -> np.ndarray:
+        """Keys of (about) the ``n`` nearest rows by cosine, nearest first (module docstring, step 2);
+        ``ef`` and ``nprobe`` default to the module's ``EF_SEARCH`` and ``NPROBE`` as they are now."""
         import faiss  # local: optional library, only stores over RECALL_ANN_MIN need it
 
+        ef = EF_SEARCH if ef is None else ef
+        nprobe = NPROBE if nprobe is None else nprobe
         n = min(n, len(self._keys))
         if n <= 0:
             return np.empty(0, dtype=np.int64)

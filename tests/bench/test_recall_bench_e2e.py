@@ -72,3 +72,28 @@ def test_the_built_store_verifies_recall_over_its_graph_is_exact_and_a_tampered_
     out = recall_bench.e2e_time(store, QUERIES[:1], 5, verify_sample=300)
     assert out["verification_check"]["failed"] == 1
     assert victim.pk in out["verification_check"]["failures"]
+
+
+def test_the_sweep_scores_each_setting_against_exact_search_and_restores_the_products(e2e, monkeypatch):
+    from ledger import ann, recall
+
+    _, store, _, _ = e2e
+    product = ann.NPROBE, recall.ANN_POOL_MIN
+    seen = set()
+    search = ann.AnnIndex.search
+
+    def recorded(self, q, n, **kwargs):  # what each search of the step was asked for
+        seen.add((ann.NPROBE, n))
+        return search(self, q, n, **kwargs)
+
+    monkeypatch.setattr(ann.AnnIndex, "search", recorded)
+    sets = {"tune": QUERIES[:2], "report": QUERIES[2:]}
+    out = recall_bench.e2e_sweep(store, sets, 5, nprobes=[1, 64], pools=[50, 300], tune=["tune"], target=0.98)
+    assert (ann.NPROBE, recall.ANN_POOL_MIN) == product
+    assert {(1, 50), (64, 50)} <= seen  # each setting reached the index (a pool of 300 is the whole store: brute force)
+    assert [(r["nprobe"], r["pool"]) for r in out["settings"]] == [(1, 50), (1, 300), (64, 50), (64, 300)]
+    by = {(r["nprobe"], r["pool"]): r["sets"] for r in out["settings"]}
+    assert all(by[(64, 300)][s]["recall"] == 1.0 for s in sets)  # the whole store: the exact search itself
+    assert all(0.0 <= by[key][s]["recall"] <= 1.0 for key in by for s in sets)
+    passing = [{"nprobe": n, "pool": p} for (n, p), v in by.items() if v["tune"]["recall"] >= 0.98]
+    assert out["chosen"] in passing
