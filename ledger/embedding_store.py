@@ -253,8 +253,10 @@ def index_invalidate(store_id: int | None = None) -> None:
     with _INDEX_LOCK:
         if store_id is None:
             _INDEXES.clear()
+            _WORKER_INDEXES.clear()
         else:
             _INDEXES.pop(store_id, None)
+            _WORKER_INDEXES.pop(store_id, None)
 
 
 # A store index row as read from the database (``_build_index`` and ``_index_patch``).
@@ -513,6 +515,7 @@ def ann_min() -> int:
 
 
 _ANNS: dict[str, ann_module.AnnIndex] = {}
+_ANN_SAVED: dict[str, int] = {}  # rows in each graph's file as this process last saved or opened it
 _ANN_MTIMES: dict[str, int] = {}  # the saved file's mtime when this process last opened it
 _ANN_LOADING: set[str] = set()  # graphs being reopened in the background
 _ANN_LOCK = threading.Lock()
@@ -532,12 +535,14 @@ def ann_update(store: Store, index: StoreIndex) -> ann_module.AnnIndex:
             ann = None  # primary keys reused by another database (a test rollback): start over
         if ann is None:
             ann = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
+            _ANN_SAVED[path] = len(ann) if ann is not None else -1
         if ann is None:
             ann = ann_module.AnnIndex(index.matrix.shape[1], capacity=len(index))
         t = time.perf_counter()
         added = ann.add(index.pks, index.matrix)
-        if added:
+        if added or _ANN_SAVED.get(path) != len(ann):  # or rows added inline since it was saved or opened
             ann.save(path)
+            _ANN_SAVED[path] = len(ann)
             logger.info("ANN graph of store %s: %d rows added in %.1f s (%d in all)",
                                              store.pk, added, time.perf_counter() - t, len(ann))
         _ANNS[path] = ann
@@ -562,6 +567,7 @@ def ann_attach(store: Store, index: StoreIndex) -> None:
         if mtime is not None and ann is None:  # this process has none: open the worker's (once per process)
             ann = ann_module.AnnIndex.open(path, dim=index.matrix.shape[1], pks=index.pks, matrix=index.matrix)
             _ANN_MTIMES[path] = mtime
+            _ANN_SAVED[path] = len(ann) if ann is not None else -1
         elif (mtime is not None and seen != mtime and len(ann) < len(index) and path not in _ANN_LOADING
               and len(ann.missing(index.pks)) > ANN_INLINE_ADD):
             # The worker saved a larger graph: reopen it in the background (seconds at 1M); until
@@ -591,6 +597,7 @@ def _ann_reopen(path: str, mtime: int, dim: int, pks: np.ndarray, matrix: np.nda
     with _ANN_LOCK:
         if opened is not None:
             _ANNS[path] = opened
+            _ANN_SAVED[path] = len(opened)
         _ANN_MTIMES[path] = mtime
         _ANN_LOADING.discard(path)
 
@@ -627,19 +634,50 @@ def _prepare_maybe(store: Store, index: StoreIndex) -> None:
 def store_prepare(store: Store) -> dict:
     """A worker's turn (``ledger.tasks.recall_prepare_task``): grow and save the store's ANN graph
     when it has at least RECALL_ANN_MIN recallable memories, and verify ahead of recall the
-    memories whose state the saved record does not cover. Returns what it did and how long it took."""
+    memories whose state the saved record does not cover. The worker keeps its index of the store
+    between runs and brings it forward (``_worker_index``), so a run after a few writes reads those
+    memories rather than the whole store; the cost is that index held in the worker's memory
+    between runs (the matrix: ~1.5 GB at 1M). Returns what it did and how long it took."""
     embedder = embedder_for_store(store)
     position = log_position(store.organization_id)  # before the rows are read: the record claims no more
     t0 = time.perf_counter()
-    ann_rows = 0
+    ann_rows, rows, how = 0, None, None
     signed = Memory.objects.filter(store=store, chain_head__isnull=False).count()
     if signed >= ann_min() and ann_module.available():  # the graph is the only reason to load the matrix here
-        index = _build_index(store, embedder, position, worker=True)
+        index, how = _worker_index(store, embedder, position)
         ann_rows = len(index.ann) if index.ann is not None else 0
+        if not index.missing:  # every signed memory is a row: their live state as the index read it
+            rows = list(zip(index.pks.tolist(), index.chain_heads, index.label_seq.tolist(), index.weight_q.tolist(),
+                            index.states, index.content_sha256, strict=True))
     t1 = time.perf_counter()
-    checked = verification.store_preverify(store, log_position=position)
-    return {"store": store.pk, "memories": signed, "ann_rows": ann_rows,
+    checked = verification.store_preverify(store, log_position=position, rows=rows)
+    return {"store": store.pk, "memories": signed, "ann_rows": ann_rows, "index": how,
             "index_seconds": round(t1 - t0, 2), "verify_seconds": round(time.perf_counter() - t1, 2), **checked}
+
+
+# The worker's own index of each store (``store_prepare``), kept between its runs and brought
+# forward like the request path's, so a run after a few writes reads those memories, not the store.
+_WORKER_INDEXES: dict[int, StoreIndex] = {}
+
+
+def _worker_index(store: Store, embedder: TextEmbedder, position: int) -> tuple[StoreIndex, str]:
+    """The worker's index at log ``position`` with its ANN graph complete and saved, and how it
+    was had: ``kept`` (nothing moved), ``patched`` (``_index_patch``) or ``built``."""
+    old = _WORKER_INDEXES.get(store.pk)
+    index, how = None, "built"
+    if old is not None and old.model == embedder.model_name and not old.missing and old.log_head is not None:
+        if position == old.log_position:
+            if _leaf_hashes(store.organization_id, [position]).get(position) == old.log_head:
+                index, how = old, "kept"
+        else:
+            index, how = _index_patch(store, old, embedder, position), "patched"
+    if index is None:
+        index, how = _build_index(store, embedder, position, worker=True), "built"
+    else:  # every row in the graph (a patch adds a few inline, leaves more as unindexed), and saved
+        index.ann, index.unindexed = ann_update(store, index), np.empty(0, dtype=np.int64)
+    with _INDEX_LOCK:
+        _WORKER_INDEXES[store.pk] = index
+    return index, how
 
 
 def ann_forget() -> None:
@@ -647,6 +685,7 @@ def ann_forget() -> None:
     with _ANN_LOCK:
         _ANNS.clear()
         _ANN_MTIMES.clear()
+        _ANN_SAVED.clear()
     with _INDEX_LOCK:
         _PREPARE_SENT.clear()
 

@@ -127,6 +127,58 @@ def test_a_store_over_the_ann_threshold_keeps_its_graph_and_adds_the_new_rows(fi
         embedding_store.ann_forget()
 
 
+def test_the_workers_next_run_brings_its_index_forward_and_saves_the_graph_and_record_with_the_new_rows(
+        filled, builds, settings, tmp_path):
+    pytest.importorskip("hnswlib")
+    pytest.importorskip("faiss")
+    from ledger import ann as ann_module
+    from ledger import verification
+
+    settings.VAR_DIR = tmp_path
+    settings.RECALL_ANN_MIN = 1
+    embedding_store.ann_forget()
+    embedding_store.index_invalidate()
+    given = []
+    real_preverify = verification.store_preverify
+
+    try:
+        first = embedding_store.store_prepare(filled)
+        assert first["index"] == "built" and first["failed"] == 0 and builds == [filled.pk]
+        assert embedding_store.store_prepare(filled)["index"] == "kept"  # nothing moved: nothing re-read
+
+        [late] = memories_create(store=filled, records=[{"id": "late", "text": "The Loire is the longest river."}])
+        memory_genesis_sign(memory_ids=[late.pk])
+        transition_append(memory_id=_memory(filled, "m2").pk, valence_q=300, evidence=["outcome:3"])
+        with pytest.MonkeyPatch.context() as mp:  # the verified-ahead pass takes the index's rows, not the store's
+            mp.setattr(verification, "store_preverify",
+                       lambda store, **kw: given.append(kw["rows"]) or real_preverify(store, **kw))
+            second = embedding_store.store_prepare(filled)
+        assert second["index"] == "patched" and builds == [filled.pk]
+        assert given[0] is not None and len(given[0]) == len(filled.memories.all())
+        assert second["verified"] == 2 and second["kept"] == first["verified"] - 1 and second["failed"] == 0
+        assert second["ann_rows"] == first["ann_rows"] + 1
+
+        # What the worker saved is what a serving process opens: the graph with the new key (one it
+        # added inline, so no add of the run's own would have saved it) and the record with both states.
+        worker = embedding_store._WORKER_INDEXES[filled.pk]
+        _same_as_rebuild(filled, worker)
+        path = embedding_store.ann_path(filled, worker.model)
+        reopened = ann_module.AnnIndex.open(path, dim=worker.matrix.shape[1], pks=worker.pks, matrix=worker.matrix)
+        assert reopened is not None and len(reopened) == len(worker) and not len(reopened.missing(worker.pks))
+        record = verification.preverified_load(filled)
+        assert record.mask(pks=worker.pks, heads=worker.chain_heads, contents=worker.content_sha256,
+                           label_seq=worker.label_seq, weight_q=worker.weight_q, states=worker.states).all()
+
+        # Another database under the same ids (the leaf at the worker's position changed): rebuilt.
+        with embedding_store._INDEX_LOCK:
+            embedding_store._WORKER_INDEXES[filled.pk] = dataclasses.replace(worker, log_head=b"\x00" * 32)
+        built = len(builds)  # the worker's first and _same_as_rebuild's
+        assert embedding_store.store_prepare(filled)["index"] == "built" and len(builds) == built + 1
+    finally:
+        embedding_store.ann_forget()
+        embedding_store.index_invalidate()
+
+
 @pytest.mark.django_db(transaction=True)  # the threads have their own connections: they see committed rows
 def test_threads_that_find_the_index_behind_wait_for_one_of_them_to_bring_it_forward(filled, monkeypatch):
     store_index(filled)
