@@ -1024,6 +1024,15 @@ def _e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_
             "new_memory": new_memory,
         }
         after_write = {"memories": others[:2]}
+
+        def worker_turn() -> dict:  # the worker's recall_prepare, run in this process
+            t = time.perf_counter()
+            done = embedding_store.store_prepare(store)
+            return {"seconds": round(time.perf_counter() - t, 2),
+                    **{key: done[key] for key in ("index", "index_seconds", "verify_seconds", "kept", "verified", "failed")}}
+
+        embedding_store._WORKER_INDEXES.pop(store.pk, None)  # as a worker's first run (the build's may be this process)
+        after_write["worker_prepare"] = {"before_the_writes": worker_turn()}
         try:
             for name, write in writes.items():
                 write()
@@ -1034,6 +1043,7 @@ def _e2e_time(store, qs: list[str], k: int, *, verify_sample: int = 1000, write_
                     times.append(round((time.perf_counter() - t) * 1000, 1))
                 after_write[name] = {"recalls_ms": times, "full_rebuilds": len(builds)}
                 builds.clear()
+            after_write["worker_prepare"]["after_the_writes"] = worker_turn()  # brought forward
         finally:
             embedding_store._build_index = real_build
 
@@ -1197,6 +1207,10 @@ def e2e_print(result: dict) -> None:
             after = result["after_a_write"][write]
             print(f"  after one signed {write.replace('_', ' ')}: next recalls {after['recalls_ms']} ms "
                   f"(full index rebuilds in the request: {after['full_rebuilds']})")
+    for turn, done in ((result.get("after_a_write") or {}).get("worker_prepare") or {}).items():
+        print(f"  worker's recall_prepare {turn.replace('_', ' ')}: {done['seconds']} s (index {done['index']} "
+              f"{done['index_seconds']} s, verified ahead {done['verify_seconds']} s: kept {done['kept']}, "
+              f"verified {done['verified']}, failed {done['failed']})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,6 +58,9 @@ def test_the_built_store_verifies_recall_over_its_graph_is_exact_and_a_tampered_
     after = out["after_a_write"]
     for write in ("transition", "label", "new_memory"):  # each brings the index forward, no full rebuild
         assert len(after[write]["recalls_ms"]) == 3 and after[write]["full_rebuilds"] == 0, write
+    prepare = after["worker_prepare"]  # the worker's run after the writes re-reads only the moved memories
+    assert prepare["before_the_writes"]["index"] == "built" and prepare["after_the_writes"]["index"] == "patched"
+    assert prepare["after_the_writes"]["verified"] == 3 and prepare["after_the_writes"]["failed"] == 0
 
     again, report = recall_bench.e2e_build(organization, 300, TEXTS, base=len(TEXTS), work=work, reuse=True)
     assert again.pk == store.pk and report["reused"]
