@@ -558,7 +558,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                                                         limit=4 * max_candidates, neighbours=max_group)
                   if c not in chosen]
         by_copies = {c for c, _ in backed}
-        ranked = ranked + backed
+        # One ranking by margin: in a store with more than `max_candidates` records over the cut,
+        # backed ones listed after them would never be tested.
+        ranked = sorted(ranked + backed, key=lambda x: (-x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
         found = 0
         for mid, margin in ranked[:max_candidates]:
