@@ -13,6 +13,13 @@ answers what the rest of the store says. The reach:
    is nearer (cosine) the confirmed seeds than the *anti-seeds* (the records that answer the
    incidents once the batch is out: what the seeds contradicted) and nearer them than most of
    a random clean reference is (above the reference's own `quantile`): the cut is set per store.
+   Under that cut, a seed-like memory is a candidate too when a copy backs it: among its nearest
+   records a seed-like one at cosine ≥ `copy_cos` names one of its answer-like spans (a planted
+   group is written several times, in shapes the seeds need not share: TUNE hotpot-plain-adv,
+   one target's eight passages at 0.65–0.76 to the seeds' shape against a cut of 0.85). Two
+   sentences of one padding article back each other as well, so for these the store's side of
+   step 5 counts only records about the candidate's subject: naming one of its other names, or
+   sharing a word at most 5% of the store contains (`keyword_query`'s rule), outside the claim.
    Best first, at most `max_candidates` per pass; up to `passes` passes, the groups confirmed
    in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
    (300: the issue's budget is 600 for a whole audit of 5 incidents).
@@ -261,7 +268,10 @@ def synth_query(m: Any) -> str:
     return m.text
 
 
-def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = 0.05) -> str:
+_RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic
+
+
+def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = _RARE_SHARE) -> str:
     """A memory's distinctive words, in order: no function words, none that more than `share` of
     the store's records contain (the template, not the topic)."""
     words = [w for w in _WORD.findall(text) if w[0].isalnum() and w.casefold() not in _FUNCTION
@@ -324,6 +334,37 @@ def seed_likeness(model: ShapeModel, retriever: Retriever, *, exclude: Collectio
     return out
 
 
+def backed_by_copies(model: ShapeModel, retriever: Retriever, *, exclude: Collection[str],
+                     copy_cos: float = 0.7, limit: int = 240, neighbours: int = 12
+                     ) -> list[tuple[str, float]]:
+    """Seed-like memories (nearer the seeds' shape than the anti-seeds') that a copy backs: among
+    their `neighbours` nearest, a seed-like one at cosine ≥ `copy_cos` names one of their
+    answer-like spans — the same claim written again, as a planted group is. [(memory, margin)],
+    best first; at most the `limit` best by margin are looked at (a bound on the cost)."""
+    mems, E = retriever.memories, retriever.embeddings
+    allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
+    pool = [i for i in range(len(mems)) if allowed[i] and mems[i].id not in exclude]
+    if not pool:
+        return []
+    to_seed, to_anti = model.scores([mems[i].text for i in pool])
+    like = {pool[j] for j in range(len(pool)) if to_seed[j] > to_anti[j]}
+    margin = {pool[j]: float(to_seed[j] - to_anti[j]) for j in range(len(pool))}
+    ordered = sorted(like, key=lambda i: (-margin[i], mems[i].id))[:limit]
+    out = []
+    for i in ordered:
+        spans = answer_spans(mems[i].text)
+        if not spans:
+            continue
+        sims = E @ E[i]
+        for k in np.argsort(-sims)[:neighbours + 1].tolist():
+            if k == i or k not in like or sims[k] < copy_cos:
+                continue
+            if any(mentions(sp, mems[k].text) for sp in spans):
+                out.append((mems[i].id, margin[i]))
+                break
+    return out
+
+
 def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retriever: Retriever,
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
@@ -360,10 +401,26 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         carrying its claim."""
         return seedlike(o) and float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos and _carries_claim(o, claims)
 
-    def verify(mid: str, q: str, question: str | None) -> tuple[dict[str, Any] | None, bool]:
-        """(evidence, whether the store's side was seen at all after removing the group)."""
+    rare = max(2.0, _RARE_SHARE * len(mems))
+
+    def about(o: Any, m: Any, said: Sequence[str]) -> bool:
+        """o is about m's subject: it names one of m's names other than the claim, or shares
+        with m a content word the store rarely uses (`keyword_query`'s rule), outside the claim."""
+        if any(mentions(sp, o.text) for sp in answer_spans(m.text) if sp not in said):
+            return True
+        ctok = set().union(*(_tokens(c) for c in said)) if said else set()
+        mine = {w for w in _tokens(m.text) - ctok if w not in _FUNCTION and df.get(w, 0) <= rare}
+        return bool(mine & _tokens(o.text))
+
+    def verify(mid: str, q: str, question: str | None, backed: bool = False
+               ) -> tuple[dict[str, Any] | None, bool]:
+        """(evidence, whether the store's side was seen at all after removing the group).
+        `backed`: a candidate admitted by its copies, not by the shape cut; its store's side
+        must be about its subject (`about`)."""
         m = mems[idx[mid]]
         row: dict[str, Any] = {"memory": mid, "query": q[:200]}
+        if backed:
+            row["backed"] = True
         res.trace.append(row)
         r1 = retriever.retrieve(q, k, removed)
         me: Any = next((r for r in r1 if r.id == mid), m)
@@ -440,6 +497,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # claim; the supporters among them carry the new answer.
         side = [o for o in wide if o.score >= support_cos and not seedlike(o)
                 and same_question(asked, stated_question(o)) and not _carries_claim(o, claims)]
+        if backed:
+            # Admitted by its copies alone, not by its shape: two sentences of one padding
+            # article back each other too, and without them the agent answers from records about
+            # other things (TUNE hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim"
+            # against other nobles' records at cosine 0.43). Its store's side must be about it.
+            side = [o for o in side if about(o, m, said)]
         support = [o.id for o in side if carries_answer(o, units)]
         row["support"] = support
         row["side"] = len(side)
@@ -485,8 +548,19 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
 
     tested: set[str] = set()
     for _pass in range(passes):
-        ranked = seed_likeness(model, retriever, exclude=removed | set(seed_ids) | set(anti) | tested,
-                               quantile=quantile, seed=seed)
+        skip = removed | set(seed_ids) | set(anti) | tested
+        ranked = seed_likeness(model, retriever, exclude=skip, quantile=quantile, seed=seed)
+        # Under the shape cut, a memory that a seed-like copy backs: a planted group is written
+        # several times, in shapes the seeds need not share (TUNE hotpot-plain-adv: one target's
+        # eight passages at 0.65-0.76 to the seeds' shape against a cut of 0.85).
+        chosen = {c for c, _ in ranked}
+        backed = [(c, mg) for c, mg in backed_by_copies(model, retriever, exclude=skip, copy_cos=copy_cos,
+                                                        limit=4 * max_candidates, neighbours=max_group)
+                  if c not in chosen]
+        by_copies = {c for c, _ in backed}
+        # One ranking by margin: in a store with more than `max_candidates` records over the cut,
+        # backed ones listed after them would never be tested.
+        ranked = sorted(ranked + backed, key=lambda x: (-x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
         found = 0
         for mid, margin in ranked[:max_candidates]:
@@ -497,15 +571,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             question = q if q != m.text else None
             res.tested += 1
             tested.add(mid)
-            ev, store_side = verify(mid, q, question)
+            bk = mid in by_copies
+            ev, store_side = verify(mid, q, question, bk)
             if ev is None and not store_side and question is None:
                 # Its own text found only look-alikes, even with its group out (the template
                 # outweighs the topic): ask by its distinctive words, those rare in the store.
-                ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None)
+                ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None, bk)
             if ev is None and question is None and (bq := borrowed_question(m)):
                 # A statement asked as itself confuses a chat model ("The answer is:"): ask the
                 # question its paraphrases state.
-                ev, _ = verify(mid, bq, bq)
+                ev, _ = verify(mid, bq, bq, bk)
             if ev is None:
                 continue
             ev["seed_margin"] = round(margin, 4)

@@ -21,6 +21,9 @@ def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect():
     assert ma["removed"] > 0 and ma["poison_suspects"] == 0
     assert ma["corrections"] == ma["removed"] and ma["corrections_honest"] > 0
     assert ma["engine_utility_cost"] is not None and ma["alpha"] == 0.6
+    # A benign answer broken (right before, not after) is also a changed one.
+    for r in rows:
+        assert 0.0 <= r["utility_broken"] <= r["utility_changed"] <= 1.0
 
 
 def test_alpha_one_gives_cas_no_weight_in_the_family_run():
