@@ -34,14 +34,12 @@ mode serializes writers instead of row locks.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -59,6 +57,7 @@ from ledger.core.entries import (
     TRANSITION,
     ZERO_HASH_HEX,
     SignedEntry,
+    checked_body_hash,
     genesis_body,
     genesis_entry_of,
     label_body,
@@ -71,7 +70,7 @@ from ledger.core.entries import (
     verify_entry,
 )
 from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchError, WeightMismatchError
-from ledger.core.keys import EpochSet, SignatureBatch
+from ledger.core.keys import Ed25519Key, EpochSet, SignatureBatch
 from ledger.core.merkle import leaf_hash
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
 from ledger.decisions import decision_of_task, decision_resolve
@@ -105,8 +104,10 @@ DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e
 GENESIS_BATCH = 500
 _WRITE_CHUNK = 500  # rows per INSERT statement
 SIGNATURE_BATCH_MIN = 32  # items from which a batch's signature checks go to worker threads
+SIGNING_BATCH_MIN = 32  # items from which a batch's signatures are made on worker threads
 
 _SIGNATURE_WORKERS = os.cpu_count() or 1
+_THREADSAFE_SIGNERS = (OnlineSigner, Ed25519Key)  # in-memory libsodium keys: sign from any thread
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
 
@@ -449,21 +450,11 @@ def _warm_signer(memory: Memory, now: datetime, db: Any = None) -> Any:
     return signer
 
 
-_NODE_COLUMNS = itemgetter("memory_id", "seq", "prev_weight_q", "new_weight_q", "valence_q", "eta_q", "evidence",
-                           "prev", "epoch", "time", "signature", "entry_hash")
-_COMMITMENT_COLUMNS = itemgetter("memory_id", "seq", "new_weight_q", "provenance_hash", "epoch", "time", "signature")
-
-
-def _columns(rows: list[tuple], width: int) -> list[Sequence[Any]]:
-    """``rows`` (tuples of ``width`` values) as ``width`` columns."""
-    return list(zip(*rows)) if rows else [()] * width
-
-
 def _write_call(chains: list[_Chain], db: Any = None) -> None:
     """:func:`_write` of verified transitions to one organization's remembered memories, as one
-    call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
-    first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and the
-    key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
+    call of ``ledger_append_transitions`` (migrations 0010 and 0012; see :func:`sql._append_call`),
+    which first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and
+    the key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
     entries were verified against. Not inside a transaction (the call is its own)."""
     chains = [c for c in chains if c.changed]
     if not chains:
@@ -472,33 +463,34 @@ def _write_call(chains: list[_Chain], db: Any = None) -> None:
     org_id = first.organization_id
     *counts, newest = first.epoch_mark
     nodes: list[_Row] = []
-    tcs: list[_Row] = []
-    leaves: list[tuple[int, str, int, bytes]] = []
+    n_rows: list[list] = []
+    t_rows: list[list] = []
+    l_rows: list[list] = []
+    m_rows: list[list] = []
     for c in chains:
         m = c.memory
         if m.organization_id != org_id or m.epoch_mark != first.epoch_mark or c.label_seq != m.label_seq:
             raise RuntimeError("_write_call takes transitions to one organization's memories under one key ring")
+        pk = m.pk
         for row in c.rows:
+            v = row.values
             if row.model is ProvenanceNode:
                 nodes.append(row)
+                n_rows.append([v["memory_id"], v["seq"], v["prev_weight_q"], v["new_weight_q"], v["valence_q"],
+                               v["eta_q"], v["evidence"], v["prev"].hex(), v["epoch"], v["time"],
+                               v["signature"].hex(), v["entry_hash"].hex()])
             elif row.model is TransitionCommitment:
-                tcs.append(row)
+                t_rows.append([v["memory_id"], v["seq"], v["new_weight_q"], v["provenance_hash"].hex(), v["epoch"],
+                               v["time"], v["signature"].hex()])
             else:
                 raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
-        leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
-    # One tuple per row, turned into one column per argument by zip (a list comprehension per
-    # column cost more than the columns' array literals).
-    m_cols = _columns([(c.memory.pk, c.memory.live_seq, bytes(c.memory.chain_head), c.memory.live_weight_q,
-                        c.memory.label_seq, c.seq, bytes.fromhex(c.head), c.weight_q) for c in chains], 8)
-    n_cols = _columns(list(map(_NODE_COLUMNS, [r.values for r in nodes])), 12)
-    n_cols[6] = [json.dumps(e) for e in n_cols[6]]  # evidence: its JSON text, cast to jsonb by the call
-    t_cols = _columns(list(map(_COMMITMENT_COLUMNS, [r.values for r in tcs])), 7)
-    l_cols = _columns([(pk, kind, seq, leaf_hash(digest)) for pk, kind, seq, digest in leaves], 4)
-    node_rows = nodes
-    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols], db)
-    if len(ids) != len(node_rows):
-        raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
-    for row, pk in zip(node_rows, ids):
+        l_rows += [[pk, kind, seq, leaf_hash(digest).hex()] for kind, seq, digest in c.leaves]
+        m_rows.append([pk, m.live_seq, m.chain_head.hex(), m.live_weight_q, m.label_seq, c.seq, c.head, c.weight_q])
+    ids = _append_call({"org": org_id, "e": [*counts, newest.hex() if newest is not None else None],
+                        "m": m_rows, "n": n_rows, "t": t_rows, "l": l_rows}, db)
+    if len(ids) != len(nodes):
+        raise RuntimeError(f"inserted {len(nodes)} provenance nodes but got {len(ids)} ids back")
+    for row, pk in zip(nodes, ids):
         row.pk = pk
     for c in chains:
         m = c.memory
@@ -510,12 +502,21 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
                         db: Any = None) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
     name one memory); the chains to write and the provenance rows, in item order. ``warm``: the
-    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached."""
+    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached.
+
+    1. Build every item's node and commitment bodies and their hashes, in order, each memory's
+       next item on the tip the one before it leaves (nothing is checked against the chain yet);
+    2. sign the hashes (a batch of at least SIGNING_BATCH_MIN items with in-memory keys: on the
+       worker threads, the caller waiting; otherwise here);
+    3. check each signed entry against the chain as stored (:func:`_check_entry`: the row is
+       the body, the tips, the weight rule, the signature under the database's key ring),
+       its signature verified at once or, for a batch, by :func:`_signatures_check` after.
+    """
     t = format_time(now)
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
-    nodes: list[_Row] = []
-    signatures = _signature_batch(len(items))
+    built: list[tuple[_Chain, EpochSet, Any, list[tuple[str, dict, bytes]]]] = []
+    tips: dict[int, tuple[int, str | None, int]] = {}
     for it in items:
         m = memories.get(it["memory_id"])
         if m is None:
@@ -527,12 +528,42 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
             keys[m.organization_id] = (signer, _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
-        entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
-                                      eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
+        tip = tips.get(m.pk) or (chain.seq, chain.head, chain.weight_q)
+        bodies = _transition_bodies(chain, tip, valence_q=it["valence_q"], evidence=it.get("evidence", []),
+                                    eta_q=it.get("eta_q", DEFAULT_ETA_Q), epoch=signer.epoch, time=t)
+        node_body, node_digest = bodies[0][1], bodies[0][2]
+        tips[m.pk] = (tip[0] + 1, node_digest.hex(), node_body["new_weight_q"])
+        built.append((chain, epochs, signer, bodies))
+    signed = _signed([(signer, digest) for _, _, signer, bodies in built for _, _, digest in bodies])
+    signatures = _signature_batch(len(items))
+    nodes: list[_Row] = []
+    at = 0
+    for chain, epochs, _, bodies in built:
+        entries = []
+        for kind, body, digest in bodies:
+            entries.append((SignedEntry(kind, body, signed[at]), digest))
+            at += 1
         _verify_into(chain, entries, epochs, signatures)
         nodes.append(chain.rows[-2])
     _signatures_check(signatures)
     return chains, nodes
+
+
+def _signed(jobs: list[tuple[Any, bytes]]) -> list[bytes]:
+    """The signature of each (signer, hash), in order: for at least 2 × SIGNING_BATCH_MIN hashes
+    (a batch's nodes and commitments) whose signers are in-memory Ed25519 keys, on the worker
+    threads, one share each, the caller waiting (libsodium signs without the GIL); else here."""
+    if len(jobs) < 2 * SIGNING_BATCH_MIN or not all(isinstance(s, _THREADSAFE_SIGNERS) for s, _ in jobs):
+        return [signer.sign(digest) for signer, digest in jobs]
+    share = -(-len(jobs) // _SIGNATURE_WORKERS)
+    out: list[bytes] = []
+    for part in _signature_pool().map(_sign_share, [jobs[i:i + share] for i in range(0, len(jobs), share)]):
+        out += part
+    return out
+
+
+def _sign_share(jobs: list[tuple[Any, bytes]]) -> list[bytes]:
+    return [signer.sign(digest) for signer, digest in jobs]
 
 
 def _signature_batch(n: int) -> SignatureBatch | None:
@@ -632,22 +663,24 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
     return signed
 
 
-def _transition_entries(chain: _Chain, *, valence_q: int, evidence: list[str], eta_q: int, signer, time: str
-                        ) -> list[tuple[SignedEntry, bytes]]:
-    if chain.head is None:
+def _transition_bodies(chain: _Chain, tip: tuple[int, str | None, int], *, valence_q: int, evidence: list[str],
+                       eta_q: int, epoch: int, time: str) -> list[tuple[str, dict, bytes]]:
+    """The node and commitment bodies of one transition on ``tip`` (seq, head, weight) of
+    ``chain``, each with its hash (validated by the body builders: hashed once, here)."""
+    seq, head, weight_q = tip
+    if head is None:
         raise EntryRejected(f"memory {chain.name} has no signed genesis yet; nothing written",
-                            cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=chain.seq + 1))
+                            cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=seq + 1))
     try:
-        new_q = next_weight_q(chain.weight_q, valence_q, eta_q)
-        node = sign_checked_body(PROVENANCE, provenance_body(
-            chain.tenant, chain.name, chain.seq + 1, chain.weight_q, new_q, valence_q, [str(e) for e in evidence],
-            chain.head, signer.epoch, time, eta_q=eta_q), signer)
-        commitment = sign_checked_body(TRANSITION, transition_body(
-            chain.tenant, chain.name, chain.seq + 1, new_q, node[1].hex(), signer.epoch, time), signer)
+        new_q = next_weight_q(weight_q, valence_q, eta_q)
+        node = provenance_body(chain.tenant, chain.name, seq + 1, weight_q, new_q, valence_q,
+                               [str(e) for e in evidence], head, epoch, time, eta_q=eta_q)
+        node_digest = checked_body_hash(PROVENANCE, node)
+        commitment = transition_body(chain.tenant, chain.name, seq + 1, new_q, node_digest.hex(), epoch, time)
+        return [(PROVENANCE, node, node_digest), (TRANSITION, commitment, checked_body_hash(TRANSITION, commitment))]
     except (LedgerError, ValueError) as exc:
         raise EntryRejected(f"cannot build a transition for memory {chain.name}: {exc}; nothing written",
                             cause=exc if isinstance(exc, LedgerError) else None) from None
-    return [node, commitment]
 
 
 def transitions_append(*, items: list[dict], now: datetime | None = None) -> list[ProvenanceNode]:
