@@ -323,14 +323,11 @@ def _guard_sql(memories: list[Memory]) -> list[_Statement]:
 # --------------------------------------------------------------------------- one call (PostgreSQL)
 #
 # The warm append of transitions to one organization's memories as one call of the server-side
-# function ``ledger_append_transitions`` with the batch as one ``jsonb`` parameter (migration
-# 0012, which turns it into the arrays of the 0010 function and calls that), a statement
-# prepared once per connection, its statements planned once per session (generic plans,
-# 0011/0012). It runs the same checks as :func:`_guard_sql` and the same writes as
-# ``writes._write``; the triggers still check each row.
+# function ``ledger_append_transitions`` (migration 0010): one array per column, a statement
+# prepared once per connection, its statements planned once per session (generic plans, 0011).
+# It runs the same checks as :func:`_guard_sql` and the same writes as ``writes._write``; the
+# triggers still check each row.
 
-# The 0010 signature: one array per column. Processes of the previous release call it during a
-# rolling upgrade; tests call it to exercise the server's checks directly.
 _APPEND_TYPES = (
     "bigint", "bigint", "bigint", "bigint", "text", "bytea",  # organization, key-epoch marks
     "bigint[]", "integer[]", "bytea[]", "integer[]", "integer[]",  # memories and their expected tips
@@ -342,37 +339,79 @@ _APPEND_TYPES = (
 )
 APPEND_CALL = "SELECT ledger_append_transitions(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
 
-APPEND_JSON_CALL = "SELECT ledger_append_transitions(%s::jsonb)"
-_PREPARED_NAME = b"ledger_append_transitions_jsonb"
-_PREPARED_SQL = b"SELECT ledger_append_transitions($1::jsonb)"
-_JSON = json.JSONEncoder(separators=(",", ":"))  # ASCII out (non-ASCII as \u escapes): no encode pass
+
+def _int_array(values: Sequence[int]) -> bytes:
+    if len(values) == 1:  # one append: one row per group; one format, no join
+        v = values[0]
+        if not isinstance(v, int):
+            raise TypeError(f"an integer column holds a {type(v).__name__}")
+        return b"{%d}" % v
+    # int.__repr__, int's own slot: a non-int raises TypeError (int.__str__ is object's: it did not)
+    return ("{" + ",".join(map(int.__repr__, values)) + "}").encode()
 
 
-def _append_payload(batch: dict) -> bytes:
-    """``batch`` (the document migration 0012 describes) as the call's parameter.
+def _bytea_array(values: Sequence[bytes]) -> bytes:
+    if not values:
+        return b"{}"
+    if len(values) == 1:
+        return b'{"\\\\x%b"}' % bytes.hex(values[0]).encode()  # bytes.hex: bytes only
+    return ('{"\\\\x' + '","\\\\x'.join(map(bytes.hex, values)) + '"}').encode()
 
-    PostgreSQL text cannot hold NUL, which JSON writes as ``\u0000``: such a batch is refused
-    here, before it is sent, as the locked path's statements refuse it (``ValueError``)."""
-    text = _JSON.encode(batch)
-    if "\\u0000" in text and any("\x00" in s for row in batch["n"] for s in (*row[6], row[9])):
+
+def _text_array(values: Sequence[str]) -> bytes:
+    if not values:
+        return b"{}"
+    text = '{"' + '","'.join(str.replace(str.replace(v, "\\", "\\\\"), '"', '\\"') for v in values) + '"}'
+    if "\x00" in text:
         raise ValueError("PostgreSQL text cannot contain NUL characters")
-    return text.encode("ascii")
+    return text.encode()
 
 
-def _append_call(batch: dict, db: Any = None) -> list[int]:
-    """Call ``ledger_append_transitions(batch)`` (autocommit: one implicit transaction) and
-    return the provenance node ids, in the order of ``batch["n"]``.
+def _text_param(v: Any) -> bytes | None:
+    """A scalar parameter in PostgreSQL's text input format (ints, strings, bytes, None)."""
+    if v is None:
+        return None
+    t = type(v)
+    if t is int:
+        return b"%d" % v
+    if t is str:
+        return v.encode()
+    if t is bytes:
+        return b"\\x" + v.hex().encode()
+    raise TypeError(f"no text parameter for {t.__name__}")
 
-    On the connection's libpq handle, as a statement prepared once per connection with a text
-    parameter: Django's cursor wrapper and psycopg's cursor machinery cost several times the
-    call itself. Errors come out as Django's (``wrap_database_errors``); a query log that is on
-    (DEBUG, a test counting queries) still records the call, and execute wrappers, when
-    installed, see it through Django's cursor (:data:`APPEND_JSON_CALL`)."""
-    arg = _append_payload(batch)
+
+# PostgreSQL array literals of one column each, in the text input format, cast to the
+# parameter's type by the prepared call: psycopg's list adaptation (Python code) cost more per
+# append than the two signatures. Each writer takes its column's type only (a value of another
+# type raises) and returns the parameter's bytes; a one-element column (a single append's) is
+# one format operation.
+_ARRAY_LITERALS = {"bigint[]": _int_array, "integer[]": _int_array, "bytea[]": _bytea_array,
+                   "text[]": _text_array}
+_APPEND_WRITERS = tuple(_ARRAY_LITERALS.get(t, _text_param) for t in _APPEND_TYPES)
+
+
+_PREPARED_NAME = b"ledger_append_transitions"
+_PREPARED_SQL = ("SELECT ledger_append_transitions(" +
+                 ", ".join(f"${i}::{t}" for i, t in enumerate(_APPEND_TYPES, 1)) + ")").encode()
+
+
+def _append_call(params: Sequence[Any], db: Any = None) -> list[int]:
+    """Call ``ledger_append_transitions`` with ``params`` (autocommit: one implicit transaction)
+    and return the provenance node ids.
+
+    On the connection's libpq handle, as a statement prepared once per connection with text
+    parameters: Django's cursor wrapper, psycopg's cursor machinery and its list adaptation
+    cost several times the call itself. Errors come out as Django's (``wrap_database_errors``);
+    a query log that is on (DEBUG, a test counting queries) still records the call, and execute
+    wrappers, when installed, see it through Django's cursor (:data:`APPEND_CALL`)."""
+    if len(params) != len(_APPEND_TYPES):
+        raise ValueError(f"ledger_append_transitions takes {len(_APPEND_TYPES)} arguments, got {len(params)}")
+    args = [w(p) for w, p in zip(_APPEND_WRITERS, params)]
     db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     if db.execute_wrappers:
         with db.cursor() as cur:
-            cur.execute(APPEND_JSON_CALL, [arg.decode("ascii")])
+            cur.execute(APPEND_CALL, [a if a is None else a.decode() for a in args])
             return cur.fetchone()[0]
     raw = db.connection
     if raw is None or raw.closed:
@@ -388,16 +427,16 @@ def _append_call(batch: dict, db: Any = None) -> list[int]:
             if getattr(db, "_ledger_prepared", None) is not pgconn:  # once per connection
                 _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
                 db._ledger_prepared = pgconn
-            res = pgconn.exec_prepared(_PREPARED_NAME, [arg])
+            res = pgconn.exec_prepared(_PREPARED_NAME, args)
             if res.status != pq.ExecStatus.TUPLES_OK and res.error_field(pq.DiagnosticField.SQLSTATE) == b"26000":
                 # the session lost its prepared statements (DEALLOCATE ALL, DISCARD ALL): again
                 _check(pgconn.prepare(_PREPARED_NAME, _PREPARED_SQL), pq.ExecStatus.COMMAND_OK, raw)
-                res = pgconn.exec_prepared(_PREPARED_NAME, [arg])
+                res = pgconn.exec_prepared(_PREPARED_NAME, args)
             _check(res, pq.ExecStatus.TUPLES_OK, raw)
             value = res.get_value(0, 0)
     finally:
         if logged:  # as Django's debug cursor does: refused calls are logged too
-            db.queries_log.append({"sql": APPEND_JSON_CALL, "time": f"{time.monotonic() - t0:.3f}"})
+            db.queries_log.append({"sql": APPEND_CALL, "time": f"{time.monotonic() - t0:.3f}"})
     if value is None or value[:1] != b"{" or value[-1:] != b"}":
         raise RuntimeError(f"ledger_append_transitions returned {value!r:.80}")
     return [int(x) for x in value[1:-1].split(b",")] if len(value) > 2 else []

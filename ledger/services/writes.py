@@ -34,12 +34,14 @@ mode serializes writers instead of row locks.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -450,11 +452,21 @@ def _warm_signer(memory: Memory, now: datetime, db: Any = None) -> Any:
     return signer
 
 
+_NODE_COLUMNS = itemgetter("memory_id", "seq", "prev_weight_q", "new_weight_q", "valence_q", "eta_q", "evidence",
+                           "prev", "epoch", "time", "signature", "entry_hash")
+_COMMITMENT_COLUMNS = itemgetter("memory_id", "seq", "new_weight_q", "provenance_hash", "epoch", "time", "signature")
+
+
+def _columns(rows: list[tuple], width: int) -> list[Sequence[Any]]:
+    """``rows`` (tuples of ``width`` values) as ``width`` columns."""
+    return list(zip(*rows)) if rows else [()] * width
+
+
 def _write_call(chains: list[_Chain], db: Any = None) -> None:
     """:func:`_write` of verified transitions to one organization's remembered memories, as one
-    call of ``ledger_append_transitions`` (migrations 0010 and 0012; see :func:`sql._append_call`),
-    which first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and
-    the key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
+    call of ``ledger_append_transitions`` (migration 0010; see :func:`sql._append_call`), which
+    first checks in the database what :func:`sql._guard_sql` checks: the memories' tips and the
+    key-epoch marks (of the memories, all equal: the caller made sure) are still the ones the
     entries were verified against. Not inside a transaction (the call is its own)."""
     chains = [c for c in chains if c.changed]
     if not chains:
@@ -463,34 +475,33 @@ def _write_call(chains: list[_Chain], db: Any = None) -> None:
     org_id = first.organization_id
     *counts, newest = first.epoch_mark
     nodes: list[_Row] = []
-    n_rows: list[list] = []
-    t_rows: list[list] = []
-    l_rows: list[list] = []
-    m_rows: list[list] = []
+    tcs: list[_Row] = []
+    leaves: list[tuple[int, str, int, bytes]] = []
     for c in chains:
         m = c.memory
         if m.organization_id != org_id or m.epoch_mark != first.epoch_mark or c.label_seq != m.label_seq:
             raise RuntimeError("_write_call takes transitions to one organization's memories under one key ring")
-        pk = m.pk
         for row in c.rows:
-            v = row.values
             if row.model is ProvenanceNode:
                 nodes.append(row)
-                n_rows.append([v["memory_id"], v["seq"], v["prev_weight_q"], v["new_weight_q"], v["valence_q"],
-                               v["eta_q"], v["evidence"], v["prev"].hex(), v["epoch"], v["time"],
-                               v["signature"].hex(), v["entry_hash"].hex()])
             elif row.model is TransitionCommitment:
-                t_rows.append([v["memory_id"], v["seq"], v["new_weight_q"], v["provenance_hash"].hex(), v["epoch"],
-                               v["time"], v["signature"].hex()])
+                tcs.append(row)
             else:
                 raise RuntimeError(f"_write_call writes transitions only, not {row.model.__name__}")
-        l_rows += [[pk, kind, seq, leaf_hash(digest).hex()] for kind, seq, digest in c.leaves]
-        m_rows.append([pk, m.live_seq, m.chain_head.hex(), m.live_weight_q, m.label_seq, c.seq, c.head, c.weight_q])
-    ids = _append_call({"org": org_id, "e": [*counts, newest.hex() if newest is not None else None],
-                        "m": m_rows, "n": n_rows, "t": t_rows, "l": l_rows}, db)
-    if len(ids) != len(nodes):
-        raise RuntimeError(f"inserted {len(nodes)} provenance nodes but got {len(ids)} ids back")
-    for row, pk in zip(nodes, ids):
+        leaves += [(m.pk, kind, seq, digest) for kind, seq, digest in c.leaves]
+    # One tuple per row, turned into one column per argument by zip (a list comprehension per
+    # column cost more than the columns' array literals).
+    m_cols = _columns([(c.memory.pk, c.memory.live_seq, bytes(c.memory.chain_head), c.memory.live_weight_q,
+                        c.memory.label_seq, c.seq, bytes.fromhex(c.head), c.weight_q) for c in chains], 8)
+    n_cols = _columns(list(map(_NODE_COLUMNS, [r.values for r in nodes])), 12)
+    n_cols[6] = [json.dumps(e) for e in n_cols[6]]  # evidence: its JSON text, cast to jsonb by the call
+    t_cols = _columns(list(map(_COMMITMENT_COLUMNS, [r.values for r in tcs])), 7)
+    l_cols = _columns([(pk, kind, seq, leaf_hash(digest)) for pk, kind, seq, digest in leaves], 4)
+    node_rows = nodes
+    ids = _append_call([org_id, *counts, newest, *m_cols, *n_cols, *t_cols, *l_cols], db)
+    if len(ids) != len(node_rows):
+        raise RuntimeError(f"inserted {len(node_rows)} provenance nodes but got {len(ids)} ids back")
+    for row, pk in zip(node_rows, ids):
         row.pk = pk
     for c in chains:
         m = c.memory

@@ -1,6 +1,7 @@
-"""The warm append's call with the batch as one jsonb parameter (migration 0012) and the batch
-signatures made on worker threads: the values round-trip, a bad batch is refused whole, the
-server still checks the tips and the triggers stay the last line."""
+"""The warm append's call parameters (one PostgreSQL array literal per column, written by
+``ledger.services.sql``; a single append's columns of one element each take a shorter way) and
+the batch signatures made on worker threads: the values round-trip, a NUL is refused with
+nothing written, a bad batch is refused whole."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_a_warm_append_is_one_call_of_one_parameter_and_stores_what_was_signed(m
     m = memories[0]
     _append(m, ["cold"])  # the locked path; remembers the tips on commit
     node, queries = _append(m, evidence)
-    assert queries == [sql.APPEND_JSON_CALL]
+    assert queries == [sql.APPEND_CALL]
     stored = ProvenanceNode.objects.get(pk=node.pk)
     assert stored.evidence == evidence and stored.seq == 2
     assert (bytes(stored.prev), bytes(stored.signature), bytes(stored.entry_hash)) == \
@@ -67,70 +68,51 @@ def test_a_warm_append_is_one_call_of_one_parameter_and_stores_what_was_signed(m
 
 @pg_only
 @pytest.mark.parametrize("bad", ["nul\x00inside", "\x00"])
-def test_a_nul_in_the_evidence_is_refused_before_the_call_and_nothing_is_written(memories, organization, bad):
+def test_a_nul_in_the_evidence_is_refused_by_the_database_and_nothing_is_written(memories, organization, bad):
+    # The evidence goes in as JSON text, where a NUL is the escape \u0000, which jsonb refuses:
+    # the call fails, the locked path tries and fails the same way, nothing is written.
     m = memories[1]
     _append(m, ["cold"])
     before = _counts()
-    with CaptureQueriesContext(connection) as queries, pytest.raises(ValueError, match="NUL"):
+    with pytest.raises(DatabaseError, match="Unicode escape"):
         services.transition_append(memory_id=m.pk, valence_q=100, evidence=["ok", bad])
-    assert queries.captured_queries == [] and _counts() == before
-    node, queries = _append(m, ["after"])
-    assert node.seq == 2 and queries == [sql.APPEND_JSON_CALL]
-    assert organization_verify(organization) == []
-
-
-
-def _payload(m: Memory, **change) -> dict:
-    """The call's document for the transition the service just wrote to ``m`` (read back from its
-    rows), as if it were appended again on top of the state before it."""
-    m.refresh_from_db()
-    node = ProvenanceNode.objects.get(memory=m, seq=m.live_seq)
-    tc = TransitionCommitment.objects.get(memory=m, seq=m.live_seq)
-    *counts, newest = services._tips[services._tips_key(m.pk)].epoch_mark
-    doc = {"org": m.organization_id, "e": [*counts, newest.hex() if newest is not None else None],
-           "m": [[m.pk, m.live_seq - 1, bytes(node.prev).hex(), node.prev_weight_q, m.label_seq, m.live_seq,
-                  bytes(node.entry_hash).hex(), node.new_weight_q]],
-           "n": [[m.pk, node.seq, node.prev_weight_q, node.new_weight_q, node.valence_q, node.eta_q, node.evidence,
-                  bytes(node.prev).hex(), node.epoch, node.time, bytes(node.signature).hex(),
-                  bytes(node.entry_hash).hex()]],
-           "t": [[m.pk, tc.seq, tc.new_weight_q, bytes(tc.provenance_hash).hex(), tc.epoch, tc.time,
-                  bytes(tc.signature).hex()]],
-           "l": [[m.pk, "provenance", node.seq, "00" * 32], [m.pk, "transition", node.seq, "01" * 32]]}
-    doc.update(change)
-    return doc
-
-
-def _call(doc: dict) -> None:
-    with connection.cursor() as c:
-        c.execute(sql.APPEND_JSON_CALL, [sql._append_payload(doc).decode()])
-
-
-@pg_only
-def test_the_jsonb_call_checks_the_tips_and_the_triggers_stay_the_last_line(memories, organization):
-    m = memories[2]
-    _append(m, ["one"])
-    before = _counts()
-    # the tips it would check are the state before the last append: they moved, it refuses
-    with pytest.raises(DatabaseError, match="a chain tip moved"):
-        _call(_payload(m))
-    # tips that match, but a new chain head no node has: the memory trigger refuses
-    m.refresh_from_db()
-    doc = _payload(m)
-    head = bytes(m.chain_head).hex()
-    doc["m"] = [[m.pk, m.live_seq, head, m.live_weight_q, m.label_seq, m.live_seq + 1, "78" * 32, m.live_weight_q + 1]]
-    doc["n"] = [[m.pk, m.live_seq + 1, m.live_weight_q, m.live_weight_q + 1, 100, 500, [], head, 1,
-                 "2026-01-01T00:00:00.000001Z", "73" * 64, "68" * 32]]
-    doc["t"] = [[m.pk, m.live_seq + 1, m.live_weight_q + 1, "68" * 32, 1, "2026-01-01T00:00:00.000001Z", "73" * 64]]
-    with pytest.raises(DatabaseError, match="ledger_memory"):
-        _call(doc)
-    # a value of the wrong type: the whole call rolls back
-    doc["m"][0][6] = "68" * 32
-    doc["n"][0][1] = "two"
-    with pytest.raises(DatabaseError, match="integer"):
-        _call(doc)
     assert _counts() == before
+    node, _ = _append(m, ["after"])
+    node_again, queries = _append(m, ["warm again"])
+    assert (node.seq, node_again.seq) == (2, 3) and queries == [sql.APPEND_CALL]
     assert organization_verify(organization) == []
 
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_the_array_literals_round_trip_through_postgresql(rows, db):
+    if not POSTGRES:
+        pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
+    texts = ["ünï©ødé € 😀", 'a"b\\c', "{1,2}", "NULL", "", " lead", "\\x00ff", "é" * 3000, "x,y}"]
+    ints = [0, -1, 2**62, 7]
+    blobs = [b"", b"\x00\xff" * 40, bytes(range(256)), b"\\"]
+    cases = [(sql._text_array, "text[]", [texts[(i + j) % len(texts)] for j in range(rows)]) for i in range(len(texts))]
+    cases += [(sql._int_array, "bigint[]", [ints[(i + j) % len(ints)] for j in range(rows)]) for i in range(len(ints))]
+    cases += [(sql._bytea_array, "bytea[]", [blobs[(i + j) % len(blobs)] for j in range(rows)]) for i in range(len(blobs))]
+    cases += [(sql._text_array, "text[]", []), (sql._bytea_array, "bytea[]", []), (sql._int_array, "bigint[]", [])]
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    for write, cast, values in cases:
+        res = pgconn.exec_params(f"SELECT $1::{cast}".encode(), [write(values)])
+        assert res.error_message == b"", res.error_message
+        with connection.cursor() as c:  # read back through psycopg's own loaders
+            c.execute(f"SELECT %s::text::{cast}", [write(values).decode()])
+            assert [bytes(v) if isinstance(v, memoryview) else v for v in c.fetchone()[0]] == values, (cast, values)
+    assert [sql._text_param(v) for v in (None, 7, "t", b"\x01")] == [None, b"7", b"t", b"\\x01"]
+
+
+def test_a_writer_refuses_a_value_of_another_type():
+    for write, bad in ((sql._int_array, ["1"]), (sql._int_array, [1.0]), (sql._int_array, [1, "2"]),
+                       (sql._int_array, [1, 2.0]),
+                       (sql._bytea_array, ["ab"]), (sql._bytea_array, [b"a", "b"]), (sql._text_param, 1.5)):
+        with pytest.raises(TypeError):
+            write(bad)
+    with pytest.raises(ValueError, match="NUL"):
+        sql._text_array(["ok", "a\x00b"])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -160,7 +142,7 @@ def test_a_batch_with_one_swapped_signature_is_refused_naming_memory_and_seq(mem
         nodes = services.transitions_append(items=items)
     assert [x.seq for x in nodes[:6]] == [2, 2, 2, 3, 3, 3] and _counts()[0] == before[0] + n
     if POSTGRES:
-        assert [q["sql"] for q in queries.captured_queries] == [sql.APPEND_JSON_CALL]
+        assert [q["sql"] for q in queries.captured_queries] == [sql.APPEND_CALL]
     assert organization_verify(organization) == []
 
 
