@@ -250,9 +250,9 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: by
     """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``.
 
     ``digest``: the entry's hash, for an entry this process has just built from a body its builder
-    validated (:func:`_signed`): the body is then neither validated nor canonically encoded again.
-    Its signature is still verified, against the rebuilt row's body, as for any other entry:
-    at once, or by ``signatures`` (see :func:`_transitions_signed`).
+    validated (``sign_checked_body``, :func:`_transition_bodies`): the body is then neither
+    validated nor canonically encoded again. Its signature is still verified, against the rebuilt
+    row's body, as for any other entry: at once, or by ``signatures`` (see :func:`_transitions_signed`).
     """
     kind = entry.kind
     body = entry.body if isinstance(entry.body, dict) else {}
@@ -337,7 +337,7 @@ def _rejected(exc: LedgerError, name: str, kind: str) -> EntryRejected:
 def _verify_into(chain: _Chain, entries: Iterable[SignedEntry | tuple[SignedEntry, bytes]], epochs: EpochSet,
                  signatures: SignatureBatch | None = None) -> None:
     """Check ``entries`` in order against ``chain`` (see :func:`_check_entry`); an entry may come
-    with its hash, as :func:`_signed` returns it."""
+    with its hash, as ``sign_checked_body`` and :func:`_transition_bodies` give it."""
     for item in entries:
         entry, digest = item if isinstance(item, tuple) else (item, None)
         try:
