@@ -354,8 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=0,
                     help="also run durable single appends from this many processes at once (group commit)")
     ap.add_argument("--signature-ab", type=int, default=0, metavar="ROUNDS",
-                    help="also time ROUNDS interleaved pairs of 500-item batches with the signature checks on "
-                         "worker threads and inline (writes.SIGNATURE_BATCH_MIN), batched transitions/s each")
+                    help="also time ROUNDS interleaved triples of 500-item batches: signatures made and checked on "
+                         "worker threads, made inline and checked on threads, both inline (writes.SIGNING_BATCH_MIN, "
+                         "writes.SIGNATURE_BATCH_MIN), batched transitions/s each")
     ap.add_argument("--no-fsync-wait", action="store_true",
                     help="PostgreSQL synchronous_commit=off: NOT durable; isolates the cost of the code from the "
                          "disk flush (reported as durable=false)")
@@ -472,24 +473,29 @@ def main(argv: list[str] | None = None) -> int:
     leaf_b = statistics.mean(_row_bytes(r, {"seq"}) for r in LogLeaf.objects.filter(organization=org)
                              .values(*leaf_fields)[:1000])
 
-    # The same batches with the signature checks on the worker threads and inline, interleaved so
-    # that the host's drift falls on both alike.
+    # The same batches with the signatures made and checked on the worker threads ("threads"),
+    # made here and checked on the threads ("sign_inline"), and both here ("inline"), interleaved
+    # (the order rotating each round) so that the host's drift falls on all alike.
     signature_ab: dict = {}
     if args.signature_ab:
         from ledger.services import writes
 
-        rates: dict[str, list[float]] = {"threads": [], "inline": []}
-        threshold = writes.SIGNATURE_BATCH_MIN
+        modes = {"threads": (None, None), "sign_inline": (10**9, None), "inline": (10**9, 10**9)}
+        rates: dict[str, list[float]] = {mode: [] for mode in modes}
+        thresholds = (writes.SIGNING_BATCH_MIN, writes.SIGNATURE_BATCH_MIN)
         try:
             for rnd in range(args.signature_ab):
-                for mode in rates:
-                    writes.SIGNATURE_BATCH_MIN = threshold if mode == "threads" else 10**9
+                order = list(modes)[rnd % 3:] + list(modes)[:rnd % 3]
+                for mode in order:
+                    sign_min, check_min = modes[mode]
+                    writes.SIGNING_BATCH_MIN = sign_min or thresholds[0]
+                    writes.SIGNATURE_BATCH_MIN = check_min or thresholds[1]
                     t0 = time.perf_counter()
                     transitions_append(items=[{"memory_id": ids[j % len(ids)], "valence_q": 100,
                                                "evidence": [f"ab{rnd}{mode}{j}"]} for j in range(batch)])
                     rates[mode].append(batch / (time.perf_counter() - t0))
         finally:
-            writes.SIGNATURE_BATCH_MIN = threshold
+            writes.SIGNING_BATCH_MIN, writes.SIGNATURE_BATCH_MIN = thresholds
         signature_ab = {mode: {"median_per_s": round(statistics.median(v)), "runs": [round(x) for x in v]}
                         for mode, v in rates.items()}
 
@@ -551,8 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     if profile_text:
         print(profile_text)
     if signature_ab:
-        print("batches of 500, signature checks on threads / inline (interleaved): "
-              f"{signature_ab['threads']['median_per_s']} / {signature_ab['inline']['median_per_s']} transitions/s")
+        print("batches of 500, signatures made and checked on threads / made here, checked on threads / both here "
+              f"(interleaved): {signature_ab['threads']['median_per_s']} / {signature_ab['sign_inline']['median_per_s']}"
+              f" / {signature_ab['inline']['median_per_s']} transitions/s")
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
