@@ -25,6 +25,14 @@ reported apart: ``server_cpu_ms_per_append`` and ``batch_transitions_per_cpu_s_c
 read from ``/proc/<backend pid>/stat`` when the server runs on this host). ``--concurrency K`` adds durable appends from K processes at once (each to its
 own memories): PostgreSQL flushes the WAL of commits that arrive together once (group commit),
 so the aggregate rate is not bounded by one flush per transition.
+
+``--ab-root DIR`` runs none of that: it compares this checkout's write path with another
+checkout's (``git worktree add DIR <rev>``, or ``git archive <rev> | tar -x -C DIR``) in the same
+minutes, one worker process per version, interleaved round by round (``--ab-rounds``): client
+CPU per single append and its ratio to the crypto floor, server CPU per append, and batched
+transitions/s with their client and server CPU, each the median of the rounds:
+
+    .venv/bin/python bench/ledger_bench.py --db postgres --pg-db h_lb_ab --ab-root /tmp/old --ab-rounds 8 --json ab.json
 """
 
 from __future__ import annotations
@@ -54,8 +62,8 @@ def _db_name(value: str) -> str:
     return value
 
 
-def _setup(db: str, workdir: Path, pg_db: str = PG_DB) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+def _setup(db: str, workdir: Path, pg_db: str = PG_DB, root: Path | None = None, migrate: bool = True) -> None:
+    sys.path.insert(0, str(root or Path(__file__).resolve().parent.parent))
     os.environ["DJANGO_SETTINGS_MODULE"] = "memaudit_site.settings"
     os.environ["MEMAUDIT_ROLE"] = "housekeeper"  # this process is the housekeeper
     os.environ["HOUSEKEEPER_KEY_DIR"] = str(workdir / "keys")
@@ -76,7 +84,8 @@ def _setup(db: str, workdir: Path, pg_db: str = PG_DB) -> None:
     django.setup()
     from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
+    if migrate:
+        call_command("migrate", verbosity=0)
 
 
 def _row_bytes(values: dict, ints4: set[str]) -> int:
@@ -191,6 +200,149 @@ def _concurrent(ids: list[int], n: int, k: int, no_fsync_wait: bool) -> dict:
             "concurrent_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)}
 
 
+# --------------------------------------------------------------------------- code A/B
+#
+# Two versions of the code compared in the same minutes: one worker process per version (its
+# own checkout on sys.path, its own organization and memories in the same database), driven in
+# alternating order, round after round, so that the host's drift falls on both alike. The
+# database is migrated by this checkout's worker, which starts first (the other version's
+# migrations must be a prefix of these: it does not migrate).
+
+
+def _ab_worker(args) -> int:
+    root = Path(args.ab_code).resolve()
+    workdir = Path(tempfile.mkdtemp(prefix="ledger-ab-"))
+    _setup("postgres", workdir, args.pg_db, root=root, migrate=not args.ab_no_migrate)
+    from django.db import connection
+
+    from ledger.services import (
+        housekeeper_init,
+        memories_create,
+        memory_genesis_sign,
+        store_create,
+        transition_append,
+        transitions_append,
+    )
+    from orgs.models import Organization
+
+    org = Organization.objects.create(name="AB", slug=f"ab-{os.getpid()}-{int(time.time() * 1000)}")
+    housekeeper_init(organization=org)
+    store = store_create(organization=org, name="AB", slug="ab")
+    mems = memories_create(store=store, records=[{"id": f"a{i}", "text": f"a/b memory {i}"}
+                                                 for i in range(args.memories)])
+    memory_genesis_sign(memory_ids=[m.pk for m in mems])
+    ids = [m.pk for m in mems]
+    k = 0
+    for _ in range(100):  # warm-up: connection, signer and weight caches, both paths
+        transition_append(memory_id=ids[k % len(ids)], valence_q=100, evidence=[f"w:{k}"])
+        k += 1
+    transitions_append(items=[{"memory_id": ids[j % len(ids)], "valence_q": 100, "evidence": [f"wb:{j}"]}
+                              for j in range(500)])
+    print(json.dumps({"ready": str(root)}), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        if cmd[0] == "single":
+            n = int(cmd[1])
+            server0 = _server_cpu_s(connection)
+            cpu0 = time.process_time()
+            for i in range(n):
+                transition_append(memory_id=ids[k % len(ids)], valence_q=(250 if i % 3 else -250),
+                                  evidence=[f"outcome:{k}"])
+                k += 1
+            cpu = (time.process_time() - cpu0) * 1000 / n
+            server = (_server_cpu_s(connection) - server0) * 1000 / n if server0 is not None else None
+            out = {"cpu_ms_per_append": cpu, "server_cpu_ms_per_append": server, "crypto_floor_ms": _crypto_floor_ms(200)}
+        elif cmd[0] == "batch":
+            items = [{"memory_id": ids[(k + j) % len(ids)], "valence_q": 100, "evidence": [f"outcome:b{k + j}"]}
+                     for j in range(500)]
+            k += 500
+            server0 = _server_cpu_s(connection)
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            transitions_append(items=items)
+            wall = time.perf_counter() - t0
+            out = {"batch_per_s": 500 / wall, "batch_cpu_us": (time.process_time() - cpu0) * 1e6 / 500,
+                   "batch_server_cpu_us": (_server_cpu_s(connection) - server0) * 1e6 / 500
+                   if server0 is not None else None}
+        else:
+            out = {"error": f"unknown command {cmd[0]!r}"}
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+def _code_ab(args) -> int:
+    import subprocess
+
+    here = Path(__file__).resolve()
+    roots = {"new": here.parent.parent, "old": Path(args.ab_root).resolve()}
+    workers = {}
+    for arm in ("new", "old"):  # the new code first: it migrates the database
+        cmd = [sys.executable, str(here), "--ab-worker", "--ab-code", str(roots[arm]), "--pg-db", args.pg_db,
+               "--memories", str(args.memories)] + (["--ab-no-migrate"] if arm == "old" else [])
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(roots[arm]))
+        ready = json.loads(p.stdout.readline())
+        assert "ready" in ready, ready
+        workers[arm] = p
+
+    def ask(arm: str, command: str) -> dict:
+        workers[arm].stdin.write(command + "\n")
+        workers[arm].stdin.flush()
+        return json.loads(workers[arm].stdout.readline())
+
+    runs: dict[str, dict[str, list]] = {arm: {"cpu_ms_per_append": [], "crypto_floor_ms": [],
+                                              "server_cpu_ms_per_append": [], "batch_per_s": [],
+                                              "batch_cpu_us": [], "batch_server_cpu_us": []} for arm in workers}
+    loads = [round(os.getloadavg()[0], 2)]
+    try:
+        for rnd in range(args.ab_rounds):
+            order = ("old", "new") if rnd % 2 == 0 else ("new", "old")
+            for arm in order:
+                r = ask(arm, f"single {args.ab_singles}")
+                runs[arm]["cpu_ms_per_append"].append(r["cpu_ms_per_append"])
+                runs[arm]["crypto_floor_ms"].append(r["crypto_floor_ms"])
+                runs[arm]["server_cpu_ms_per_append"].append(r["server_cpu_ms_per_append"])
+            for arm in order:
+                r = ask(arm, "batch")
+                for key in ("batch_per_s", "batch_cpu_us", "batch_server_cpu_us"):
+                    runs[arm][key].append(r[key])
+            loads.append(round(os.getloadavg()[0], 2))
+    finally:
+        for p in workers.values():
+            p.stdin.write("quit\n")
+            p.stdin.close()
+            p.wait(60)
+    result = {"ab_root": str(roots["old"]), "rounds": args.ab_rounds, "singles_per_round": args.ab_singles,
+              "load_average_1m": loads,
+              "median": {arm: {k: round(statistics.median(v), 4) for k, v in r.items() if None not in v}
+                         for arm, r in runs.items()},
+              "runs": {arm: {k: [round(x, 4) for x in v] for k, v in r.items() if None not in v}
+                       for arm, r in runs.items()}}
+    med = result["median"]
+    # One floor for both arms (it is the same crypto; measured in both processes, every round):
+    # each arm's median client CPU over the median of all the floors.
+    floor = statistics.median(runs["old"]["crypto_floor_ms"] + runs["new"]["crypto_floor_ms"])
+    result["crypto_floor_ms"] = round(floor, 4)
+    for arm in med:
+        med[arm]["cpu_per_append_over_crypto"] = round(med[arm]["cpu_ms_per_append"] / floor, 3)
+    print(f"code A/B, {args.ab_rounds} interleaved rounds ({args.ab_singles} single appends + one batch of 500 per "
+          f"arm each), load {min(loads)}-{max(loads)}; old = {roots['old']}; crypto floor (2 signs + 2 verifies, "
+          f"median of both arms' rounds) {floor:.4f} ms")
+    for key, label in (("cpu_ms_per_append", "client CPU ms per single append"),
+                       ("cpu_per_append_over_crypto", "client CPU per append / crypto floor"),
+                       ("server_cpu_ms_per_append", "server CPU ms per single append"),
+                       ("batch_per_s", "batched transitions/s (500)"),
+                       ("batch_cpu_us", "client CPU us per batched transition"),
+                       ("batch_server_cpu_us", "server CPU us per batched transition")):
+        if key in med["old"] and key in med["new"]:
+            print(f"  {label:<42} old {med['old'][key]:>10.4g}   new {med['new'][key]:>10.4g}")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
@@ -202,12 +354,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=0,
                     help="also run durable single appends from this many processes at once (group commit)")
     ap.add_argument("--signature-ab", type=int, default=0, metavar="ROUNDS",
-                    help="also time ROUNDS interleaved pairs of 500-item batches with the signature checks on "
-                         "worker threads and inline (writes.SIGNATURE_BATCH_MIN), batched transitions/s each")
+                    help="also time ROUNDS interleaved triples of 500-item batches: signatures made and checked on "
+                         "worker threads, made inline and checked on threads, both inline (writes.SIGNING_BATCH_MIN, "
+                         "writes.SIGNATURE_BATCH_MIN), batched transitions/s each")
     ap.add_argument("--no-fsync-wait", action="store_true",
                     help="PostgreSQL synchronous_commit=off: NOT durable; isolates the cost of the code from the "
                          "disk flush (reported as durable=false)")
+    ap.add_argument("--ab-root", metavar="DIR",
+                    help="instead of the bench: compare this checkout's write path with the one in DIR (another "
+                         "checkout, e.g. `git worktree add DIR <rev>`), interleaved (PostgreSQL)")
+    ap.add_argument("--ab-rounds", type=int, default=8, help="rounds of the code A/B")
+    ap.add_argument("--ab-singles", type=int, default=300, help="single appends per arm and round of the code A/B")
+    ap.add_argument("--ab-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ab-code", help=argparse.SUPPRESS)
+    ap.add_argument("--ab-no-migrate", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.ab_worker:
+        return _ab_worker(args)
+    if args.ab_root:
+        return _code_ab(args)
     workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
     _setup(args.db, workdir, args.pg_db)
 
@@ -308,24 +473,29 @@ def main(argv: list[str] | None = None) -> int:
     leaf_b = statistics.mean(_row_bytes(r, {"seq"}) for r in LogLeaf.objects.filter(organization=org)
                              .values(*leaf_fields)[:1000])
 
-    # The same batches with the signature checks on the worker threads and inline, interleaved so
-    # that the host's drift falls on both alike.
+    # The same batches with the signatures made and checked on the worker threads ("threads"),
+    # made here and checked on the threads ("sign_inline"), and both here ("inline"), interleaved
+    # (the order rotating each round) so that the host's drift falls on all alike.
     signature_ab: dict = {}
     if args.signature_ab:
         from ledger.services import writes
 
-        rates: dict[str, list[float]] = {"threads": [], "inline": []}
-        threshold = writes.SIGNATURE_BATCH_MIN
+        modes = {"threads": (None, None), "sign_inline": (10**9, None), "inline": (10**9, 10**9)}
+        rates: dict[str, list[float]] = {mode: [] for mode in modes}
+        thresholds = (writes.SIGNING_BATCH_MIN, writes.SIGNATURE_BATCH_MIN)
         try:
             for rnd in range(args.signature_ab):
-                for mode in rates:
-                    writes.SIGNATURE_BATCH_MIN = threshold if mode == "threads" else 10**9
+                order = list(modes)[rnd % 3:] + list(modes)[:rnd % 3]
+                for mode in order:
+                    sign_min, check_min = modes[mode]
+                    writes.SIGNING_BATCH_MIN = sign_min or thresholds[0]
+                    writes.SIGNATURE_BATCH_MIN = check_min or thresholds[1]
                     t0 = time.perf_counter()
                     transitions_append(items=[{"memory_id": ids[j % len(ids)], "valence_q": 100,
                                                "evidence": [f"ab{rnd}{mode}{j}"]} for j in range(batch)])
                     rates[mode].append(batch / (time.perf_counter() - t0))
         finally:
-            writes.SIGNATURE_BATCH_MIN = threshold
+            writes.SIGNING_BATCH_MIN, writes.SIGNATURE_BATCH_MIN = thresholds
         signature_ab = {mode: {"median_per_s": round(statistics.median(v)), "runs": [round(x) for x in v]}
                         for mode, v in rates.items()}
 
@@ -387,8 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     if profile_text:
         print(profile_text)
     if signature_ab:
-        print("batches of 500, signature checks on threads / inline (interleaved): "
-              f"{signature_ab['threads']['median_per_s']} / {signature_ab['inline']['median_per_s']} transitions/s")
+        print("batches of 500, signatures made and checked on threads / made here, checked on threads / both here "
+              f"(interleaved): {signature_ab['threads']['median_per_s']} / {signature_ab['sign_inline']['median_per_s']}"
+              f" / {signature_ab['inline']['median_per_s']} transitions/s")
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")

@@ -112,13 +112,29 @@ def canonical_json(obj: Any) -> bytes:
         raise CanonicalError(f"$: string holds a lone surrogate at offset {exc.start}") from None
 
 
-def entry_hash(tag: bytes | str, body: dict) -> bytes:
-    """``SHA-256(tag || 0x00 || canonical_json(body))`` — domain-separated by tag."""
+def canonical_json_checked(obj: dict) -> bytes:
+    """:func:`canonical_json` of a value the caller has already checked holds only ``str`` and
+    ``int`` (exact types, not subclasses; ints within the safe range), ``bool``, ``None`` and
+    lists of those, under ASCII keys — as ``ledger.core.entries`` schemas pin the bodies of
+    some entry kinds. Step 1's walk could only pass on such a value and no key needs UTF-16
+    sorting, so it is skipped; the bytes are those :func:`canonical_json` writes, and a lone
+    surrogate still refuses."""
+    try:
+        return _ENCODER.encode(obj).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalError(f"$: string holds a lone surrogate at offset {exc.start}") from None
+
+
+def entry_hash(tag: bytes | str, body: dict, *, checked: bool = False) -> bytes:
+    """``SHA-256(tag || 0x00 || canonical_json(body))`` — domain-separated by tag.
+
+    ``checked``: ``body`` is a value :func:`canonical_json_checked` takes (the caller's schema
+    check vouches for it)."""
     if isinstance(tag, str):
         tag = tag.encode("ascii")
     if b"\x00" in tag:
         raise CanonicalError("tag must not contain a NUL byte")
-    return hashlib.sha256(tag + b"\x00" + canonical_json(body)).digest()
+    return hashlib.sha256(tag + b"\x00" + (canonical_json_checked(body) if checked else canonical_json(body))).digest()
 
 
 def sha256_hex(data: bytes | str) -> str:

@@ -280,12 +280,25 @@ def sign_entry(kind: str, body: dict, signer: Signer) -> SignedEntry:
     return sign_checked_body(kind, body, signer)[0]
 
 
+# Kinds whose schema admits only exact ``str`` and ``int`` values in the safe range and lists of
+# ``str``, under fixed ASCII keys: a body that passed :func:`validate_body` is canonical JSON as
+# it stands (``canonical.canonical_json_checked``). A label's evidence is a free object: not here.
+_PLAIN_KINDS = frozenset({GENESIS, PROVENANCE, TRANSITION})
+
+
+def checked_body_hash(kind: str, body: dict) -> bytes:
+    """``entry_hash(tag(kind), body)`` of a body the caller has just validated (the ``*_body``
+    builders do): for the kinds of :data:`_PLAIN_KINDS` the canonical encoder's own type walk
+    is skipped, the schema having checked every value already; the hash is the same."""
+    return entry_hash(KIND_TAGS[kind], body, checked=kind in _PLAIN_KINDS)
+
+
 def sign_checked_body(kind: str, body: dict, signer: Signer) -> tuple[SignedEntry, bytes]:
     """:func:`sign_entry` for a body the caller has just validated (the ``*_body`` builders do),
     returning the entry and its hash: the body is encoded once, not validated again."""
     if body["epoch"] != signer.epoch:
         raise SignatureInvalidError(f"body names epoch {body['epoch']}, signer is epoch {signer.epoch}")
-    digest = entry_hash(KIND_TAGS[kind], body)
+    digest = checked_body_hash(kind, body)
     return SignedEntry(kind, body, signer.sign(digest)), digest
 
 

@@ -30,7 +30,7 @@ from typing import Iterable, Mapping, Protocol, Sequence
 
 import nacl.exceptions
 import nacl.signing
-from nacl.bindings import crypto_sign_open
+from nacl.bindings import crypto_sign, crypto_sign_open, crypto_sign_seed_keypair
 
 from ledger.core.canonical import TAG_EPOCH, TAG_KEY_ENDORSEMENT, entry_hash, format_time, parse_time
 from ledger.core.errors import (
@@ -90,13 +90,16 @@ class Ed25519Key:
         self._sk = nacl.signing.SigningKey(seed)
         self.public_key: bytes = bytes(self._sk.verify_key)
         self.key_id: str = key_id(self.public_key)
+        # libsodium's 64-byte secret key, derived once: signing through the binding skips
+        # PyNaCl's SignedMessage wrapper (same libsodium call, same signature).
+        self._secret = crypto_sign_seed_keypair(seed)[1]
 
     @classmethod
     def generate(cls) -> "Ed25519Key":
         return cls(generate_keypair()[0])
 
     def sign(self, message: bytes) -> bytes:
-        return self._sk.sign(message).signature
+        return crypto_sign(message, self._secret)[:64]
 
 
 class Ed25519Signer(Ed25519Key):
@@ -419,6 +422,7 @@ class EpochSet:
     """
 
     def __init__(self, epochs: Iterable[Epoch], delegates: Iterable[KeyEndorsement] = ()) -> None:
+        self._last_keys: tuple[tuple, tuple[bytes, ...]] | None = None  # see signature_keys
         self.by_number: dict[int, Epoch] = {}
         self._windows: dict[int, tuple[datetime, datetime, datetime | None]] = {}
         self._delegates: dict[int, list[tuple[bytes, datetime, datetime, datetime | None]]] = {}
@@ -475,12 +479,23 @@ class EpochSet:
                        ) -> tuple[bytes, ...]:
         """The keys that may have signed for epoch ``number`` of ``tenant`` at ``time``: the online
         keys it endorsed then (unless ``delegates=False``), newest first, then its own. Raises as
-        :meth:`check_time` does."""
+        :meth:`check_time` does.
+
+        The last answer is kept: the entries of one write share their tenant, epoch and time, and
+        the answer depends on nothing else (the set's epochs and delegates do not change after
+        it is built). Refusals are not kept; they raise each time."""
+        ask = (tenant, number, time, delegates)
+        last = self._last_keys
+        if last is not None and last[0] == ask and type(number) is int and type(time) is str:
+            return last[1]
         ep, t = self.check_time(tenant=tenant, number=number, time=time)
         if not delegates:
-            return (ep.public_key,)
-        return (*(pub for pub, dnb, dna, drev in self._delegates.get(number, ())
-                  if dnb <= t < dna and (drev is None or t < drev)), ep.public_key)
+            keys: tuple[bytes, ...] = (ep.public_key,)
+        else:
+            keys = (*(pub for pub, dnb, dna, drev in self._delegates.get(number, ())
+                      if dnb <= t < dna and (drev is None or t < drev)), ep.public_key)
+        self._last_keys = (ask, keys)
+        return keys
 
     def verify(self, *, tenant: str, number: object, time: object, message: bytes, signature: bytes,
                delegates: bool = True) -> None:

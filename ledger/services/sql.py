@@ -340,36 +340,31 @@ _APPEND_TYPES = (
 APPEND_CALL = "SELECT ledger_append_transitions(" + ", ".join(f"%s::{t}" for t in _APPEND_TYPES) + ")"
 
 
-def _int_array(values: Sequence[int]) -> str:
-    return "{" + ",".join(map(int.__str__, values)) + "}"  # int.__str__: a non-int raises TypeError
+def _int_array(values: Sequence[int]) -> bytes:
+    if len(values) == 1:  # one append: one row per group; one format, no join
+        v = values[0]
+        if not isinstance(v, int):
+            raise TypeError(f"an integer column holds a {type(v).__name__}")
+        return b"{%d}" % v
+    # int.__repr__, int's own slot: a non-int raises TypeError (int.__str__ is object's: it did not)
+    return ("{" + ",".join(map(int.__repr__, values)) + "}").encode()
 
 
-def _bytea_array(values: Sequence[bytes]) -> str:
+def _bytea_array(values: Sequence[bytes]) -> bytes:
     if not values:
-        return "{}"
-    return '{"\\\\x' + '","\\\\x'.join(map(bytes.hex, values)) + '"}'  # bytes.hex: bytes only
+        return b"{}"
+    if len(values) == 1:
+        return b'{"\\\\x%b"}' % bytes.hex(values[0]).encode()  # bytes.hex: bytes only
+    return ('{"\\\\x' + '","\\\\x'.join(map(bytes.hex, values)) + '"}').encode()
 
 
-def _text_array(values: Sequence[str]) -> str:
+def _text_array(values: Sequence[str]) -> bytes:
     if not values:
-        return "{}"
+        return b"{}"
     text = '{"' + '","'.join(str.replace(str.replace(v, "\\", "\\\\"), '"', '\\"') for v in values) + '"}'
     if "\x00" in text:
         raise ValueError("PostgreSQL text cannot contain NUL characters")
-    return text
-
-
-# PostgreSQL array literals of one column each, cast to the parameter's type by APPEND_CALL:
-# psycopg's list adaptation (Python code) cost more per append than the two signatures. Each
-# writer takes its column's type only (unbound methods: a value of another type raises).
-_ARRAY_LITERALS = {"bigint[]": _int_array, "integer[]": _int_array, "bytea[]": _bytea_array,
-                   "text[]": _text_array}
-_APPEND_WRITERS = tuple(_ARRAY_LITERALS.get(t) for t in _APPEND_TYPES)
-
-
-_PREPARED_NAME = b"ledger_append_transitions"
-_PREPARED_SQL = ("SELECT ledger_append_transitions(" +
-                 ", ".join(f"${i}::{t}" for i, t in enumerate(_APPEND_TYPES, 1)) + ")").encode()
+    return text.encode()
 
 
 def _text_param(v: Any) -> bytes | None:
@@ -378,12 +373,27 @@ def _text_param(v: Any) -> bytes | None:
         return None
     t = type(v)
     if t is int:
-        return str(v).encode()
+        return b"%d" % v
     if t is str:
         return v.encode()
     if t is bytes:
         return b"\\x" + v.hex().encode()
     raise TypeError(f"no text parameter for {t.__name__}")
+
+
+# PostgreSQL array literals of one column each, in the text input format, cast to the
+# parameter's type by the prepared call: psycopg's list adaptation (Python code) cost more per
+# append than the two signatures. Each writer takes its column's type only (a value of another
+# type raises) and returns the parameter's bytes; a one-element column (a single append's) is
+# one format operation.
+_ARRAY_LITERALS = {"bigint[]": _int_array, "integer[]": _int_array, "bytea[]": _bytea_array,
+                   "text[]": _text_array}
+_APPEND_WRITERS = tuple(_ARRAY_LITERALS.get(t, _text_param) for t in _APPEND_TYPES)
+
+
+_PREPARED_NAME = b"ledger_append_transitions"
+_PREPARED_SQL = ("SELECT ledger_append_transitions(" +
+                 ", ".join(f"${i}::{t}" for i, t in enumerate(_APPEND_TYPES, 1)) + ")").encode()
 
 
 def _append_call(params: Sequence[Any], db: Any = None) -> list[int]:
@@ -397,7 +407,7 @@ def _append_call(params: Sequence[Any], db: Any = None) -> list[int]:
     wrappers, when installed, see it through Django's cursor (:data:`APPEND_CALL`)."""
     if len(params) != len(_APPEND_TYPES):
         raise ValueError(f"ledger_append_transitions takes {len(_APPEND_TYPES)} arguments, got {len(params)}")
-    args = [_text_param(p) if w is None else w(p).encode() for w, p in zip(_APPEND_WRITERS, params)]
+    args = [w(p) for w, p in zip(_APPEND_WRITERS, params)]
     db = db or connections[DEFAULT_DB_ALIAS]  # the default connection: one lookup, not one per use
     if db.execute_wrappers:
         with db.cursor() as cur:

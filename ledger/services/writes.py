@@ -59,6 +59,7 @@ from ledger.core.entries import (
     TRANSITION,
     ZERO_HASH_HEX,
     SignedEntry,
+    checked_body_hash,
     genesis_body,
     genesis_entry_of,
     label_body,
@@ -71,7 +72,7 @@ from ledger.core.entries import (
     verify_entry,
 )
 from ledger.core.errors import ChainBrokenError, LedgerError, TenantMismatchError, WeightMismatchError
-from ledger.core.keys import EpochSet, SignatureBatch
+from ledger.core.keys import Ed25519Key, EpochSet, SignatureBatch
 from ledger.core.merkle import leaf_hash
 from ledger.core.weights import WEIGHT_INITIAL_Q, next_weight_q, valence_from_rewards
 from ledger.decisions import decision_of_task, decision_resolve
@@ -105,8 +106,10 @@ DEFAULT_ETA_Q = 500  # eta = 0.5: a full reward of +1 multiplies the weight by e
 GENESIS_BATCH = 500
 _WRITE_CHUNK = 500  # rows per INSERT statement
 SIGNATURE_BATCH_MIN = 32  # items from which a batch's signature checks go to worker threads
+SIGNING_BATCH_MIN = 32  # items from which a batch's signatures are made on worker threads
 
 _SIGNATURE_WORKERS = os.cpu_count() or 1
+_THREADSAFE_SIGNERS = (OnlineSigner, Ed25519Key)  # in-memory libsodium keys: sign from any thread
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
 
@@ -247,9 +250,9 @@ def _check_entry(chain: _Chain, entry: SignedEntry, epochs: EpochSet, digest: by
     """Steps 2-4 of the module docstring for one entry; appends the row to ``chain.rows``.
 
     ``digest``: the entry's hash, for an entry this process has just built from a body its builder
-    validated (:func:`_signed`): the body is then neither validated nor canonically encoded again.
-    Its signature is still verified, against the rebuilt row's body, as for any other entry:
-    at once, or by ``signatures`` (see :func:`_transitions_signed`).
+    validated (``sign_checked_body``, :func:`_transition_bodies`): the body is then neither
+    validated nor canonically encoded again. Its signature is still verified, against the rebuilt
+    row's body, as for any other entry: at once, or by ``signatures`` (see :func:`_transitions_signed`).
     """
     kind = entry.kind
     body = entry.body if isinstance(entry.body, dict) else {}
@@ -334,7 +337,7 @@ def _rejected(exc: LedgerError, name: str, kind: str) -> EntryRejected:
 def _verify_into(chain: _Chain, entries: Iterable[SignedEntry | tuple[SignedEntry, bytes]], epochs: EpochSet,
                  signatures: SignatureBatch | None = None) -> None:
     """Check ``entries`` in order against ``chain`` (see :func:`_check_entry`); an entry may come
-    with its hash, as :func:`_signed` returns it."""
+    with its hash, as ``sign_checked_body`` and :func:`_transition_bodies` give it."""
     for item in entries:
         entry, digest = item if isinstance(item, tuple) else (item, None)
         try:
@@ -510,12 +513,21 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
                         db: Any = None) -> tuple[dict[int, _Chain], list[_Row]]:
     """Build, sign and verify each item's transition on its memory's chain (several items may
     name one memory); the chains to write and the provenance rows, in item order. ``warm``: the
-    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached."""
+    memories are remembered tips (:func:`_transitions_one_round_trip`), the signer cached.
+
+    1. Build every item's node and commitment bodies and their hashes, in order, each memory's
+       next item on the tip the one before it leaves (nothing is checked against the chain yet);
+    2. sign the hashes (a batch of at least SIGNING_BATCH_MIN items with in-memory keys: on the
+       worker threads, the caller waiting; otherwise here);
+    3. check each signed entry against the chain as stored (:func:`_check_entry`: the row is
+       the body, the tips, the weight rule, the signature under the database's key ring),
+       its signature verified at once or, for a batch, by :func:`_signatures_check` after.
+    """
     t = format_time(now)
     chains: dict[int, _Chain] = {}
     keys: dict[int, tuple[Any, EpochSet]] = {}
-    nodes: list[_Row] = []
-    signatures = _signature_batch(len(items))
+    built: list[tuple[_Chain, EpochSet, Any, list[tuple[str, dict, bytes]]]] = []
+    tips: dict[int, tuple[int, str | None, int]] = {}
     for it in items:
         m = memories.get(it["memory_id"])
         if m is None:
@@ -527,12 +539,42 @@ def _transitions_signed(items: list[dict], memories: dict[int, Memory], now: dat
             keys[m.organization_id] = (signer, _epoch_set_of(m))
         signer, epochs = keys[m.organization_id]
         chain = chains.get(m.pk) or chains.setdefault(m.pk, _Chain.of(m))
-        entries = _transition_entries(chain, valence_q=it["valence_q"], evidence=it.get("evidence", []),
-                                      eta_q=it.get("eta_q", DEFAULT_ETA_Q), signer=signer, time=t)
+        tip = tips.get(m.pk) or (chain.seq, chain.head, chain.weight_q)
+        bodies = _transition_bodies(chain, tip, valence_q=it["valence_q"], evidence=it.get("evidence", []),
+                                    eta_q=it.get("eta_q", DEFAULT_ETA_Q), epoch=signer.epoch, time=t)
+        node_body, node_digest = bodies[0][1], bodies[0][2]
+        tips[m.pk] = (tip[0] + 1, node_digest.hex(), node_body["new_weight_q"])
+        built.append((chain, epochs, signer, bodies))
+    signed = _signed([(signer, digest) for _, _, signer, bodies in built for _, _, digest in bodies])
+    signatures = _signature_batch(len(items))
+    nodes: list[_Row] = []
+    at = 0
+    for chain, epochs, _, bodies in built:
+        entries = []
+        for kind, body, digest in bodies:
+            entries.append((SignedEntry(kind, body, signed[at]), digest))
+            at += 1
         _verify_into(chain, entries, epochs, signatures)
         nodes.append(chain.rows[-2])
     _signatures_check(signatures)
     return chains, nodes
+
+
+def _signed(jobs: list[tuple[Any, bytes]]) -> list[bytes]:
+    """The signature of each (signer, hash), in order: for at least 2 × SIGNING_BATCH_MIN hashes
+    (a batch's nodes and commitments) whose signers are in-memory Ed25519 keys, on the worker
+    threads, one share each, the caller waiting (libsodium signs without the GIL); else here."""
+    if len(jobs) < 2 * SIGNING_BATCH_MIN or not all(isinstance(s, _THREADSAFE_SIGNERS) for s, _ in jobs):
+        return [signer.sign(digest) for signer, digest in jobs]
+    share = -(-len(jobs) // _SIGNATURE_WORKERS)
+    out: list[bytes] = []
+    for part in _signature_pool().map(_sign_share, [jobs[i:i + share] for i in range(0, len(jobs), share)]):
+        out += part
+    return out
+
+
+def _sign_share(jobs: list[tuple[Any, bytes]]) -> list[bytes]:
+    return [signer.sign(digest) for signer, digest in jobs]
 
 
 def _signature_batch(n: int) -> SignatureBatch | None:
@@ -632,22 +674,24 @@ def memory_genesis_sign(*, memory_ids: list[int], now: datetime | None = None) -
     return signed
 
 
-def _transition_entries(chain: _Chain, *, valence_q: int, evidence: list[str], eta_q: int, signer, time: str
-                        ) -> list[tuple[SignedEntry, bytes]]:
-    if chain.head is None:
+def _transition_bodies(chain: _Chain, tip: tuple[int, str | None, int], *, valence_q: int, evidence: list[str],
+                       eta_q: int, epoch: int, time: str) -> list[tuple[str, dict, bytes]]:
+    """The node and commitment bodies of one transition on ``tip`` (seq, head, weight) of
+    ``chain``, each with its hash (validated by the body builders: hashed once, here)."""
+    seq, head, weight_q = tip
+    if head is None:
         raise EntryRejected(f"memory {chain.name} has no signed genesis yet; nothing written",
-                            cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=chain.seq + 1))
+                            cause=ChainBrokenError("no genesis", kind=PROVENANCE, seq=seq + 1))
     try:
-        new_q = next_weight_q(chain.weight_q, valence_q, eta_q)
-        node = sign_checked_body(PROVENANCE, provenance_body(
-            chain.tenant, chain.name, chain.seq + 1, chain.weight_q, new_q, valence_q, [str(e) for e in evidence],
-            chain.head, signer.epoch, time, eta_q=eta_q), signer)
-        commitment = sign_checked_body(TRANSITION, transition_body(
-            chain.tenant, chain.name, chain.seq + 1, new_q, node[1].hex(), signer.epoch, time), signer)
+        new_q = next_weight_q(weight_q, valence_q, eta_q)
+        node = provenance_body(chain.tenant, chain.name, seq + 1, weight_q, new_q, valence_q,
+                               [str(e) for e in evidence], head, epoch, time, eta_q=eta_q)
+        node_digest = checked_body_hash(PROVENANCE, node)
+        commitment = transition_body(chain.tenant, chain.name, seq + 1, new_q, node_digest.hex(), epoch, time)
+        return [(PROVENANCE, node, node_digest), (TRANSITION, commitment, checked_body_hash(TRANSITION, commitment))]
     except (LedgerError, ValueError) as exc:
         raise EntryRejected(f"cannot build a transition for memory {chain.name}: {exc}; nothing written",
                             cause=exc if isinstance(exc, LedgerError) else None) from None
-    return [node, commitment]
 
 
 def transitions_append(*, items: list[dict], now: datetime | None = None) -> list[ProvenanceNode]:

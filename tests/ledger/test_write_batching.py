@@ -133,28 +133,25 @@ def test_a_batch_split_into_several_insert_statements_still_logs_contiguously(me
 
 
 def test_a_bad_signature_deep_in_a_large_batch_is_refused_and_nothing_is_written(memories, monkeypatch):
-    # A batch's signature checks run on worker threads (SIGNATURE_BATCH_MIN items and up) while
-    # the caller signs the rest: a faulty signer's signature on one entry among many still
-    # refuses the whole batch, naming the memory, before anything is written.
+    # A batch's signatures are made, and checked, on worker threads (SIGNING_BATCH_MIN and
+    # SIGNATURE_BATCH_MIN items and up): a faulty signature on one entry among many still refuses
+    # the whole batch, naming the memory, before anything is written.
     n = writes.SIGNATURE_BATCH_MIN * 3
-    calls = {"n": 0}
-    real = writes.sign_checked_body
+    real = writes._signed
 
-    def faulty(kind, body, signer):
-        entry, digest = real(kind, body, signer)
-        calls["n"] += 1
-        if calls["n"] == n + 7:  # item 51's provenance node: memory m0's 18th, past the first chunk
-            entry = type(entry)(entry.kind, entry.body, bytes(64 - 1) + b"\x01")
-        return entry, digest
+    def faulty(jobs):
+        out = real(jobs)  # node, commitment, node, commitment, ... in item order
+        out[2 * 51] = bytes(64 - 1) + b"\x01"  # item 51's provenance node: memory m0's 18th, past the first share
+        return out
 
-    monkeypatch.setattr(writes, "sign_checked_body", faulty)
+    monkeypatch.setattr(writes, "_signed", faulty)
     before = ProvenanceNode.objects.count(), TransitionCommitment.objects.count(), LogLeaf.objects.count()
     items = [{"memory_id": memories[i % 3].pk, "valence_q": 10, "evidence": [f"b{i}"]} for i in range(n)]
     with pytest.raises(writes.EntryRejected) as exc:
         services.transitions_append(items=items)
     assert "rejected provenance seq=18 for memory main/m0: signature invalid" in str(exc.value), str(exc.value)
     assert (ProvenanceNode.objects.count(), TransitionCommitment.objects.count(), LogLeaf.objects.count()) == before
-    monkeypatch.setattr(writes, "sign_checked_body", real)
+    monkeypatch.setattr(writes, "_signed", real)
     services.transitions_append(items=items)  # the same batch, signed properly, goes in whole
     assert ProvenanceNode.objects.count() == before[0] + n
     assert organization_verify(memories[0].organization) == []
