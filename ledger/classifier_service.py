@@ -179,8 +179,8 @@ class _Prepared:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        self.con = sqlite3.connect(f"file:{path}?mode={'rwc' if create else 'ro'}", uri=True, timeout=30,
-                                   check_same_thread=False)
+        self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode={'rwc' if create else 'ro'}", uri=True,
+                                   timeout=30, check_same_thread=False)
         if create:
             self.con.execute("PRAGMA synchronous=OFF")
             self.con.execute("CREATE TABLE IF NOT EXISTS facts (sha BLOB PRIMARY KEY, tokens TEXT NOT NULL, "
