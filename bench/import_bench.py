@@ -132,17 +132,20 @@ def _timed_stages(stages: dict) -> None:
     from ledger.services import writes
 
     def wrap(module, name: str, label: str) -> None:
-        fn = getattr(module, name)
+        fn = getattr(module, name, None)
+        if fn is None:  # a stage an older tree does not have (the bench is run on both in an A/B)
+            return
 
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                s = stages.setdefault(label, {"calls": 0, "seconds": 0.0})
+                s = stages.setdefault(label, {"calls": 0, "seconds": 0.0, "thread_cpu_seconds": 0.0})
                 s["calls"] += 1
                 s["seconds"] += time.perf_counter() - t
+                s["thread_cpu_seconds"] += time.thread_time() - cpu  # its own thread's CPU
                 s["peak_rss_mb_after"] = round(_proc_status()["VmHWM"])
 
         setattr(module, name, timed)
@@ -151,6 +154,8 @@ def _timed_stages(stages: dict) -> None:
     wrap(imports, "memories_create", "insert")
     wrap(writes, "memory_genesis_sign", "sign genesis")  # as ledger.tasks calls it
     wrap(imports, "embeddings_compute", "embed")
+    # the classifier's per-text step 1, on a thread while a chunk is embedded (overlaps "embed")
+    wrap(imports, "ingest_prepare", "classifier facts, beside embed")
     wrap(import_tasks, "ingest_classify", "classify")
     wrap(classifier_service, "ingest_flags", "classify: its flags step")
 
@@ -226,15 +231,23 @@ def phase_import(path: Path, workdir: Path, embedder: str = "hashing") -> dict:
         job = import_job_stage(store=store, chunks=iter(lambda: f.read(1 << 20), b""), filename=path.name,
                                enqueue=lambda job_id: None)  # the worker's task is called below
     staged = time.perf_counter() - t
+    cpu, main_cpu = time.process_time(), time.thread_time()
     job = import_staged_run(job_id=job.pk)
     secs = time.perf_counter() - t
+    cpu, main_cpu = time.process_time() - cpu, time.thread_time() - main_cpu
     job.refresh_from_db()
     step = max(1, len(progress) // 8)
+    # CPU seconds beside the wall clock: on a shared host the wall clock measures the neighbours too.
+    # The main thread's CPU is the import's critical path when the other core is free (what runs on
+    # other threads, BLAS and the classifier's facts beside the encoder, overlaps it).
     return {"status": job.status, "format": job.format, "embedder": embedder, "rows": job.total, "done": job.done,
             "bytes": job.size_bytes, "stage_seconds": round(staged, 2), "seconds": round(secs, 1),
-            "rows_per_s": round(job.total / secs, 1), "peak_rss_mb": round(peak_rss_mb()),
+            "rows_per_s": round(job.total / secs, 1), "cpu_seconds": round(cpu, 1),
+            "main_thread_cpu_seconds": round(main_cpu, 1), "rows_per_main_thread_cpu_s": round(job.total / main_cpu, 1),
+            "peak_rss_mb": round(peak_rss_mb()),
             "rss_before_mb": round(base), "errors": job.errors[:3], "recall_prepare_queued": len(prepare_queued),
-            "stages": {k: {**v, "seconds": round(v["seconds"], 1)} for k, v in stages.items()},
+            "stages": {k: {**v, "seconds": round(v["seconds"], 1), "thread_cpu_seconds": round(v["thread_cpu_seconds"], 1)}
+                       for k, v in stages.items()},
             "progress (s, done, total, rss MB)": progress[::step] + progress[-1:]}
 
 
@@ -402,10 +415,11 @@ def phase_encoder(path: Path, sample: int) -> dict:
     texts = [r.text for r in memories_parse(path.read_bytes(), path.name)[2].records[:sample]]
     enc = Embedder()  # all-MiniLM-L6-v2 from the packaged model
     enc.encode(texts[:16])  # load and warm
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     enc.encode(texts)
-    secs = time.perf_counter() - t
+    secs, cpu = time.perf_counter() - t, time.process_time() - cpu
     return {"sentences": len(texts), "seconds": round(secs, 2), "sentences_per_s": round(len(texts) / secs, 1),
+            "cpu_seconds": round(cpu, 2), "sentences_per_cpu_s": round(len(texts) / cpu, 1),
             "peak_rss_mb": round(peak_rss_mb())}
 
 
@@ -490,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
             ratio = result["encoder"]["sentences_per_s"] / result["import-minilm"]["rows_per_s"]
             result["encoder_over_import"] = round(ratio, 2)
             print(f"encoder sentences/s / import rows/s = {ratio:.2f} (target <= 1.3)", flush=True)
+            # the same on CPU seconds (the encoder's one thread; the import's main thread): less
+            # sensitive to a loaded host than the wall clock, and blind to what overlaps
+            cpu_ratio = result["encoder"]["sentences_per_cpu_s"] / result["import-minilm"]["rows_per_main_thread_cpu_s"]
+            result["encoder_over_import_cpu"] = round(cpu_ratio, 2)
+            print(f"on CPU seconds (encoder / import's main thread) = {cpu_ratio:.2f}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

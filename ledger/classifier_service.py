@@ -9,6 +9,7 @@ task carries the finding's id only, never a label.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import logging
@@ -17,13 +18,17 @@ import os
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
+from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 
 from ledger import dispatch
 from ledger.classifier import ACTOR, DEFAULT_PARAMS, Flag, Known, Params, classify
 from ledger.classifier import learned as learned_detector
 from ledger.classifier.instruction import instruction_markers
+from ledger.classifier.learned import cue_features
 from ledger.classifier.text import passage_facts
 from ledger.dense import DenseIndex
 from ledger.embedding_store import cached_vectors, embedder_for_store, embeddings_compute
@@ -80,8 +85,11 @@ def ingest_flags(*, store: Store, memory_ids: Sequence[int] | None = None,
     if Memory.objects.filter(store=store).count() <= WHOLE_STORE_MAX:
         wanted = set(memory_ids) if memory_ids is not None else set(
             Memory.objects.filter(store=store, pk__gte=pk_range[0], pk__lte=pk_range[1]).values_list("pk", flat=True))
-        return _whole_store_flags(store, wanted)
-    return _neighbourhood_flags(store, memory_ids=memory_ids, pk_range=pk_range)
+        flags = _whole_store_flags(store, wanted)
+    else:
+        flags = _neighbourhood_flags(store, memory_ids=memory_ids, pk_range=pk_range)
+    ingest_prepared_drop(store_id=store.pk)  # used (or, for the whole-store pass, not needed)
+    return flags
 
 
 def _whole_store_flags(store: Store, wanted: set[int] | None) -> list[tuple[int, Flag]]:
@@ -127,6 +135,116 @@ def _store_pages(store: Store, fields: tuple[str, ...], *, lo: int | None = None
         after = page[-1][0]
 
 
+def text_facts(text: str) -> tuple[str, str, str, str, str, str]:
+    """What the bounded pass's step 1 keeps of one text, as it stores it: the classifier's step-1
+    facts (``passage_facts``: content tokens, proper nouns and title tokens, each sorted and
+    space-joined, and the first proper noun), the instruction rule's markers (JSON) and the
+    learned detector's cues (``cue_features``, one "0"/"1" each). A function of the text alone."""
+    tokens, proper, first, title = passage_facts(text)
+    cues = "".join("1" if c else "0" for c in cue_features(text))
+    return (" ".join(sorted(tokens)), " ".join(sorted(proper)), first, " ".join(sorted(title)),
+            json.dumps(instruction_markers(text)), cues)
+
+
+def _cues_of(prepared: str) -> tuple[float, ...]:
+    return tuple(1.0 if c == "1" else 0.0 for c in prepared)
+
+
+@cache
+def _classifier_code() -> str:
+    """A digest of the classifier's source and model file: prepared facts from other code are
+    never read (a rule changed without a version bump must not be served old markers)."""
+    h = hashlib.sha256(ACTOR.encode())
+    folder = Path(learned_detector.__file__).parent
+    for path in sorted([*folder.glob("*.py"), learned_detector.MODEL_FILE]):
+        if path.exists():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _prepared_path(store_id: int) -> Path:
+    return Path(settings.IMPORT_STAGING_DIR) / f"classifier-store-{store_id}-{_classifier_code()}.sqlite3"
+
+
+class _Prepared:
+    """``text_facts`` computed ahead of the bounded pass, by content hash, in a SQLite file beside
+    the staged uploads (owner-only): an import computes them for each chunk while the encoder
+    embeds it (``ingest_prepare``, on the core the encoder leaves idle), the pass's step 1 reads
+    them instead of computing them, and the pass removes the file when it has finished. It is a
+    cache of pure functions of the text: a missing, partial or unreadable file only means that
+    step 1 computes what it lacks (a resumed job, or a pass on another machine than the import)."""
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode={'rwc' if create else 'ro'}", uri=True,
+                                   timeout=30, check_same_thread=False)
+        if create:
+            self.con.execute("PRAGMA synchronous=OFF")
+            self.con.execute("CREATE TABLE IF NOT EXISTS facts (sha BLOB PRIMARY KEY, tokens TEXT NOT NULL, "
+                             "proper TEXT NOT NULL, first TEXT NOT NULL, title TEXT NOT NULL, markers TEXT NOT NULL, "
+                             "cues TEXT NOT NULL) WITHOUT ROWID")
+
+    @classmethod
+    def open(cls, store_id: int) -> _Prepared | None:
+        path = _prepared_path(store_id)
+        try:
+            return cls(path, create=False) if path.exists() else None
+        except sqlite3.Error:
+            return None
+
+    def get(self, shas: Sequence[bytes]) -> dict[bytes, tuple]:
+        found: dict[bytes, tuple] = {}
+        try:
+            for i in range(0, len(shas), 500):
+                chunk = list(shas[i:i + 500])
+                for sha, *rest in self.con.execute(
+                        "SELECT sha, tokens, proper, first, title, markers, cues FROM facts WHERE sha IN (%s)"
+                        % ",".join("?" * len(chunk)), chunk):
+                    found[bytes(sha)] = tuple(rest)
+        except sqlite3.Error as exc:  # a cache: step 1 computes what it cannot read
+            logger.warning("prepared classifier facts unreadable, computing them: %r", exc)
+            return {}
+        return found
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def ingest_prepare(*, store_id: int, texts: Sequence[tuple[bytes, str]]) -> int:
+    """Compute the bounded pass's per-text step 1 (``text_facts``) for these ``(content hash,
+    text)`` pairs ahead of the pass and keep it for the pass (``_Prepared``); return how many
+    were computed. Standard library and SQLite only, no ORM, so an import runs it on a thread
+    beside the encoder (which releases the GIL). Any failure is logged and leaves the pass to
+    compute the facts itself."""
+    try:
+        prepared = _Prepared(_prepared_path(store_id), create=True)
+        try:
+            have = set(prepared.get([sha for sha, _ in texts]))
+            rows = [(sha, *text_facts(text or "")) for sha, text in dict(texts).items() if sha not in have]
+            with prepared.con:
+                prepared.con.executemany("INSERT OR IGNORE INTO facts VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            return len(rows)
+        finally:
+            prepared.close()
+    except Exception:  # noqa: BLE001 - a cache on a helper thread: the pass computes what is missing
+        logger.exception("could not prepare the classifier's facts for store %s", store_id)
+        return 0
+
+
+def ingest_prepared_drop(*, store_id: int) -> None:
+    """Remove the facts prepared for a store's pass (the pass has used them)."""
+    _prepared_path(store_id).unlink(missing_ok=True)
+
+
+def ingest_prepare_wanted(*, store_id: int, total: int = 0) -> bool:
+    """Whether an import of ``total`` memories into this store will be classified by the bounded
+    pass (the store past WHOLE_STORE_MAX), so that its facts are worth preparing."""
+    return Memory.objects.filter(store_id=store_id).count() + total > WHOLE_STORE_MAX
+
+
 class _LexicalIndex:
     """The store's content tokens (the classifier's own ``passage_facts``) as postings in a
     temporary SQLite file on disk, so that a passage's candidates (store passages sharing
@@ -150,20 +268,21 @@ class _LexicalIndex:
         self.max_df = params.max_df_floor
 
     def add(self, rows: Iterable[tuple[int, str, str, bytes]], scores: dict[int, float] | None = None,
-            vectors: dict[int, np.ndarray] | None = None) -> None:
+            vectors: dict[int, np.ndarray] | None = None, prepared: dict[bytes, tuple] | None = None) -> None:
         """Index ``(pk, external_id, text, content_sha256)`` store rows; ``scores``: the learned
-        detector's score of some of them, ``vectors`` their cached vectors (by pk)."""
+        detector's score of some of them, ``vectors`` their cached vectors (by pk); ``prepared``:
+        ``text_facts`` of some of them computed ahead (by content hash; the rest are computed here)."""
         pairs = []
         facts = []
         scores = scores or {}
         vectors = vectors or {}
+        prepared = prepared or {}
         for pk, ext, text, sha in rows:
-            tokens, proper, first, title = passage_facts(text or "")
-            pairs.extend((t, pk) for t in sorted(tokens))
-            facts.append((pk, ext, text or "", bytes(sha), " ".join(sorted(tokens)), " ".join(sorted(proper)), first,
-                          " ".join(sorted(title)), scores.get(pk),
-                          None if pk not in vectors else np.asarray(vectors[pk], dtype="<f4").tobytes(),
-                          json.dumps(instruction_markers(text or ""))))
+            found = prepared.get(bytes(sha))
+            tokens, proper, first, title, markers, _ = found if found is not None else text_facts(text or "")
+            pairs.extend((t, pk) for t in tokens.split())
+            facts.append((pk, ext, text or "", bytes(sha), tokens, proper, first, title, scores.get(pk),
+                          None if pk not in vectors else np.asarray(vectors[pk], dtype="<f4").tobytes(), markers))
             self.n += 1
         self.con.executemany("INSERT INTO post VALUES (?, ?)", pairs)
         self.con.executemany("INSERT INTO row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
@@ -324,7 +443,9 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
     1. One streamed read of the store (PAGE rows a query) writes its content tokens to the
        lexical index on disk, picks BACKGROUND memories evenly spaced by key (so idf weights in
        a window keep the store's scale) and, with a sentence model, embeds what lacks a vector
-       and writes every vector to a file on disk (``_VectorFile``).
+       and writes every vector to a file on disk (``_VectorFile``). A text's step-1 facts
+       (``text_facts``) are read from those the import prepared while it was encoding
+       (``_Prepared``) and computed for the rest.
     2. A BLOCK of the batch at a time: each memory's lexical candidates (step 3 of
        ``ledger.classifier``: sharing ``min_shared`` informative tokens, at most
        ``max_neighbours``) and, with a sentence model, its DENSE_NEIGHBOURS nearest by cosine
@@ -353,17 +474,19 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
     with tempfile.TemporaryDirectory(prefix="memaudit-classify-") as tmp:
         lexical = _LexicalIndex(tmp, params=params)
         store_vectors = _VectorFile(tmp) if dense else None
+        prepared = _Prepared.open(store.pk)
         try:
             seen = 0
             detector = _detector_for(embedder) if dense else None
             for page in _store_pages(store, ("pk", "external_id", "text", "content_sha256")):
                 scores, vectors = {}, {}
+                found = {} if prepared is None else prepared.get([bytes(r[3]) for r in page])
                 if store_vectors is not None:
                     vectors = store_vectors.add_page(page, embedder)
                     if detector is not None:  # the score the detector gives this vector in every window
-                        scores = {pk: detector.score(np.asarray(vectors[pk], dtype=np.float32).tolist(), text)
-                                  for pk, _, text, _ in page if pk in vectors}
-                lexical.add(page, scores, vectors)
+                        scores = {pk: _score(detector, vectors[pk], text, found.get(bytes(sha)))
+                                  for pk, _, text, sha in page if pk in vectors}
+                lexical.add(page, scores, vectors, found)
                 for pk, *_ in page:
                     if seen % stride == 0 and len(background) < BACKGROUND:
                         background.append(pk)
@@ -389,7 +512,15 @@ def _neighbourhood_flags(store: Store, *, memory_ids: Sequence[int] | None,
             lexical.close()
             if store_vectors is not None:
                 store_vectors.finish()
+            if prepared is not None:
+                prepared.close()
     return sorted(flagged.items())
+
+
+def _score(detector, vector: np.ndarray, text: str, prepared: tuple | None) -> float:
+    """The learned detector's score of a vector and its text (with the text's cues when prepared)."""
+    v = np.asarray(vector, dtype=np.float32).tolist()
+    return detector.score(v, text) if prepared is None else detector.score_cues(v, _cues_of(prepared[5]))
 
 
 def _detector_for(embedder):

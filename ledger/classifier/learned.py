@@ -108,7 +108,11 @@ class InstructionModel:
 
     def score(self, vector: Sequence[float], text: str) -> float:
         """Logit of the linear model over [embedding, cue features]."""
-        features = list(vector) + cue_features(text)
+        return self.score_cues(vector, cue_features(text))
+
+    def score_cues(self, vector: Sequence[float], cues: Sequence[float]) -> float:
+        """``score`` for a caller that already has the text's ``cue_features`` (the same sum)."""
+        features = list(vector) + list(cues)
         return sum(map(operator.mul, self.weights, features)) + self.bias
 
 
