@@ -209,6 +209,20 @@ def _concurrent(ids: list[int], n: int, k: int, no_fsync_wait: bool) -> dict:
 # migrations must be a prefix of these: it does not migrate).
 
 
+def _signed_store(name: str, slug: str, prefix: str, text: str, n: int):
+    """A new organization with its housekeeper, one store and ``n`` memories with signed
+    genesis entries: (the organization, the memories' ids)."""
+    from ledger.services import housekeeper_init, memories_create, memory_genesis_sign, store_create
+    from orgs.models import Organization
+
+    org = Organization.objects.create(name=name, slug=slug)
+    housekeeper_init(organization=org)
+    store = store_create(organization=org, name=name, slug=name.lower())
+    mems = memories_create(store=store, records=[{"id": f"{prefix}{i}", "text": f"{text} {i}"} for i in range(n)])
+    memory_genesis_sign(memory_ids=[m.pk for m in mems])
+    return org, [m.pk for m in mems]
+
+
 def _ab_worker(args) -> int:
     root = Path(args.ab_code).resolve()
     workdir = Path(tempfile.mkdtemp(prefix="ledger-ab-"))
@@ -216,22 +230,11 @@ def _ab_worker(args) -> int:
     from django.db import connection
 
     from ledger.services import (
-        housekeeper_init,
-        memories_create,
-        memory_genesis_sign,
-        store_create,
         transition_append,
         transitions_append,
     )
-    from orgs.models import Organization
 
-    org = Organization.objects.create(name="AB", slug=f"ab-{os.getpid()}-{int(time.time() * 1000)}")
-    housekeeper_init(organization=org)
-    store = store_create(organization=org, name="AB", slug="ab")
-    mems = memories_create(store=store, records=[{"id": f"a{i}", "text": f"a/b memory {i}"}
-                                                 for i in range(args.memories)])
-    memory_genesis_sign(memory_ids=[m.pk for m in mems])
-    ids = [m.pk for m in mems]
+    _, ids = _signed_store("AB", f"ab-{os.getpid()}-{int(time.time() * 1000)}", "a", "a/b memory", args.memories)
     k = 0
     for _ in range(100):  # warm-up: connection, signer and weight caches, both paths
         transition_append(memory_id=ids[k % len(ids)], valence_q=100, evidence=[f"w:{k}"])
@@ -384,26 +387,15 @@ def main(argv: list[str] | None = None) -> int:
     from ledger.export import bundle_build
     from ledger.models import LogLeaf, ProvenanceNode, TransitionCommitment
     from ledger.services import (
-        housekeeper_init,
-        memories_create,
-        memory_genesis_sign,
-        store_create,
         transition_append,
         transitions_append,
         tree_head_issue,
     )
-    from orgs.models import Organization
 
     if args.no_fsync_wait and args.db == "postgres":
         with connection.cursor() as c:
             c.execute("SET synchronous_commit = off")
-    org = Organization.objects.create(name="Bench", slug=f"bench-{int(time.time() * 1000)}")
-    housekeeper_init(organization=org)
-    store = store_create(organization=org, name="Bench", slug="bench")
-    mems = memories_create(store=store, records=[{"id": f"b{i}", "text": f"benchmark memory {i}"}
-                                                 for i in range(args.memories)])
-    memory_genesis_sign(memory_ids=[m.pk for m in mems])
-    ids = [m.pk for m in mems]
+    org, ids = _signed_store("Bench", f"bench-{int(time.time() * 1000)}", "b", "benchmark memory", args.memories)
     for i in range(50):  # warm-up: connection, signer and weight caches
         transition_append(memory_id=ids[i % len(ids)], valence_q=100, evidence=[f"outcome:{i}"])
 
