@@ -73,16 +73,29 @@ def _audit(sc: Scenario, emb, **params):
 class TopicEmbedder:
     """A sentence encoder in miniature: the topic (the region's name) dominates, every other word
     adds a little (hashed). HashingEmbedder weighs a template word like a topic word, which no
-    real encoder does; the reach's cosines are on a real encoder's scale."""
+    real encoder does; the reach's cosines are on a real encoder's scale.
+
+    ``titles`` (dimensions 10 on) dominate as a topic does; words of a semantic ``field`` share
+    dimension 20, pulling that field's records together; the other words are hashed into the
+    dimensions from ``hashed_from`` on."""
+
+    def __init__(self, *, titles: tuple[str, ...] = (), field: frozenset[str] = frozenset(),
+                 hashed_from: int = 16) -> None:
+        self.titles, self.field, self.hashed_from = titles, field, hashed_from
 
     def encode(self, texts):
         out = np.zeros((len(texts), 256), dtype=np.float32)
+        buckets = 256 - self.hashed_from
         for i, t in enumerate(texts):
             for w in re.findall(r"[A-Za-z0-9]+", t):
                 if w in _TOPIC:
                     out[i, _TOPIC.index(w)] += 3.0
+                elif w in self.titles:
+                    out[i, 10 + self.titles.index(w)] += 3.0
+                elif w.lower() in self.field:
+                    out[i, 20] += 1.0
                 else:
-                    out[i, 16 + zlib.crc32(w.lower().encode()) % 240] += 0.3
+                    out[i, self.hashed_from + zlib.crc32(w.lower().encode()) % buckets] += 0.3
             out[i] /= max(1e-9, float(np.linalg.norm(out[i])))
         return out
 

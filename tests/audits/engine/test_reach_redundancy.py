@@ -16,14 +16,10 @@ rarely uses.
 from __future__ import annotations
 
 import random
-import re
-import zlib
-
-import numpy as np
 
 from audits.engine.scenario import AgentConfig, HarmSpec, MemoryRecord, Probe, Scenario
 
-from .test_reach import _PLACES, _POISON, _TOPIC, _WRONG, _audit
+from .test_reach import _PLACES, _POISON, _TOPIC, _WRONG, TopicEmbedder, _audit
 
 # Unobserved targets' passages, written otherwise than the observed ones.
 _OTHER = ("Ask the fishermen of {r}: the harbour they sail from each morning is {w}, in {r}.",
@@ -33,25 +29,10 @@ _MILLERS = ["Orrin", "Pask", "Quill", "Renn", "Sallow", "Tarn", "Uffa", "Vell", 
 _FIELD = frozenset("mill bakery grain valley".split())
 
 
-class FieldEmbedder:
-    """TopicEmbedder's miniature encoder with a semantic field: the region or the article's title
-    dominates, words of one field (milling) pull records of that field together, every other word
-    adds a little."""
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), 256), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"[A-Za-z0-9]+", t):
-                if w in _TOPIC:
-                    out[i, _TOPIC.index(w)] += 3.0
-                elif w in _TITLES:
-                    out[i, 10 + _TITLES.index(w)] += 3.0
-                elif w.lower() in _FIELD:
-                    out[i, 20] += 1.0
-                else:
-                    out[i, 32 + zlib.crc32(w.lower().encode()) % 224] += 0.3
-            out[i] /= max(1e-9, float(np.linalg.norm(out[i])))
-        return out
+def field_embedder() -> TopicEmbedder:
+    """The miniature encoder with a semantic field: the region or the article's title dominates,
+    words of one field (milling) pull records of that field together, every other word adds a little."""
+    return TopicEmbedder(titles=tuple(_TITLES), field=_FIELD, hashed_from=32)
 
 
 def backed_scenario(*, observed: int = 4) -> Scenario:
@@ -87,7 +68,7 @@ def backed_scenario(*, observed: int = 4) -> Scenario:
 
 def test_planted_copies_under_the_shape_cut_are_tested_and_removed():
     sc = backed_scenario()
-    res, before, after = _audit(sc, FieldEmbedder())
+    res, before, after = _audit(sc, field_embedder())
     assert sum(r["harmful"] for r in before) == 10
     missed = sc.truth - set(res.batch)
     assert not missed, sorted(missed)
@@ -98,7 +79,7 @@ def test_planted_copies_under_the_shape_cut_are_tested_and_removed():
 
 def test_two_sentences_of_one_article_against_records_about_something_else_stay():
     sc = backed_scenario()
-    res, _, _ = _audit(sc, FieldEmbedder())
+    res, _, _ = _audit(sc, field_embedder())
     assert not {"a0", "a1"} & set(res.batch), sorted(res.batch)
     assert set(res.batch) == sc.truth
     tested = [r for r in res.signal_influence["reach"]["trace"] if r["memory"] in ("a0", "a1")]
