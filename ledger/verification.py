@@ -341,18 +341,19 @@ def store_preverify(store, *, log_position: int, rows: list[tuple] | None = None
     and save the record (clean memories only; a memory with findings is left for recall to
     verify, exclude and alert on). ``log_position``: the tenant log's last leaf index read
     *before* the memories were, so the record claims no more than it checked. ``rows``: every
-    signed memory's (pk, chain head, label seq, live weight, state, content hash), ascending pk,
-    as read at or after ``log_position`` (the worker's store index has them); else read here.
+    signed memory's (pk, chain head, label seq, live weight, state, content hash) as int, bytes,
+    int, int, str ("" for none), bytes, ascending pk, as read at or after ``log_position`` (the
+    worker's store index has them); else read here.
     Each memory is re-read and its state compared before it is verified either way.
 
     Returns counts: ``kept`` (already verified in this state), ``verified``, ``failed``."""
     epochs = _epochs_fingerprint(store.organization)
     old = preverified_load(store)
     if rows is None:
-        rows = list(Memory.objects.filter(store=store, chain_head__isnull=False).order_by("pk").values_list(
-            "pk", "chain_head", "label_seq", "live_weight_q", "epistemic_state", "content_sha256"))
-    rows = [(int(pk), bytes(head), int(seq), int(w), state or "", bytes(content))
-            for pk, head, seq, w, state, content in rows]
+        rows = [(int(pk), bytes(head), int(seq), int(w), state or "", bytes(content))
+                for pk, head, seq, w, state, content in Memory.objects.filter(
+                    store=store, chain_head__isnull=False).order_by("pk").values_list(
+                    "pk", "chain_head", "label_seq", "live_weight_q", "epistemic_state", "content_sha256")]
     if old is not None and rows:
         kept_mask = old.mask(pks=np.array([r[0] for r in rows], dtype=np.int64), heads=[r[1] for r in rows],
                              contents=[r[5] for r in rows], label_seq=np.array([r[2] for r in rows], dtype=np.int64),
