@@ -342,9 +342,9 @@ def epoch_from_row(row, tenant: str) -> Epoch:
 
 
 _receipt_keys: dict[tuple[str, str], Ed25519Key] = {}
-# Per (database, organization, key id): (checked at, endorsed now?) — the endorsement is looked
-# up at most every RECEIPT_ENDORSEMENT_RECHECK seconds, so a revocation is seen that quickly.
-_receipt_checked: dict[tuple[str, int, str], tuple[float, bool]] = {}
+# Per (database, organization, key id): when its endorsement was last looked up; that is done at
+# most every RECEIPT_ENDORSEMENT_RECHECK seconds, so a revocation is seen that quickly.
+_receipt_checked: dict[tuple[str, int, str], float] = {}
 RECEIPT_ENDORSEMENT_RECHECK = 30.0
 
 
@@ -407,8 +407,8 @@ def receipt_signer(organization, *, now: datetime | None = None) -> Ed25519Key:
         _receipt_keys[cache_key] = key
     check_key = (str(connection.settings_dict["NAME"]), organization.pk, key.key_id)
     checked = _receipt_checked.get(check_key)
-    if checked is not None and checked[1] and time.monotonic() - checked[0] < RECEIPT_ENDORSEMENT_RECHECK:
-        return key
+    if checked is not None and time.monotonic() - checked < RECEIPT_ENDORSEMENT_RECHECK:
+        return key  # endorsed, or pending (its endorsement, when it comes, covers receipts from the key's creation)
     row, _ = ReceiptKey.objects.get_or_create(organization=organization, key_id=key.key_id,
                                               defaults={"public_key": key.public_key})
     state = receipt_key_state(organization, key.key_id, now=now)
@@ -419,12 +419,10 @@ def receipt_signer(organization, *, now: datetime | None = None) -> Ed25519Key:
         row = ReceiptKey.objects.create(organization=organization, key_id=key.key_id, public_key=key.public_key)
         check_key = (check_key[0], organization.pk, key.key_id)
         state = "pending"
-    if state == "pending" and (checked is None or time.monotonic() - checked[0] >= RECEIPT_ENDORSEMENT_RECHECK
-                               or checked[1]):
+    if state == "pending":  # asked at most once a recheck period
         try:
             dispatch.receipt_key_endorse(organization.pk, row.pk)
         except Exception:  # noqa: BLE001 - eager mode runs it here; a recall never fails for it
             logger.exception("receipt key %s of %s: endorsement request failed", key.key_id, organization.slug)
-        state = receipt_key_state(organization, key.key_id, now=now)  # eager mode: done already
-    _receipt_checked[check_key] = (time.monotonic(), state == "endorsed")
+    _receipt_checked[check_key] = time.monotonic()
     return key

@@ -202,3 +202,30 @@ def test_endorsements_are_append_only_but_for_one_revocation(memories, organizat
     with connection.cursor() as c:
         c.execute("UPDATE ledger_keyendorsement SET revoked_at = '2030-01-01T00:00:00Z' WHERE id = %s", [row.pk])
     refused("UPDATE ledger_keyendorsement SET revoked_at = '2031-01-01T00:00:00Z' WHERE id = %s")
+
+
+def test_a_pending_receipt_key_is_not_looked_up_again_on_every_recall(facts, monkeypatch):
+    """Until the housekeeper endorses it, the receipt key is as good as pending for the recheck
+    period: recalls then sign without reading ReceiptKey and KeyEndorsement each time (a recall at
+    20k spent 1-2 ms on those two queries while no housekeeper answered), and ask once more after it."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ledger import dispatch, signing
+
+    asked: list[int] = []
+    monkeypatch.setattr(dispatch, "receipt_key_endorse", lambda organization_id, row_id: asked.append(row_id))
+    signing._receipt_checked.clear()
+    recall(store=facts, query=EIFFEL, k=1)
+    assert len(asked) == 1 and not KeyEndorsement.objects.filter(purpose="receipt").exists()
+
+    def key_queries() -> list[str]:
+        with CaptureQueriesContext(connection) as seen:
+            receipt = recall(store=facts, query=EIFFEL, k=1)["receipt"]
+        assert receipt["body"]["key_id"] == ReceiptKey.objects.get().key_id
+        return [q["sql"] for q in seen.captured_queries
+                if "ledger_receiptkey" in q["sql"] or "ledger_keyendorsement" in q["sql"]]
+
+    assert key_queries() == [] and len(asked) == 1
+    monkeypatch.setattr(signing, "RECEIPT_ENDORSEMENT_RECHECK", 0.0)  # the recheck period is over
+    assert key_queries() and len(asked) == 2
