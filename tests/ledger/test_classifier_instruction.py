@@ -2,8 +2,8 @@
 the product's ``classify()`` entry point (issue 16, "instruction attacks").
 
 The injections below are from the tuning sets of ``bench/instruction_set.py`` (holdouts 1-3, tune batch
-4) that the 3.2 patterns missed; holdout 4 is not used here (it is measured once, in
-``bench/classifier_eval.py --instructions``)."""
+4; since 3.11 also holdout 4) that the 3.2 patterns missed; holdout 5 is not used here (it is measured
+once, in ``bench/classifier_eval.py --instructions``)."""
 
 from __future__ import annotations
 
