@@ -94,6 +94,10 @@ tried in 3.6-3.7 (2..40 tokens) were taken back in 3.9: see docs/benchmarks.md s
 Version 3.10 (issue 16, "instruction attacks") adds a structural instruction scorer in
 :mod:`ledger.classifier.instruction` (who the passage addresses and what it asks; pure rules, so
 the ingest path without vectors has it) whose score also lowers the learned detector's bar.
+Version 3.11 gives that scorer new kinds of evidence (a preference that rules for others, a
+request put politely, a headed note, an order record in markup, secrets gathered, a command's
+damage, concealment) and counts a word once (the 3.2 catch-all's "Ignore" is not also its own
+override; a past tense inside what others are to be told is no report).
 
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),

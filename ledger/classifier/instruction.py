@@ -17,6 +17,11 @@ directive).
 who the passage addresses and what it asks, one weight per kind of evidence, flagged at
 ``DIRECTIVE_BAR`` when no named rule holds; its score also lowers the learned detector's bar
 (:mod:`ledger.classifier.learned`). Tuned on every set of ``bench/instruction_set.py`` but holdout 4.
+
+3.11 adds kinds of evidence to that scorer (each marked "3.11" below) and counts a word once:
+the catch-all's order verb is not also its own override ("Ignore the first reading of the
+thermometer"), a past tense inside what others are to be told is not a report of the past.
+Tuned on every set but holdout 5 (holdout 4 among them).
 """
 
 from __future__ import annotations
@@ -116,6 +121,10 @@ _INJECTION_SIGNS = (
 )
 
 
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
 def _addressed_order(text: str) -> tuple[str, str] | None:
     """("addressed override", evidence) when the general rule holds (see above), else None."""
     addressed = _ADDRESSEE.search(text)
@@ -123,7 +132,10 @@ def _addressed_order(text: str) -> tuple[str, str] | None:
         addressed = _SECOND_PERSON.search(text)
     if addressed is None:
         return None
-    signs = [(name, m.group(0)) for name, rx in _INJECTION_SIGNS if (m := rx.search(text))]
+    # 3.11: each word counts once: the order verb that addresses ("Ignore the first reading…")
+    # is not also the override it would need ("ignore" inside the address's own span).
+    signs = [(name, m.group(0)) for name, rx in _INJECTION_SIGNS
+             if (m := next((m for m in rx.finditer(text) if not _overlaps(m.span(), addressed.span())), None))]
     if not signs:
         return None
     return ("addressed override", "; ".join([addressed.group(0).strip(" ,;:")] + [f"{n}: {t}" for n, t in signs]))
@@ -171,7 +183,7 @@ def _markers(text: str) -> tuple[tuple[str, str], ...]:
 
 _AUDIENCE_NOUN = (r"(?:customers?|users?|callers?|clients?|shoppers?|patients?|guests?|applicants?|owners?|parents?"
                   r"|tenants?|members?|visitors?|students?|players?|people|colleagues?|families|farmers|buyers"
-                  r"|passengers|travell?ers|investors|subscribers|employees|staff|requesters?|senders?|drivers)")
+                  r"|passengers|travell?ers|investors|subscribers|employees|staff|requesters?|senders?|drivers|third parties)")
 _AUDIENCE = (r"(?:\b(?:every|each|all|any|other|all\s+the|every\s+single)\s+(?:\w+\s+)?" + _AUDIENCE_NOUN + r"\b"
              r"|\b(?:anyone|anybody|everyone|everybody|whoever|someone|somebody|them|people)\b"
              r"|\bthe\s+(?:customer|user|caller|client|patient|guest|shopper|applicant|tenant|owner|parent|member"
@@ -183,7 +195,8 @@ _ANSWER_VERB = (r"(?:tell|say|answer|reply|respond|report|state|describe|quote|c
                 r"|antworte\w*|sag(?:e|en|st)?|teile\w*|erkläre|bestätige"
                 r"|responde[rs]?|di|diles|dile|decir|comunica|indica|confirma)")
 _ACT_VERB = (r"(?:approve|grant|accept|waive|credit|refund|pay|issue|settle|sign|unlock|reset|mark|excuse|change"
-             r"|execute|run|call|invoke|trigger|delete|drop|disable|skip|bypass|merge|transfer|book|add"
+             r"|execute|run|call|invoke|trigger|delete|drop|disable|skip|bypass|merge|transfer|book|add|apply|comply|obey"
+             r"|collect|gather|ask|refer|redirect|route|resolve|query|dump"
              r"|point|treat|consider|assume|adopt|act|behave|play|pretend|imagine|speak|switch|stop"
              r"|send|forward|email|cc|upload|post|export|paste|copy|include|attach|share|reveal|disclose|give"
              r"|leak|ignore|disregard|forget|discard|replace|overlook|genehmige\w*|leite\w*|gib|ignoriere\w*|schicke?"
@@ -201,18 +214,45 @@ _ADDRESS = (
         r"|\b(?:for|to)\s+(?:the\s+|any\s+|whichever\s+)?(?:[a-z]+\s+)?(?:ai|assistant|agent|model|bot|llm)\b"
         r"|\b(?:whoever|anyone who|any model that|any ai that)\s+(?:reads|consults|answers)\b"
         r"|\breader of this\b|\bai consulting this\b|\(the agent\)"
+        r"|(?:^|\n)\s*(?:#+|\*\*|\[)\s*(?:\w+\s+)?(?:assistant|agent|bot|ai|model|chatbot)\b"
         r"|\b(?:l'assistant|l'agent|l'ia|der assistent|den assistenten|dem assistenten|die ki|el asistente"
         r"|al asistente|la ia)\b", re.IGNORECASE)),
     ("you told what to do", 2.0, re.compile(
         r"\byou(?:'re| are)?\s+(?:must|should|shall|have to|are to|will now|can now|may now|now|are now"
-        r"|are authori[sz]ed|have been (?:promoted|authori[sz]ed|granted))\b"
+        r"|are authori[sz]ed|have been (?:promoted|authori[sz]ed|granted)|need to|ought to|are expected to"
+        r"|are required to|are supposed to)\b|\byour (?:job|task|duty|role) (?:is|from|now)\b"
+        r"|\bmake it a habit\b|\bmake a point of\b|\bbe sure to\b"
         r"|\bcould you(?: please)?\s+(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"|make sure)\b"
         r"|\bmake sure (?:that )?(?:you|any|every|each)\b"
         r"|,\s*you\s+(?:share|send|give|tell|say|approve|forward|reply|answer|grant|call|run|reveal|confirm)\b"
         r"|\byour (?:earlier|previous|prior|original|new|standing|current|initial)\s+(?:instructions?|guidelines"
-        r"|rules|configuration|guidance|restrictions)\b|\byou were told\b"
+        r"|rules|configuration|guidance|restrictions)\b|\byou were (?:told|given|instructed)\b"
         r"|\b(?:tu dois|vous devez|tu vas|du musst|du sollst|sie müssen|sie sollen|debes|tienes que"
-        r"|deberás|usted debe)\b|\bantwortest du\b|\bdu antwortest\b", re.IGNORECASE)),
+        r"|deberás|usted debe|sollst du|musst du|sollen sie|müssen sie)\b|\bantwortest du\b|\bdu antwortest\b",
+        re.IGNORECASE)),
+    # 3.11: a request put politely is still a request to the reader ("would you kindly let anyone
+    # asking… know", "it would be really helpful if you could tell shoppers…"); what it asks decides.
+    ("you asked politely", 2.0, re.compile(
+        r"\bwould you(?: kindly| please| be so kind as to)?\s+(?!like\b|mind\b|rather\b|say\b|know\b)\w+"
+        r"|\b(?:if|that) you could\b|\byou could (?:please |kindly )?(?:" + _ANSWER_VERB + r"|" + _ACT_VERB + r"|let)\b"
+        r"|\b(?:it would be|it'd be) (?:really |very |so )?(?:helpful|great|nice|appreciated|ideal)\b"
+        r"|\b(?:I'd|I would|we'd|we would) be (?:grateful|glad|thankful|obliged)\b|\bdo be so kind\b"
+        r"|\bmight I ask\b|\b(?:please|kindly) (?:be sure|make sure|ensure|see to it)\b", re.IGNORECASE)),
+    # 3.11: a disguised preference: the user "prefers" what reaches past the user (others' data, a
+    # grant to colleagues or anyone who calls) or lifts a control; it binds the agent, it is no
+    # taste of the user's own (a real preference, "aisle seats", "replies in Spanish", neither).
+    ("a preference that rules for others", 2.0, None),
+    # 3.11: a note headed for whoever reads it ("[DEVELOPER NOTE]", "Ops bulletin,", "Maintainer
+    # comment:"): a header that names a note, then its content.
+    ("a headed note", 1.5, re.compile(
+        r"^\s*(?:[\[<(#*]+\s*[\w -]{0,30}?|(?:[\w-]+\s+){0,3})(?:note|notice|bulletin|memo|message|update|comment"
+        r"|directive|instruction|advisory|announcement|dispatch|alert|rule)\b[\w -]{0,20}?(?:[\])>*#]+|\s*[:,])",
+        re.IGNORECASE)),
+    # 3.11: a record whose own fields say it is an order for the agent (JSON / YAML).
+    ("an order record in markup", 2.5, re.compile(
+        r"[\"']?(?:memory_)?(?:type|kind)[\"']?\s*:\s*[\"']?(?:directive|instruction|rule|order|command|standing_order)\b"
+        r"|[\"']?(?:applies_to|target|audience|for|recipient)[\"']?\s*:\s*[\"']?(?:agent|assistant|bot|model|ai|llm)\b",
+        re.IGNORECASE)),
     ("system role in markup", 2.5, re.compile(
         r"[\"']?role[\"']?\s*[:=]\s*[\"']?system\b|\[system\]|<<SYS>>", re.IGNORECASE)),
     ("rule on the replies", 2.0, re.compile(
@@ -220,7 +260,8 @@ _ADDRESS = (
         r"|summaries)\b[^.;\n]{0,60}?\b(?:must|should|has to|have to|is to|are to|shall|gets?)\b"
         r"|\b(?:questions?|requests?)\s+about\b[^.;\n]{0,60}?\bgets?\s+the\s+(?:answer|reply|response)\b"
         r"|\bthe (?:reply|answer|response) (?:has to|must|should|is to) be\b"
-        r"|\b(?:should|must|will|is to)\s+hear\b", re.IGNORECASE)),
+        r"|\b(?:should|must|will|is to)\s+hear\b|\b(?:in|into|to) (?:your|every|each) (?:reply|answer|response)\b",
+        re.IGNORECASE)),
     ("you given a new role", 2.5, re.compile(
         r"\byou(?:'re| are)? now (?:speak|act|are|the)\b|\bimagine you are\b|\bconsider yourself\b|\byou have been promoted\b"
         r"|\byou(?:'re| are) (?:the|a|an)\b[^.;\n]{0,40}\bnow\b|\byou are no longer\b", re.IGNORECASE)),
@@ -232,11 +273,13 @@ _ASKS = (
         + r"|\b" + _ANSWER_VERB + r"\b[^.;\n]{0,30}?\bto\s+" + _AUDIENCE
         + r"|\b(?:must|should|has to|have to|is to|are to)\s+(?:always\s+)?(?:say|state|tell|claim|describe|mention|report"
         r"|promise|confirm)\b|\b(?:hears?|be told|is told|are told)\s+that\b"
-        r"|\b(?:describe|report|mark|present)\s+(?:[\w']+\s+){0,5}as\b"
+        r"|\b(?:describe|report|mark|present)\s+(?:[\w']+\s+){0,8}as\b"
         + r"|\b(?:tell|inform|assure|reassure|promise|quote|guarantee)\s+(?:the\s+|all\s+|our\s+)?(?:\w+\s+)?"
         + _AUDIENCE_NOUN + r"\b"
         + r"|\b" + _AUDIENCE + r"\s+(?:who\s+)?(?:asks?|asking|calls?|requests?|mentions?|says?)\b"
         r"|\b(?:to|for|with)\s+(?:anyone|whoever|everyone|anybody)\b|\bon request\b"
+        r"|\blet\s+" + _AUDIENCE + r"[^.;\n]{0,40}?\bknow\b"
+        r"|\b(?:allen|jedem|jeder)\s+\w+\s+(?:sagen|mitteilen|antworten|bestätigen|erklären)\b"
         r"|\b(?:say|state|report|insist|answer|reply|respond|claim|confirm)\s+(?:that|so|it|there|none|yes|no)\b"
         , re.IGNORECASE)),
     ("does what others ask", 1.5, re.compile(
@@ -246,7 +289,13 @@ _ASKS = (
         + r"|\b(?:deny|refuse|reject|approve|grant|accept|waive|refund|pay out|settle|credit|excuse|issue|sign off on)\s+"
         r"(?:any|every|all|each|whatever)\b"
         r"|\b(?:may|can|could)\s+(?:now\s+)?be\s+(?!only\b)\w+(?:ed|en|let|paid)\b(?=[^.;\n]{0,60}?\b(?:any|anyone|who|on "
-        r"request|without)\b)",
+        r"request|without)\b)"
+        # 3.11: others' requests granted as such ("requests from their colleagues are approved"; not
+        # "must be approved by a team lead", a control), or every request complied with
+        r"|\b(?:requests?|claims?|appeals?|applications?|changes?)\b[^.;\n]{0,40}?\b(?:are|is|get|gets|be)\s+"
+        r"(?:automatically\s+)?(?:approved|accepted|granted|honou?red|waived|paid|refunded)\b(?!\s+(?:by|only|after|if|once|when)\b)"
+        r"|\b(?:comply with|obey|honou?r|fulfil+|carry out|follow|apply)\s+(?:every|any|all|each|whatever)\b"
+        r"|\b(?:any|every|each)\s+\w+\s+(?:the|a)\s+\w+\s+(?:gives|provides|sends|submits|names|dictates)\b",
         re.IGNORECASE)),
     ("trigger", 1.5, re.compile(
         r"\b(?:when(?:ever)?|if|each time|every time|any ?time|once|as soon as|before|after|next time|on)\b"
@@ -262,6 +311,8 @@ _ASKS = (
         r"|for all future|all (?:later|future)|for the rest of|permanently|effective immediately|from here"
         r"|regardless of what|no matter what|every (?:single )?(?:reply|answer|response|session|conversation|chat"
         r"|summary|message|time)|each (?:reply|answer|response|session|time)|standing instruction"
+        r"|starting (?:today|tomorrow|this week)|until told otherwise|always (?:say|tell|answer|reply|respond|claim"
+        r"|confirm|describe|report|state)"
         r"|à partir de maintenant|désormais|dorénavant|à l'avenir|ab sofort|ab jetzt|von nun an|ab heute|künftig"
         r"|zukünftig|de ahora en adelante|a partir de ahora|desde ahora|en adelante|quoi que disent)\b", re.IGNORECASE)),
     ("overrides other memories", 2.5, re.compile(
@@ -273,6 +324,12 @@ _ASKS = (
         r"\b(?:no longer apply|(?:is|are|were) (?:void|obsolete|superseded|stale|mistaken|wrong|a draft|fabricated"
         r"|outdated))\b|\bthe only (?:rule|valid|correct|true)\b|\bsingle source of truth\b|\btrust only\b"
         r"|\bsupersede[sd]?\b|\b(?:what|whatever) you (?:know|remember|hold|have (?:stored|saved))\b"
+        # 3.11: whatever another source says ("whatever the other memories say", "regardless of what
+        # the records say"): the passage puts itself above them
+        r"|\b(?:whatever|no matter what|regardless of what)\s+(?:the\s+|your\s+)?(?:other\s+|older\s+|stored\s+|saved\s+)?"
+        r"(?:memor(?:y|ies)|records?|notes?|files?|documents?|docs|documentation|database|system|board|report|screen"
+        r"|agenda|schedule|chart|logs?|policy|rules|knowledge base|entries|history|guidelines?|status)\s+"
+        r"(?:says?|shows?|states?|claims?)\b"
         r"|\b(?:recollection|memory|knowledge|notes?) you (?:hold|have)\b|\b(?:entered|written|saved) (?:by|in) (?:mistake|error)\b"
         r"|\b(?:saved|stored|recorded|written|remembered)\b[^.;\n]{0,40}?\b(?:is|are|was|were) (?:void|obsolete|stale"
         r"|mistaken|wrong|a draft|fabricated|outdated|false|fake)\b|\bregardless of what the (?:records|notes|knowledge base)\b"
@@ -287,11 +344,13 @@ _ASKS = (
         r"|priority flag|internal (?:note|directive)|automated note|standing instruction|systemhinweis|admin-hinweis|hinweis an"
         r"|note (?:système|de l'administrateur|pour)|nota del (?:sistema|administrador))\b)")),
     ("relaxes a control", 1.5, re.compile(
-        r"\bwithout (?:a |any |the |their |his |her )?(?:manager|approval|verif\w+|check\w*|proof|consultation"
+        r"\bwithout (?:a |any |the |their |his |her )?(?:[\w-]+\s+)?(?:manager|approval|verif\w+|check\w*|proof|consultation"
         r"|inspection|review|caveats|asking|income check|identity|looking|a prescription)"
         r"|\bno (?:review|questions|restrictions|approval)\b|\bno longer (?:needed|required|apply|need)\b"
-        r"|\bnot (?:needed|required)\b|\b(?:does|do) not apply\b|\bis gone\b|\bdisabled\b|\bwaived?\b|\blifted\b|\brelaxed\b|\bbypass"
-        r"|\bskip (?:the )?\w*\s*(?:check|verification|approval)|\bautomatically\b|\bexempt\w*|\bdisable (?:the )?[\w-]*\s*(?:firewall|checks?|filters?|logging|alerts?|2fa|mfa|verification|antivirus|monitoring)"
+        r"|\bnot (?:needed|required|necessary)\b|\bneed not\b|\bneedn't\b|\bno need to\b|\b(?:has been|have been|is|are) "
+        r"(?:retired|removed|switched off|turned off|paused)\b|\b(?:is|are) now (?:permitted|allowed|authori[sz]ed|cleared"
+        r"|free) to\b|\bwith no [\w-]+\s*(?:match|check|approval|review|sign-off)\b|\b(?:does|do) not apply\b|\bis gone\b|\bdisabled\b|\bwaived?\b|\blifted\b|\brelaxed\b|\bbypass"
+        r"|\bskip (?:the )?[\w-]*\s*(?:check|verification|approval)|\bautomatically\b|\bexempt\w*|\bdisable (?:the )?[\w-]*\s*(?:firewall|checks?|filters?|logging|alerts?|2fa|mfa|verification|antivirus|monitoring)"
         r"|\b(?:do not|don't|dont) (?:verify|check|ask|log)\b|\bon the customer's word\b|\beven if\b"
         r"|\b(?:sans (?:vérifier|vérification|approbation|demander)|ohne (?:prüfung|genehmigung|zu prüfen|freigabe)"
         r"|keine freigabe|sin (?:verificar|aprobación|comprobar))\b", re.IGNORECASE)),
@@ -301,12 +360,33 @@ _ASKS = (
         r"|leak|communicate|leite|envía|envoie|communique\w*|teile|reply with|respond with)\b[^.;\n]{0,60}?"
         r"\b(?:passwords?|passcodes?|pins?|credentials?|tokens?|logins?"
         r"|address book|card numbers?|salar(?:y|ies)|passport scans?|balances?|calendar|transcripts?"
-        r"|conversations?|chat history|historial|contents|customer list|phone numbers)\b",
+        r"|conversations?|chat history|historial|contents|customer list|phone numbers)\b"
+        # 3.11: a planted contact (a phone number), a shared or public place, others' records
+        r"|\+\d{1,3}[ -]?\d[\d -]{6,}\d|\b(?:shared|public)\s+(?:notes|drive|folder|channel|doc|document|share|bucket|repo)\b"
+        r"|\b(?:shared|disclosed|sent|given|forwarded|released|handed)\s+(?:out\s+)?(?:to|with)\s+(?:third parties|anyone"
+        r"|whoever|outsiders|any\s+\w+)\b"
+        r"|\b(?:other|others'|colleagues'|other people's)\s+(?:\w+'?\s+){0,2}(?:records?|data|details|addresses|numbers"
+        r"|histor(?:y|ies)|results|salar(?:y|ies)|appointment\w*|files?|accounts?|balances?|diagnos\w+)\b",
         re.IGNORECASE)),
+    # 3.11: asks for secrets to be collected ("ask the user for their one-time passcode", "collect
+    # the API keys"): data out before it leaves
+    ("gathers secrets", 1.5, re.compile(
+        r"\b(?:ask|collect|gather|harvest|record|store|write|save|note|copy|keep)\b[^.;\n]{0,40}?\b(?:passwords?"
+        r"|passcodes?|one-time (?:code|passcode|password)s?|pins?|credentials|api keys?|secret keys?|tokens?|cvv"
+        r"|card numbers?)\b", re.IGNORECASE)),
     ("runs a tool", 2.0, re.compile(
         r"\b(?:call|run|execute|invoke|trigger)\s+(?:the\s+)?`?[\w.]*\w\(|\|\s*(?:ba|z)?sh\b"
         r"|\b(?:call|run|execute|invoke|use)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}(?:tool|script|command|shell|job)s?\b"
-        r"|\bcurl\s+https?:", re.IGNORECASE)),
+        r"|\bcurl\s+https?:|\b(?:run|execute|type|enter)\s+`[^`\n]+`"
+        r"|\b(?:query|dump)\s+(?:the\s+)?[\w.]+\s+(?:table|database|db)\b", re.IGNORECASE)),
+    # 3.11: what a command destroys or opens up, whoever runs it
+    ("destroys data or opens access", 2.0, re.compile(
+        r"\brm\s+-\w*[rf]\w*\s+/|\bchmod\s+(?:-R\s+)?0?777\b|--force\b|\bdrop\s+(?:table|database)\b"
+        r"|\bdelete\s+(?:the\s+)?(?:namespace|bucket|database|table|backups?)\b|\btruncate\s+table\b|\bmkfs\b"
+        r"|\bdisable (?:the )?(?:nightly |daily )?(?:backups?|audit\w*|logging|firewall)\b", re.IGNORECASE)),
+    # 3.11: keeps something from the people asking ("never mention the breach")
+    ("conceals from others", 1.5, re.compile(
+        r"\b(?:never|do not|don't|dont|not to)\s+(?:mention|disclose|admit|reveal|bring up|acknowledge)\b", re.IGNORECASE)),
     ("changes the agent's role", 2.5, re.compile(
         r"\byou(?:'re| are)? now (?:speak|act|are|the)\b|\bplay the (?:part|role)\b|\bact as\b|\bbehave (?:as|like)\b"
         r"|\bimagine you are\b|\badopt the (?:role|persona)\b|\btake on the persona\b|\bpretend\b|\bconsider yourself\b"
@@ -344,19 +424,54 @@ def directive_evidence(text: str) -> tuple[float, list[tuple[str, float, str]]]:
     return _directive(text)
 
 
+_REACHES_OTHERS = re.compile(
+    r"\b(?:others?|colleagues?'?|coworkers|co-workers|third part(?:y|ies)|anyone|anybody|everyone|whoever|strangers"
+    r"|(?:his|her|their|my|the) (?:team|friends|family|group)|any(?:one)? (?:\w+ )?(?:who|caller|customer|user|client))\b",
+    re.IGNORECASE)
+_PREFERENCE = next(rx for name, _, rx in _AGAINST if name == "a user's own preference")
+_PAST = next(rx for name, _, rx in _AGAINST if name == "a report of the past")
+
+
 @lru_cache(maxsize=1 << 15)
 def _directive(text: str) -> tuple[float, list[tuple[str, float, str]]]:
     found: list[tuple[str, float, str]] = []
+    told_you = None
     for name, w, rx in _ADDRESS:
-        if m := rx.search(text):
+        if rx is not None and (m := rx.search(text)):
             found.append((name, w, m.group(0).strip(" ,;:\n")))
-    imperative = _clause_imperative(text)
-    if imperative and not any(n == "you told what to do" for n, _, _ in found):
-        found.append(("an order at a clause start", 1.5, imperative))
-    asks = [(name, w, m.group(0).strip(" ,;:\n")) for name, w, rx in _ASKS if (m := rx.search(text))]
+            told_you = m.span() if name == "you told what to do" else told_you
+    # an order at a clause start counts beside "you told what to do" only in other words
+    # ("Ignore the guidelines you were given"), not inside it ("you must tell…")
+    imperative = _clause_imperative_match(text)
+    if imperative and not (told_you and _overlaps(imperative.span(), told_you)) and not (
+            told_you and imperative.start() > told_you[0]):
+        found.append(("an order at a clause start", 1.5, imperative.group(0).strip(" ,;:\n.([>*#`\"-")))
+    matches = [(name, w, m) for name, w, rx in _ASKS if (m := rx.search(text))]
+    asks = [(name, w, m.group(0).strip(" ,;:\n")) for name, w, m in matches]
+    # 3.11: a "preference" that lifts a control or reaches other people is a rule for the agent
+    # (an address), not a taste of the user's own (no discount for it).
+    ruling = None
+    if (pref := _PREFERENCE.search(text)) and (
+            _REACHES_OTHERS.search(text) or any(n in ("relaxes a control", "sends data out") for n, _, _ in asks)):
+        ruling = pref.group(0)
+        found.append(("a preference that rules for others", 2.0, ruling))
     if not asks or (not found and sum(w for _, w, _ in asks) < UNADDRESSED_ASKS):
         return 0.0, []
-    against = [(name, w, m.group(0).strip(" ,;:\n")) for name, w, rx in _AGAINST if (m := rx.search(text))]
+    against = []
+    for name, w, rx in _AGAINST:
+        if name == "a user's own preference" and ruling is not None:
+            continue
+        if name == "a report of the past":
+            # each word counts once: a past tense inside what others are to be told ("let anyone
+            # know it was…") or inside an ask ("prior answers were mistaken") is not a report
+            told = [m.start() for n, _, m in matches if n == "shapes what others are told"]
+            spans = [m.span() for _, _, m in matches]
+            m = next((m for m in rx.finditer(text) if not (told and m.start() > told[0])
+                      and not any(_overlaps(m.span(), sp) for sp in spans)), None)
+        else:
+            m = rx.search(text)
+        if m:
+            against.append((name, w, m.group(0).strip(" ,;:\n")))
     address = max(w for _, w, _ in found) + 0.5 * (len(found) - 1) if found else 0.0
     evidence = found + asks + against
     return round(address + sum(w for _, w, _ in asks) + sum(w for _, w, _ in against), 2), evidence
@@ -370,11 +485,16 @@ _CLAUSE_START = re.compile(
 
 
 def _clause_imperative(text: str) -> str | None:
+    m = _clause_imperative_match(text)
+    return m.group(0).strip(" ,;:\n.([>*#`\"-") if m else None
+
+
+def _clause_imperative_match(text: str) -> re.Match[str] | None:
     for m in _CLAUSE_START.finditer(text):
         rest = m.group("rest")
         if _FIRST_PERSON_OBJECT.match(rest) or re.match(r"\s*(?:it|that|this)\s*[,.!]", rest):
             continue
-        return m.group(0).strip(" ,;:\n.([>*#`\"-")
+        return m
     return None
 
 
@@ -382,6 +502,6 @@ def addressee(text: str) -> str | None:
     """The words by which the passage addresses a reader (the structural scorer's address side),
     or None; the learned detector (:mod:`ledger.classifier.learned`) takes it as the form of an order."""
     for _, _, rx in _ADDRESS:
-        if m := rx.search(text):
+        if rx is not None and (m := rx.search(text)):
             return m.group(0).strip(" ,;:\n")
     return _clause_imperative(text)
