@@ -302,3 +302,22 @@ def test_first_seen_candidates_are_verified_together_a_tampered_one_excluded_the
     assert len(batches) == checked  # every candidate came from the cache, the failure included
     assert _ids(second) == _ids(first) and second["excluded"] == first["excluded"]
     assert recall_module.verification_alerts == alerts + 2
+
+
+def test_scores_are_the_rows_inner_products_on_either_kernel(monkeypatch):
+    """``_matvec`` scores through faiss's kernel for contiguous float32 rows and through numpy
+    otherwise (a strided view, float64, faiss absent); every path gives ``matrix @ q``."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((3000, 384)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    q = matrix[11] * 0.8 + matrix[12] * 0.6
+    exact = matrix.astype(np.float64) @ q.astype(np.float64)
+    for rows in (matrix, matrix[:17], matrix[::2], matrix[:0], matrix.astype(np.float64)):
+        got = recall_module._matvec(rows, q)
+        assert got.shape == (len(rows),) and np.allclose(got, rows.astype(np.float64) @ q, atol=1e-5)
+    assert np.argmax(recall_module._matvec(matrix, q)) == np.argmax(exact)
+    if recall_module._inner_products_ny is not None:
+        monkeypatch.setattr(recall_module, "_inner_products_ny", None)
+        assert np.allclose(recall_module._matvec(matrix, q), exact, atol=1e-5)
