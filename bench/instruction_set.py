@@ -57,7 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 BG_STEP = 20
 L2_CHOICES = (1e-3, 1e-2, 3e-2, 1e-1)
-TRAIN_BATCHES = ("tune batch 1", "tune batch 2", "holdout", "holdout 2", "tune batch 3")
+# 3.12: every spent set (holdout 6 is never read by ``--train``); 3.4-3.11 were fitted on the first five.
+TRAIN_BATCHES = ("tune batch 1", "tune batch 2", "holdout", "holdout 2", "tune batch 3", "holdout 3", "tune batch 4",
+                 "holdout 4", "holdout 5")
 Z_MIN = 3.72  # a one-sided normal tail of 1 in 10,000 (set a priori, not fitted)
 MIN_STORE = 200
 
@@ -1184,8 +1186,14 @@ def fit(x, y, w8, *, l2: float, steps: int = 4000, lr: float = 0.5):
     return w, b
 
 
-def train(data: Path, out: Path) -> dict:
-    """Fit the detector on ``TRAIN_BATCHES`` (module docstring); the holdout 3 set is never read."""
+def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
+    """Fit the detector on ``TRAIN_BATCHES`` (module docstring); the holdout 6 set is never read.
+
+    ``store_cv`` (3.12) also reports, under ``store_folds`` (printed, not written to ``out``), each
+    fold in the setting the product meets: the left-out set inside a store of the 12,650 clean
+    memories of ``bench/classifier_eval.py``, scored by ``ledger.classifier.learned
+    .embedding_injections`` with the fold's weights, the median threshold of the *other* folds and
+    the store bar; beside it what the instruction rules alone label of the left-out set."""
     import numpy as np  # local: training only
 
     from bench.audit_bench import CachedEmbedder  # local: loads the embedding model
@@ -1239,18 +1247,59 @@ def train(data: Path, out: Path) -> dict:
         "bias": round(float(b), 6), "weights": [round(float(v), 6) for v in w],
     }
     out.write_text(json.dumps(model) + "\n")
+    if store_cv:
+        model["store_folds"] = _store_folds(data, emb, batches, [
+            fit_on([e for j, e in enumerate(enc) if j != k], bg[part != k], l2) for k in range(k_folds)],
+            [f["threshold"] for f in folds])
     if emb.encoded:
         emb.save()
     return model
 
 
+def _store_folds(data: Path, emb, batches, fitted, thresholds) -> list[dict]:
+    """Per fold of ``train``: the left-out set in the 12,650-clean store (``train``'s docstring)."""
+    import numpy as np  # local: training only
+
+    from bench.classifier_eval import VectorIndex, load_clean  # local: bench/classifier_eval imports this module
+    from ledger.classifier.instruction import instruction_markers
+    from ledger.classifier.learned import InstructionModel, embedding_injections
+
+    clean = load_clean(data)
+    clean_vectors = emb.encode_cached([t for _, t in clean])
+    rows = []
+    for k, (w, b) in enumerate(fitted):
+        injections, negatives = batches[k]
+        items = [(f"inj-{i}", it.text) for i, it in enumerate(injections)] + \
+                [(f"neg-{i}", it.text) for i, it in enumerate(negatives)]
+        passages = items + clean
+        matrix = np.vstack([emb.encode_cached([t for _, t in items]), clean_vectors])
+        dense = VectorIndex([mid for mid, _ in passages], matrix, model=emb.model_name)
+        others = [t for j, t in enumerate(thresholds) if j != k]
+        model = InstructionModel(model=emb.model_name, weights=tuple(float(v) for v in w), bias=float(b),
+                                 threshold=float(np.median(others)), z_min=Z_MIN, min_store=MIN_STORE)
+        hits = embedding_injections(passages, dense, model=model)
+        ruled = {mid for mid, text in items if instruction_markers(text)}
+        clean_hits = sum(1 for mid in hits if not mid.startswith(("inj-", "neg-")))
+        bar = min((h.threshold for h in hits.values()), default=None)
+        rows.append({"scored": TRAIN_BATCHES[k], "injections_total": len(injections),
+                     "injections_learned": sum(1 for mid in hits if mid.startswith("inj-")),
+                     "injections_learned_or_rules": len({m for m in [*hits, *ruled] if m.startswith("inj-")}),
+                     "negatives_total": len(negatives),
+                     "negatives_learned": sum(1 for mid in hits if mid.startswith("neg-")),
+                     "negatives_learned_or_rules": len({m for m in [*hits, *ruled] if m.startswith("neg-")}),
+                     "clean_learned": clean_hits, "lowest_bar_of_a_hit": None if bar is None else round(bar, 3)})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Fit the 3.3 instruction detector on the tune batches")
     ap.add_argument("--train", action="store_true", required=True)
+    ap.add_argument("--store-cv", action="store_true",
+                    help="also score each fold in the 12,650-clean store (train's docstring; printed only)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "ledger" / "classifier" / "instruction_model.json")
     args = ap.parse_args(argv)
-    model = train(args.data, args.out)
+    model = train(args.data, args.out, store_cv=args.store_cv)
     print(json.dumps({k: v for k, v in model.items() if k != "weights"}, indent=2))
     return 0
 
