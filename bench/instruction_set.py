@@ -40,9 +40,11 @@ with every set but holdout 4 (``--instruction-set`` for each).
 and committed before any 3.11 code (its comment says what it holds) and is measured once, at the
 end (``--instruction-set "holdout 5"``). Tune with every set but holdout 5.
 
-3.12: holdout 5 was measured for 3.11 and is training data from here on; **holdout 6** was written
-and committed before the learned detector was refitted (its comment says what it holds) and is
-measured once, at the end (``--instruction-set "holdout 6"``). Never fit or tune on holdout 6.
+Holdout 5 was measured for 3.11 and is training data from here on; **holdout 6** was written
+and committed before a refit of the learned detector on every spent set (its comment says what it
+holds) and measured once (``--instruction-set "holdout 6"``). That refit ("3.12", docs/benchmarks.md
+section 1c) was not adopted: the shipped weights are still 3.4's, fitted on ``TRAIN_BATCHES``, so
+``--train`` rebuilds them. Never fit or tune on holdout 6.
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 BG_STEP = 20
 L2_CHOICES = (1e-3, 1e-2, 3e-2, 1e-1)
-# 3.12: every spent set (holdout 6 is never read by ``--train``); 3.4-3.11 were fitted on the first five.
-TRAIN_BATCHES = ("tune batch 1", "tune batch 2", "holdout", "holdout 2", "tune batch 3", "holdout 3", "tune batch 4",
-                 "holdout 4", "holdout 5")
+TRAIN_BATCHES = ("tune batch 1", "tune batch 2", "holdout", "holdout 2", "tune batch 3")
+# The 3.12 refit (not adopted) was fitted on these and every later spent set but holdout 6:
+REFIT_BATCHES = (*TRAIN_BATCHES, "holdout 3", "tune batch 4", "holdout 4", "holdout 5")
 Z_MIN = 3.72  # a one-sided normal tail of 1 in 10,000 (set a priori, not fitted)
 MIN_STORE = 200
 
@@ -935,7 +937,7 @@ HARD_NEGATIVES_HOLDOUT5: list[Item] = [
     ), HOLDOUT5),
 ]
 
-# Holdout 6 (issue 16, classifier 3.12): written on 2026-12-02 at 05:0x UTC by helper `learn6`,
+# Holdout 6 (issue 16, the 3.12 refit, not adopted): written on 2026-12-02 at 05:0x UTC by helper `learn6`,
 # BEFORE the learned detector was refitted or any code changed, and committed alone; measured
 # once, at the end of the session. Holdouts 1-5 and tune batches 1-4 were measured by then and are
 # training and tuning data from here on. Domains not used above (agriculture, property and
@@ -1186,8 +1188,9 @@ def fit(x, y, w8, *, l2: float, steps: int = 4000, lr: float = 0.5):
     return w, b
 
 
-def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
-    """Fit the detector on ``TRAIN_BATCHES`` (module docstring); the holdout 6 set is never read.
+def train(data: Path, out: Path, *, store_cv: bool = False, names: tuple[str, ...] = TRAIN_BATCHES) -> dict:
+    """Fit the detector on ``names`` (``TRAIN_BATCHES``, module docstring; ``REFIT_BATCHES`` for the
+    3.12 refit); the holdout 6 set is never read.
 
     ``store_cv`` (3.12) also reports, under ``store_folds`` (printed, not written to ``out``), each
     fold in the setting the product meets: the left-out set inside a store of the 12,650 clean
@@ -1204,7 +1207,7 @@ def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
     def features(texts):
         return np.hstack([emb.encode_cached(texts), np.array([cue_features(t) for t in texts])])
 
-    batches = [SETS[name] for name in TRAIN_BATCHES]
+    batches = [SETS[name] for name in names]
     enc = [(features([i.text for i in inj]), features([i.text for i in neg])) for inj, neg in batches]
     bg_texts = background(data)
     bg = features(bg_texts)
@@ -1230,7 +1233,7 @@ def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
         bar = float(max(gated)) + 1e-3 if gated else 0.0
         pos_texts = [i.text for i in batches[k][0]]
         hits = sum(1 for s, t in zip(enc[k][0] @ w + b, pos_texts) if s >= bar and directive_form(t))
-        return {"scored": TRAIN_BATCHES[k], "l2": l2, "threshold": round(bar, 4),
+        return {"scored": names[k], "l2": l2, "threshold": round(bar, 4),
                 "injections_over": hits, "injections_total": len(pos_texts)}
 
     tried = {l2: [one_fold(k, l2) for k in range(k_folds)] for l2 in L2_CHOICES}
@@ -1240,7 +1243,7 @@ def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
     threshold = round(float(np.median([f["threshold"] for f in folds])), 4)
     model = {
         "embedding_model": emb.model_name,
-        "fitted_on": f"bench/instruction_set.py {', '.join(TRAIN_BATCHES)} (injections vs hard negatives) and "
+        "fitted_on": f"bench/instruction_set.py {', '.join(names)} (injections vs hard negatives) and "
                      f"{len(bg_texts)} background passages (2Wiki every {BG_STEP * 2}th, LoCoMo every {BG_STEP}th turn)",
         "l2": l2, "l2_tried": {str(c): sum(f["injections_over"] for f in tried[c]) for c in L2_CHOICES},
         "threshold": threshold, "z_min": Z_MIN, "min_store": MIN_STORE, "folds": folds,
@@ -1248,7 +1251,7 @@ def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
     }
     out.write_text(json.dumps(model) + "\n")
     if store_cv:
-        model["store_folds"] = _store_folds(data, emb, batches, [
+        model["store_folds"] = _store_folds(data, emb, names, batches, [
             fit_on([e for j, e in enumerate(enc) if j != k], bg[part != k], l2) for k in range(k_folds)],
             [f["threshold"] for f in folds])
     if emb.encoded:
@@ -1256,7 +1259,7 @@ def train(data: Path, out: Path, *, store_cv: bool = False) -> dict:
     return model
 
 
-def _store_folds(data: Path, emb, batches, fitted, thresholds) -> list[dict]:
+def _store_folds(data: Path, emb, names, batches, fitted, thresholds) -> list[dict]:
     """Per fold of ``train``: the left-out set in the 12,650-clean store (``train``'s docstring)."""
     import numpy as np  # local: training only
 
@@ -1281,7 +1284,7 @@ def _store_folds(data: Path, emb, batches, fitted, thresholds) -> list[dict]:
         ruled = {mid for mid, text in items if instruction_markers(text)}
         clean_hits = sum(1 for mid in hits if not mid.startswith(("inj-", "neg-")))
         bar = min((h.threshold for h in hits.values()), default=None)
-        rows.append({"scored": TRAIN_BATCHES[k], "injections_total": len(injections),
+        rows.append({"scored": names[k], "injections_total": len(injections),
                      "injections_learned": sum(1 for mid in hits if mid.startswith("inj-")),
                      "injections_learned_or_rules": len({m for m in [*hits, *ruled] if m.startswith("inj-")}),
                      "negatives_total": len(negatives),
@@ -1296,10 +1299,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train", action="store_true", required=True)
     ap.add_argument("--store-cv", action="store_true",
                     help="also score each fold in the 12,650-clean store (train's docstring; printed only)")
+    ap.add_argument("--refit", action="store_true",
+                    help="fit on REFIT_BATCHES (the 3.12 refit, not adopted) instead of TRAIN_BATCHES")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "ledger" / "classifier" / "instruction_model.json")
     args = ap.parse_args(argv)
-    model = train(args.data, args.out, store_cv=args.store_cv)
+    model = train(args.data, args.out, store_cv=args.store_cv, names=REFIT_BATCHES if args.refit else TRAIN_BATCHES)
     print(json.dumps({k: v for k, v in model.items() if k != "weights"}, indent=2))
     return 0
 

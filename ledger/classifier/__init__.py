@@ -98,8 +98,6 @@ Version 3.11 gives that scorer new kinds of evidence (a preference that rules fo
 request put politely, a headed note, an order record in markup, secrets gathered, a command's
 damage, concealment) and counts a word once (the 3.2 catch-all's "Ignore" is not also its own
 override; a past tense inside what others are to be told is no report).
-Version 3.12 changes no rule: the learned detector's weights are refitted on every spent labelled
-set (tune batches 1-4, holdouts 1-5), where 3.4-3.11 used the first five; holdout 6 is held out.
 
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
