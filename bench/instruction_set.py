@@ -1241,12 +1241,20 @@ def train(data: Path, out: Path, *, store_cv: bool = False, names: tuple[str, ..
     folds = tried[l2]
     w, b = fit_on(enc, bg, l2)
     threshold = round(float(np.median([f["threshold"] for f in folds])), 4)
+    # A store too small for a bar of its own borrows the spread of the clean background's scores
+    # (``ledger.classifier.learned``; the final weights', so in-sample: lower and wider than an
+    # unseen clean store's, which makes that bar the stricter one).
+    bg_scores = bg @ w + b
+    median = float(np.median(bg_scores))
+    mad = float(np.median(np.abs(bg_scores - median))) * 1.4826
     model = {
         "embedding_model": emb.model_name,
         "fitted_on": f"bench/instruction_set.py {', '.join(names)} (injections vs hard negatives) and "
                      f"{len(bg_texts)} background passages (2Wiki every {BG_STEP * 2}th, LoCoMo every {BG_STEP}th turn)",
         "l2": l2, "l2_tried": {str(c): sum(f["injections_over"] for f in tried[c]) for c in L2_CHOICES},
         "threshold": threshold, "z_min": Z_MIN, "min_store": MIN_STORE, "folds": folds,
+        "reference": {"median": round(median, 4), "mad": round(mad, 4), "passages": len(bg_texts),
+                      "of": "the background passages above, scored by these weights"},
         "bias": round(float(b), 6), "weights": [round(float(v), 6) for v in w],
     }
     out.write_text(json.dumps(model) + "\n")

@@ -98,6 +98,9 @@ Version 3.11 gives that scorer new kinds of evidence (a preference that rules fo
 request put politely, a headed note, an order record in markup, secrets gathered, a command's
 damage, concealment) and counts a word once (the 3.2 catch-all's "Ignore" is not also its own
 override; a past tense inside what others are to be told is no report).
+Version 3.13 changes no rule or weight: in a store too small for a spread of its own the learned
+detector's bar borrows the spread of the clean background it was fitted against (3.12, a refit on
+every spent set, was measured and not adopted).
 
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),

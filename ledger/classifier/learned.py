@@ -16,7 +16,9 @@ flagged when three things hold:
    and MAD of the scores of every passage given, which is the store or its neighbourhood) above
    the store's median. A store whose every passage reads like an order (a runbook, a
    policy manual) raises its own bar; a store too small to estimate a spread (< ``min_store``
-   passages) uses the absolute threshold alone;
+   passages) borrows the spread of the clean background the weights were fitted against
+   (``reference``, 3.13: with the absolute threshold alone, stores of 100 clean memories were
+   labelled 3.2 per 10,000, ``bench/learned_small_stores.py``);
 3. it has the form of an order to a reader (``directive_form``): an imperative at a clause
    start, a modal or a standing-rule phrase ("should", "must", "every time", "from now", "whoever
    asks"), or a second-person address. Encyclopedic prose about the same topic (a page on prompt
@@ -105,6 +107,7 @@ class InstructionModel:
     threshold: float
     z_min: float
     min_store: int
+    reference: tuple[float, float] | None = None  # (median, MAD) of the clean background's scores
 
     def score(self, vector: Sequence[float], text: str) -> float:
         """Logit of the linear model over [embedding, cue features]."""
@@ -125,7 +128,9 @@ def load_model(path: str = str(MODEL_FILE)) -> InstructionModel | None:
     d = json.loads(p.read_text())
     return InstructionModel(model=d["embedding_model"], weights=tuple(float(w) for w in d["weights"]),
                             bias=float(d["bias"]), threshold=float(d["threshold"]), z_min=float(d["z_min"]),
-                            min_store=int(d["min_store"]))
+                            min_store=int(d["min_store"]),
+                            reference=(float(d["reference"]["median"]), float(d["reference"]["mad"]))
+                            if d.get("reference") else None)
 
 
 def directive_form(text: str) -> str | None:
@@ -162,8 +167,10 @@ def embedding_injections(passages: Sequence[tuple[str, str]], dense: object | No
         ordered = sorted(scores.values())
         median = _median(ordered)
         mad = _median(sorted(abs(s - median) for s in ordered)) * 1.4826
-        if mad > 0 and not math.isnan(mad):
-            bar = max(bar, median + model.z_min * mad)
+    else:  # too few to estimate a spread: the clean background's
+        median, mad = model.reference or (math.nan, math.nan)
+    if mad > 0 and not math.isnan(mad):
+        bar = max(bar, median + model.z_min * mad)
     out = {}
     for mid, text in passages:
         s = scores.get(mid)
