@@ -34,6 +34,7 @@ import threading
 import time
 from collections import OrderedDict
 from datetime import datetime
+from functools import cache
 
 import numpy as np
 from django.core.exceptions import ValidationError
@@ -69,13 +70,6 @@ try:  # a transitive dependency of sentence-transformers; without it BLAS keeps 
     _blas = ThreadpoolController()
 except ImportError:  # pragma: no cover
     _blas = None
-try:  # a requirement (ledger.ann); without it the product scores through numpy's BLAS
-    import faiss  # local: optional library, loaded once here rather than on the first large store
-
-    _inner_products_ny = faiss.fvec_inner_products_ny
-    _ptr = faiss.swig_ptr
-except ImportError:  # pragma: no cover
-    _inner_products_ny = None
 _verified: OrderedDict[tuple, tuple[bool, str]] = OrderedDict()
 _verified_lock = threading.Lock()
 _verified_generation = 0
@@ -179,18 +173,31 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
     return out
 
 
+@cache
+def _faiss():
+    """faiss (a requirement, for ``ledger.ann``), loaded on the first score rather than when this
+    module is (every process that loads the URLs imports it: ~50 ms and ~15 MB each); None
+    without it, and the product scores through numpy's BLAS."""
+    try:
+        import faiss  # local: optional library, only a recall needs it
+    except ImportError:  # pragma: no cover
+        return None
+    return faiss
+
+
 def _matvec(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``matrix @ q``, every row's inner product with the query, on this thread. Through faiss's
     SIMD kernel (``fvec_inner_products_ny``) for float32 rows: numpy's single-thread OpenBLAS
     ``sgemv`` took 6.7 ms for 20k x 384 here, faiss 1.2 ms, the same sums within float32 rounding
-    (``bench/recall_bench.py``); otherwise on one BLAS thread: a matrix-vector product is
+    (docs/benchmarks.md section 11); otherwise on one BLAS thread: a matrix-vector product is
     memory-bound, and waking BLAS worker threads costs more than it saves (measured: 20 ms
     instead of 0.07 ms for 2k rows on a busy 2-core host)."""
-    if (_inner_products_ny is not None and matrix.ndim == 2 and len(matrix) and matrix.dtype == np.float32
-            and matrix.flags.c_contiguous and q.dtype == np.float32 and q.shape == matrix.shape[1:]):
+    if (matrix.ndim == 2 and len(matrix) and matrix.dtype == np.float32 and matrix.flags.c_contiguous
+            and q.dtype == np.float32 and q.shape == matrix.shape[1:] and (faiss := _faiss()) is not None):
         q = np.ascontiguousarray(q)
         out = np.empty(len(matrix), dtype=np.float32)
-        _inner_products_ny(_ptr(out), _ptr(q), _ptr(matrix), matrix.shape[1], len(matrix))
+        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(matrix),
+                                     matrix.shape[1], len(matrix))
         return out
     if _blas is None:
         return matrix @ q
