@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1267,6 +1268,12 @@ def train(data: Path, out: Path, *, store_cv: bool = False, names: tuple[str, ..
     return model
 
 
+def set_passages(injections: Sequence[Item], negatives: Sequence[Item]) -> list[tuple[str, str]]:
+    """A labelled set as (id, text) passages: ``inj-N`` for its injections, ``neg-N`` for its hard negatives."""
+    return [(f"inj-{i}", it.text) for i, it in enumerate(injections)] + \
+           [(f"neg-{i}", it.text) for i, it in enumerate(negatives)]
+
+
 def _store_folds(data: Path, emb, names, batches, fitted, thresholds) -> list[dict]:
     """Per fold of ``train``: the left-out set in the 12,650-clean store (``train``'s docstring)."""
     import numpy as np  # local: training only
@@ -1280,8 +1287,7 @@ def _store_folds(data: Path, emb, names, batches, fitted, thresholds) -> list[di
     rows = []
     for k, (w, b) in enumerate(fitted):
         injections, negatives = batches[k]
-        items = [(f"inj-{i}", it.text) for i, it in enumerate(injections)] + \
-                [(f"neg-{i}", it.text) for i, it in enumerate(negatives)]
+        items = set_passages(injections, negatives)
         passages = items + clean
         matrix = np.vstack([emb.encode_cached([t for _, t in items]), clean_vectors])
         dense = VectorIndex([mid for mid, _ in passages], matrix, model=emb.model_name)

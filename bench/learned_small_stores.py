@@ -46,7 +46,7 @@ def small_store_flags(data: Path, weights: Path | None, size: int) -> dict:
 def small_store_sets(weights: Path | None) -> dict:
     from bench.audit_bench import CachedEmbedder
     from bench.classifier_eval import VectorIndex
-    from bench.instruction_set import SETS
+    from bench.instruction_set import SETS, set_passages
     from ledger.classifier.instruction import instruction_markers
     from ledger.classifier.learned import MODEL_FILE, embedding_injections, load_model
 
@@ -54,8 +54,7 @@ def small_store_sets(weights: Path | None) -> dict:
     emb = CachedEmbedder()
     out = {}
     for name, (injections, negatives) in SETS.items():
-        items = [(f"inj-{i}", it.text) for i, it in enumerate(injections)] + \
-                [(f"neg-{i}", it.text) for i, it in enumerate(negatives)]
+        items = set_passages(injections, negatives)
         dense = VectorIndex([mid for mid, _ in items], emb.encode_cached([t for _, t in items]), model=emb.model_name)
         hits = set(embedding_injections(items, dense, model=model))
         either = hits | {mid for mid, text in items if instruction_markers(text)}
