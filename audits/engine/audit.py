@@ -19,6 +19,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -353,12 +354,13 @@ def run_audit(memories: Sequence[MemoryRecord], embeddings: np.ndarray,
     evmap = {ev.id: ev for ev in events}
     results = []
     # HTTP agents' calls are in flight together (bounded by the agent); results arrive in order.
-    for i, (result, _called, error) in enumerate(run_replays(plan.jobs, evmap, replayer)):
-        if error is not None:
-            raise error
-        results.append(result)
-        if progress_cb is not None:
-            progress_cb("replay", i + 1, len(plan.jobs))
+    with closing(run_replays(plan.jobs, evmap, replayer)) as outcomes:
+        for i, (result, _called, error) in enumerate(outcomes):
+            if error is not None:
+                raise error
+            results.append(result)
+            if progress_cb is not None:
+                progress_cb("replay", i + 1, len(plan.jobs))
     return analyse(plan, results, events=events, retriever=retriever, replayer=replayer, params=p,
                    cmis_calls=replayer.calls, cmis_seconds=time.perf_counter() - t, started=t0,
                    progress_cb=progress_cb, backend=backend, nli_cache=nli_cache)

@@ -252,14 +252,20 @@ def run_replays(jobs: Sequence[ReplayJob], evmap: Mapping[str, AuditEvent], repl
                 max_in_flight: int | None = None
                 ) -> Iterator[tuple[ReplayResult | None, bool, Exception | None]]:
     """``run_replay`` over many jobs with their agent calls in flight together
-    (``Replayer.replay_iter``): per job, in job order, (result, made the agent call, error)."""
+    (``Replayer.replay_iter``): per job, in job order, (result, made the agent call, error).
+    A caller that may stop early (a replay's error raised) closes it (``contextlib.closing``):
+    left to the garbage collector, a cycle through the raised error's traceback joined the pool's
+    threads from whichever thread the collector ran in (a CI run hung in a thread's start-up)."""
     outcomes = replayer.replay_iter([(evmap[j.event_id].query, j.removed, evmap[j.event_id].candidates)
                                      for j in jobs], max_in_flight=max_in_flight)
-    for job, o in zip(jobs, outcomes):
-        if o.error is not None:
-            yield None, False, o.error
-        else:
-            yield _scored(job, evmap[job.event_id], o.retrieved, o.output), o.agent_call, None
+    try:
+        for job, o in zip(jobs, outcomes):
+            if o.error is not None:
+                yield None, False, o.error
+            else:
+                yield _scored(job, evmap[job.event_id], o.retrieved, o.output), o.agent_call, None
+    finally:
+        outcomes.close()  # its replay pool is shut down here, never by the garbage collector
 
 
 def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],

@@ -9,6 +9,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -215,18 +216,18 @@ def audit_run_replay(*, audit_run_id: int, job_ids: Sequence[str]) -> int:
         jobs = [ReplayJob(rec.job_id, rec.event_id, rec.kind, rec.target, tuple(rec.removed)) for rec in records]
         # The chunk's agent calls are in flight together (bounded per endpoint by
         # AGENT_MAX_IN_FLIGHT); results are recorded here, in job order, on this connection.
-        outcomes = run_replays(jobs, ctx.evmap, ctx.replayer)
-        for rec, (result, agent_call, error) in zip(records, outcomes):
-            if error is not None:
-                raise error  # the replays recorded before it are kept; a resume goes on from there
-            payload = {**result.to_dict(), "agent_call": agent_call}
-            with transaction.atomic():
-                n = ReplayJobRecord.objects.filter(pk=rec.pk, status=ReplayJobRecord.Status.PENDING).update(
-                    status=ReplayJobRecord.Status.DONE, result=payload)
-                if n == 1:
-                    # Only the writer that moved the job to done counts it: never twice.
-                    AuditRun.objects.filter(pk=run.pk).update(replays_done=F("replays_done") + 1)
-                    done += 1
+        with closing(run_replays(jobs, ctx.evmap, ctx.replayer)) as outcomes:
+            for rec, (result, agent_call, error) in zip(records, outcomes):
+                if error is not None:
+                    raise error  # the replays recorded before it are kept; a resume goes on from there
+                payload = {**result.to_dict(), "agent_call": agent_call}
+                with transaction.atomic():
+                    n = ReplayJobRecord.objects.filter(pk=rec.pk, status=ReplayJobRecord.Status.PENDING).update(
+                        status=ReplayJobRecord.Status.DONE, result=payload)
+                    if n == 1:
+                        # Only the writer that moved the job to done counts it: never twice.
+                        AuditRun.objects.filter(pk=run.pk).update(replays_done=F("replays_done") + 1)
+                        done += 1
     _maybe_start_analysis(run.pk)
     return done
 

@@ -121,3 +121,31 @@ def test_answers_come_back_in_order_even_when_later_calls_finish_first():
     r.retriever.retrieve = lambda q, k, exclude=(): []  # no embedder needed for this check
     outs = r.replay_many([(str(i), (), None) for i in range(5)])
     assert [o.output.text for o in outs] == [f"answer {i}" for i in range(5)]
+
+
+def test_an_audit_that_fails_on_a_replay_shuts_its_pool_down_itself(hashing_embedder):
+    """The replay pool is shut down when the audit raises a replay's error, not later by the
+    garbage collector (with it off here). A guard, not a reproduction: it passed before the
+    consumers closed ``run_replays`` too. The hang it guards against was seen once, in a CI run of
+    tests/hardening/test_egress.py: the collector finalised a suspended replay generator from a
+    new thread's start-up (holding threading's shutdown lock) and joined the pool from there."""
+    import gc
+
+    from audits.engine.audit import AuditParams, run_audit
+    from audits.engine.evaluate import ProbeRunner, incidents_from_probes
+
+    sc = qa_scenario(n_targets=2, poisons_per_target=3)
+    emb = hashing_embedder.encode([m.text for m in sc.memories])
+    rep = Replayer(make_agent(sc.agent), Retriever(sc.memories, emb, None, embedder=hashing_embedder), 5, {})
+    incidents = incidents_from_probes(ProbeRunner(sc, rep, hashing_embedder).run(()))
+    assert incidents
+    agent = SlowAgent(limit=4, delay=0.0, fail_on=next(iter(sc.truth)))
+    gc.collect()
+    gc.disable()
+    try:
+        with pytest.raises(AgentError) as failed:
+            run_audit(sc.memories, emb, None, incidents, agent, None, AuditParams(), embedder=hashing_embedder)
+        assert failed.value is not None  # the error (and its traceback) still held
+        assert [t.name for t in threading.enumerate() if t.name.startswith("replay_")] == []
+    finally:
+        gc.enable()
