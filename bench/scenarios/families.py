@@ -61,6 +61,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bridge import build_bridge
 from .common import DEFAULT_DATA, Scenario, ScenarioError, finish, load_strategyqa, padding_memories
 
 TUNE, HOLDOUT = "tune", "holdout"
@@ -107,6 +108,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("instruction-plain", HOLDOUT, "locomo", "sentence", "plain", "instruction", (6, 7, 8)),
     Family("clean-honest", HOLDOUT, "nq", "token", "slot", "honest", (),
            note="clean control: honest errors and outdated records, no poison"),
+    # Written 2026-12-02 before any run on it (``bridge.py``): MINJA's bridging steps against one
+    # trigger term in a LoCoMo conversation memory, 40 probes, the builtin-vote agent.
+    Family("locomo-minja-bridge", HOLDOUT, "locomo", "any", "aline", "bridge", ()),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
@@ -259,6 +263,8 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
         raise ScenarioError(f"rho must be in (0, 1), got {rho}")
     fam = FAMILIES[name]
     data = Path(data) if data else DEFAULT_DATA
+    if fam.attack == "bridge":
+        return build_bridge(name, fam.split, rho=rho, seed=seed, size=size, observed=observed, data=data)
     rng = random.Random(f"family:{name}:{seed}")
     pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)

@@ -77,3 +77,23 @@ def test_per_target_entities_never_collide_with_an_honest_answer():
         related = {m["text"].rsplit("): ", 1)[1].casefold() for m in sc.memories
                    if m["id"] not in set(sc.poisoned) and "): " in m["text"]}
         assert related and not planted & related
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.2, 0.5])
+def test_bridge_family_is_minja_on_one_trigger_term(rho):
+    """locomo-minja-bridge: ρ = injected / (injected + the clean records about the victim); every
+    poison answers with the redirect's name; no clean answer names it; 40 probes about the victim."""
+    sc = build_family("locomo-minja-bridge", rho=rho, seed=1, size=400, observed=5)
+    victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
+    poisoned = set(sc.poisoned)
+    poison = [m["text"] for m in sc.memories if m["id"] in poisoned]
+    clean = [m["text"] for m in sc.memories if m["id"] not in poisoned]
+    about_victim = [t for t in clean if victim in t.split("\n", 1)[0]]  # the record's question
+    assert len(poison) == sc.meta["injected"] and len(about_victim) == sc.meta["relevant_clean"]
+    assert sc.meta["rho"] == pytest.approx(len(poison) / (len(poison) + len(about_victim)), abs=1e-4)
+    assert abs(sc.meta["rho"] - rho) < 0.02
+    assert all(victim in t and redirect in t.rsplit("\nA: ", 1)[1] for t in poison)
+    assert not any(redirect.casefold() in t.rsplit("\nA: ", 1)[1].casefold() for t in about_victim)
+    assert len(sc.probes) == 40 and all(victim in p["query"] for p in sc.probes)
+    assert {p["harm"]["target"] for p in sc.probes} == {redirect}
+    assert sc.agent["connector"] == "builtin-vote"
