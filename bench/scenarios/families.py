@@ -71,7 +71,7 @@ TUNE, HOLDOUT = "tune", "holdout"
 class Family:
     name: str
     split: str
-    source: str  # nq | hotpotqa | msmarco | sqa | locomo
+    source: str  # nq | hotpotqa | msmarco | sqa | locomo | ehr
     answer_type: str  # token | number | yesno | sentence | entity | any
     layout: str  # slot | aline | plain
     attack: str  # distinct | shared | instruction | adv | honest
@@ -99,6 +99,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # nq-plain-adv is; it shows the per-target adversarial shape that sqa-plain-distinct's
     # generated passages no longer do. nq-plain-adv and msmarco-plain-adv stay held out.
     Family("hotpot-plain-adv", TUNE, "hotpotqa", "any", "plain", "adv", ()),
+    # TUNE twin of locomo-minja-bridge (``bridge.py``), written after that HOLDOUT's first run:
+    # the same recipe on EHRAgent records, in its own wording.
+    Family("ehr-minja-bridge", TUNE, "ehr", "any", "aline", "bridge", ()),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
@@ -264,7 +267,7 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     fam = FAMILIES[name]
     data = Path(data) if data else DEFAULT_DATA
     if fam.attack == "bridge":
-        return build_bridge(name, fam.split, rho=rho, seed=seed, size=size, observed=observed, data=data)
+        return build_bridge(name, fam.split, fam.source, rho=rho, seed=seed, size=size, observed=observed, data=data)
     rng = random.Random(f"family:{name}:{seed}")
     pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)
