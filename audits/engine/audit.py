@@ -442,9 +442,10 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     if p.verdicts and batch:
         store = _store_answers(batch, ranked, evmap, residual, retriever)
         claims = _claims(batch, evmap, retriever)
+        targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
         first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                      seed=p.seed, outside=outside)
+                      seed=p.seed, outside=outside, targets=targets)
         # A poison-like member's planted copies outside the batch (outvoted today) join it.
         joined = {c: m for m in batch if m in first and first[m].verdict == POISON_LIKE
                   for c in outside.get(m, []) if c not in set(batch)}
@@ -460,14 +461,17 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     store[c] = dict(store[m])
             outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
             first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                          seed=p.seed, outside=outside)
+                          seed=p.seed, outside=outside, targets=targets)
         seeds = [m for m in batch if m in first and first[m].verdict == POISON_LIKE
                  and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))] if first else []
         if seeds and p.top_n is None and p.reach_candidates:
             anti = sorted({a for v in store.values() for a in v["support"]})
             rr = format_free_reach(batch, seeds, anti, retriever, replayer,
                                    max_candidates=p.reach_candidates, min_support=p.reach_support,
-                                   seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos)
+                                   seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
+                                   targets=[t for t in targets
+                                            if any(mentions(t, retriever.memories[retriever.index[s]].text)
+                                                   for s in seeds)])
             reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
                           "agent_calls": rr.agent_calls, "trace": rr.trace}
             if rr.added:
@@ -481,7 +485,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
                 store.update(_store_answers(batch, ranked, evmap, residual, retriever))
         for mid, v in judge(batch, retriever, claims=claims, store=store, reach=reach_ev,
-                            min_support=p.reach_support, seed=p.seed, outside=outside).items():
+                            min_support=p.reach_support, seed=p.seed, outside=outside,
+                            targets=targets).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
             if s.id in verdicts:
@@ -634,13 +639,18 @@ def propose_corrections(batch: Sequence[str], verdicts: Mapping[str, Mapping[str
     return out
 
 
+def harm_targets(evmap: Mapping[str, AuditEvent]) -> list[str]:
+    """The incidents' ``contains`` harm targets, longest first."""
+    return sorted({str(t).strip() for ev in evmap.values()
+                   if isinstance(t := getattr(ev.harm, "target", None), str) and t.strip()},
+                  key=lambda t: (-len(t), t))
+
+
 def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
             retriever: Retriever) -> dict[str, str]:
     """What each batch member asserts: its answer slot, else the (contains) harm target of an
     incident that its text carries — so a memory without an answer layout still has a claim."""
-    targets = sorted({str(t).strip() for ev in evmap.values()
-                      if isinstance(t := getattr(ev.harm, "target", None), str) and t.strip()},
-                     key=lambda t: (-len(t), t))
+    targets = harm_targets(evmap)
     out: dict[str, str] = {}
     for mid in batch:
         if mid not in retriever.index:

@@ -43,7 +43,13 @@ answers what the rest of the store says. The reach:
    while the retrieval after removal still brings up copies: seed-like records carrying the
    claim at cosine ≥ `copy_cos` (0.7) to it. At least `min_copies` (2) records: one passage
    is not a planted group (and a padding sentence sharing a word is not a copy: set on TUNE
-   sqa-plain-distinct, copies at 0.82–1.0, such a false group at 0.34–0.43). The reader
+   sqa-plain-distinct, copies at 0.82–1.0, such a false group at 0.34–0.43) — unless its claim
+   names an incident's harm target that the seeds carry, and its question shares the subject
+   of theirs (the content words common to the seeds' questions, which must be at least two
+   different ones): then the seeds are its copies, one claim planted across questions about one
+   subject (MINJA's redirect, one record per victim question; TUNE ehr-minja-bridge). Its
+   store's side is then every record about the question not naming the target, whatever its
+   shape, and the store's own record on that very question may be its one supporter. The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
    a real model ignores them and answers freely, the test reads its output the same way).
 5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
@@ -369,10 +375,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
           copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
-          max_calls: int = 300) -> ReachResult:
+          max_calls: int = 300, targets: Sequence[str] = ()) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
-    `max_calls`; the batch itself is not changed here."""
+    `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets
+    that the seeds carry; a candidate whose claim names one is planted with the seeds (step 4)."""
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
     if not [s for s in seeds if s in idx]:
@@ -395,6 +402,18 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     for x in mems:
         for tok in _tokens(x.text):
             df[tok] = df.get(tok, 0) + 1
+
+    # One claim planted across questions about one subject (MINJA's trigger term): the content
+    # words every seed naming a target states in its question, when those seeds state at least
+    # two different questions. A candidate naming the target joins them only when it asks about
+    # that subject too: a short target ("4") is also many honest records' answer (TUNE
+    # nq-number-slot-distinct: two related records answering "4" were removed without this).
+    carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
+    asked_by = [stated_question(o) for o in carriers]
+    subject: frozenset[str] = frozenset()
+    if len(carriers) >= 2 and all(asked_by) and len({_tokens(q) for q in asked_by}) >= 2:
+        subject = frozenset.intersection(*(_tokens(q) for q in asked_by)) - _FUNCTION \
+            - frozenset().union(*(_tokens(t) for t in targets))
 
     def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
         """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
@@ -432,7 +451,29 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if not claims:
             row["stop"] = "no claim"
             return None, True
-        group = {mid} | {o.id for o in r1 if o.id != mid and copy(o, mid, claims)}
+        planted = [t for t in targets if any(mentions(t, c) for c in claims)] \
+            if subject & _tokens(stated_question(m) or "") else []
+        if planted:
+            # One claim planted across questions (MINJA's redirect: one record per victim
+            # question, each answer naming the same target): the target is the claim under test,
+            # and every record naming it is on the seeds' side, whatever its shape.
+            claims = planted[:1]
+            row["claims"] = claims
+            row["with_seeds"] = True
+
+            def is_copy(o: Any) -> bool:
+                return _names_claim(o, claims)
+
+            attack = carrier = is_copy
+        else:
+            def is_copy(o: Any) -> bool:
+                return copy(o, mid, claims)
+
+            attack = seedlike
+
+            def carrier(o: Any) -> bool:
+                return _carries_claim(o, claims)
+        group = {mid} | {o.id for o in r1 if o.id != mid and is_copy(o)}
         if mid not in {o.id for o in r1} and len(group) == 1:
             # Neither it nor a copy of it answers its question: nothing to replay. (Its copies
             # alone may: with many copies, the question retrieves some of them and not it.)
@@ -441,17 +482,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         r0: list[RetrievedMemory] = []
         r0 = retriever.retrieve(q, k, removed | group)
         for _ in range(rounds):
-            more = {o.id for o in r0 if copy(o, mid, claims)}
+            more = {o.id for o in r0 if is_copy(o)}
             if not more:
                 break
             group |= more
             r0 = retriever.retrieve(q, k, removed | group)
-        store_side = any(not seedlike(o) for o in r0)
+        store_side = any(not attack(o) for o in r0)
         # With many planted copies the records retrieved beside m were all copies: nothing of
         # the store's side said which of its names is the topic. Once the group is out the
         # store's side is there; a span it mentions is the topic, not the claim (TUNE
         # hotpot-plain-adv: "French" in a planted "Georges Guynemer, a renowned French ace").
-        store0 = [o for o in r0 if not seedlike(o)]
+        store0 = [o for o in r0 if not attack(o)]
         topic = [c for c in claims if any(mentions(c, o.text) for o in store0)]
         if topic:
             claims = [c for c in claims if c not in topic]
@@ -462,7 +503,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 return None, store_side
             group = {mid} | {g for g in group if g != mid and _carries_claim(mems[idx[g]], claims)}
         row["group"] = sorted(group)
-        if len(group) < min_copies or len(group) > max_group:
+        if (len(group) < min_copies and not planted) or len(group) > max_group:
             row["stop"] = f"group of {len(group)}"
             return None, store_side
         seen = {o.id for o in r1}
@@ -495,8 +536,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         row["read"] = units
         # The store's side on that question: records about it, not seed-like, not asserting the
         # claim; the supporters among them carry the new answer.
-        side = [o for o in wide if o.score >= support_cos and not seedlike(o)
-                and same_question(asked, stated_question(o)) and not _carries_claim(o, claims)]
+        side = [o for o in wide if o.score >= support_cos and not attack(o)
+                and same_question(asked, stated_question(o)) and not carrier(o)]
         if backed:
             # Admitted by its copies alone, not by its shape: two sentences of one padding
             # article back each other too, and without them the agent answers from records about
@@ -516,7 +557,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # list, is cut off, says "The answer is:"): the claim is gone and no other planted
         # record took its place. (An explicit "I don't know" stopped above.)
         echo = not support and not any(carries_answer(o, units) for o in wide)
-        if len(support) < min_support and not ((support or echo) and len(side) >= min_support):
+        # A claim planted across questions has one copy per question: the store's own record
+        # on that question (stating it too) is the store's side.
+        own = bool(planted and asked and support
+                   and all(stated_question(mems[idx[o]]) for o in support))
+        if len(support) < min_support and not ((support or echo) and len(side) >= min_support) and not own:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"
@@ -627,6 +672,12 @@ def carries_answer(o: Any, units: Sequence[str]) -> bool:
     if slot:
         return any(slot.casefold() == u.casefold() for u in units)
     return any(mentions(u, o.text) for u in units)
+
+
+def _names_claim(o: Any, claims: Sequence[str]) -> bool:
+    """A record names a claim in its answer slot, or (without one) in its text."""
+    slot = answer_slot(o.metadata, o.text)
+    return any(mentions(c, slot or o.text) for c in claims)
 
 
 def _carries_claim(o: Any, claims: Sequence[str]) -> bool:

@@ -114,7 +114,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
           store: Mapping[str, Mapping[str, Any]] | None = None,
           reach: Mapping[str, Mapping[str, Any]] | None = None,
           min_support: int = 2,
-          outside: Mapping[str, Sequence[str]] | None = None) -> dict[str, Verdict]:
+          outside: Mapping[str, Sequence[str]] | None = None,
+          targets: Sequence[str] = ()) -> dict[str, Verdict]:
     """A verdict per batch member (see the module docstring).
 
     `claims`: memory -> the claim it asserts (its answer slot when it has one, else the harm
@@ -122,7 +123,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     without the batch; `store`: memory -> {question, answer, support} — the question it was
     credited on, what the store answers there once the batch is out, and the records carrying
     that answer; `reach`: memory -> the format-free reach's evidence (engine/reach.py);
-    `outside`: memory -> its copies outside the batch (paraphrases carrying its claim).
+    `outside`: memory -> its copies outside the batch (paraphrases carrying its claim);
+    `targets`: the incidents' ``contains`` harm targets — claims worded differently that name the
+    same target are one planted claim for "pattern across questions" (MINJA's redirect, answered
+    "R", "x (per R)", "R's record: x").
     """
     idx, mems = retriever.index, retriever.memories
     members = [m for m in dict.fromkeys(batch) if m in idx]
@@ -134,6 +138,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     claim = {m: _norm((claims or {}).get(m) or answer_slot(_meta(mems[idx[m]]), mems[idx[m]].text))
              for m in members}
     query = {m: _norm(_meta(mems[idx[m]]).get("query")) for m in members}
+    # The planted claim a member's wording carries: the longest harm target it names, else itself.
+    planted = {m: next((_norm(t) for t in targets if c and re.search(
+        r"(?<!\w)" + re.escape(_norm(t)) + r"(?!\w)", c)), c) for m, c in claim.items()}
     # Write-time burst: batch times whose window holds no clean reference record.
     times = {m: _time(mems[idx[m]]) for m in members}
     all_t = np.array([t for t in (_time(x) for x in mems) if t is not None], dtype=float)
@@ -207,13 +214,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                              f"{sources[src]} records in the store")
         same = [p for p in members if p != m and claim[m] and claim[p] == claim[m]]
         if len(same) >= 2:
-            qs = {query[p] or p for p in [m, *same]}
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
+        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
+        if len(alike) >= 2:
+            qs = {query[p] or p for p in [m, *alike]}
             if len(qs) >= 3:  # a correction of one fact does not explain one claim planted everywhere
+                named = "" if planted[m] == claim[m] else f" (its answer names '{planted[m]}')"
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
-                             "distinct questions")
+                             f"distinct questions{named}")
         # Planted copies against the store (no marker needed): another suspect asserts the same
         # claim for the same question, and at least `min_support` records of the store answer
         # that question otherwise once the batch is out. One honest slip is one record; an
