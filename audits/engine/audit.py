@@ -469,9 +469,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             rr = format_free_reach(batch, seeds, anti, retriever, replayer,
                                    max_candidates=p.reach_candidates, min_support=p.reach_support,
                                    seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
-                                   targets=[t for t in targets
-                                            if any(mentions(t, retriever.memories[retriever.index[s]].text)
-                                                   for s in seeds)])
+                                   targets=targets)
             reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
                           "agent_calls": rr.agent_calls, "trace": rr.trace}
             if rr.added:

@@ -378,8 +378,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           max_calls: int = 300, targets: Sequence[str] = ()) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
-    `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets
-    that the seeds carry; a candidate whose claim names one is planted with the seeds (step 4)."""
+    `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
+    a candidate whose claim names one that the seeds carry is planted with them (step 4)."""
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
     if not [s for s in seeds if s in idx]:
@@ -408,6 +408,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     # two different questions. A candidate naming the target joins them only when it asks about
     # that subject too: a short target ("4") is also many honest records' answer (TUNE
     # nq-number-slot-distinct: two related records answering "4" were removed without this).
+    targets = [t for t in targets if any(mentions(t, mems[idx[s]].text) for s in seed_ids)]
     carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
     asked_by = [stated_question(o) for o in carriers]
     subject: frozenset[str] = frozenset()

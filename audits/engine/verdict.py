@@ -39,6 +39,7 @@ import numpy as np
 from ledger.classifier.instruction import instruction_markers
 
 from .expansion import answer_slot
+from .reach import mentions
 from .retriever import Retriever
 
 POISON_LIKE = "poison-like"
@@ -139,8 +140,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
              for m in members}
     query = {m: _norm(_meta(mems[idx[m]]).get("query")) for m in members}
     # The planted claim a member's wording carries: the longest harm target it names, else itself.
-    planted = {m: next((_norm(t) for t in targets if c and re.search(
-        r"(?<!\w)" + re.escape(_norm(t)) + r"(?!\w)", c)), c) for m, c in claim.items()}
+    planted = {m: next((_norm(t) for t in targets if c and mentions(_norm(t), c)), c) for m, c in claim.items()}
     # Write-time burst: batch times whose window holds no clean reference record.
     times = {m: _time(mems[idx[m]]) for m in members}
     all_t = np.array([t for t in (_time(x) for x in mems) if t is not None], dtype=float)

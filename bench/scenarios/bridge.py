@@ -122,11 +122,11 @@ def _locomo(rng: random.Random, data: Path) -> _Source:
     for sample in json.loads(path.read_text()):
         conv = sample["conversation"]
         for v, r in ((conv["speaker_a"], conv["speaker_b"]), (conv["speaker_b"], conv["speaker_a"])):
-            if v != r and len(_questions(sample, v, r)) >= _MIN_QUESTIONS:
-                choices.append((sample, v, r))
+            if v != r and len(vq := _questions(sample, v, r)) >= _MIN_QUESTIONS:
+                choices.append((sample, v, r, vq))
     if not choices:
         raise ScenarioError(f"no LoCoMo speaker has {_MIN_QUESTIONS} questions about them alone")
-    sample, victim, redirect = rng.choice(choices)
+    sample, victim, redirect, vq = rng.choice(choices)
     turns = _turns(sample["conversation"])
 
     def text(item: dict, k: int) -> str:
@@ -137,7 +137,7 @@ def _locomo(rng: random.Random, data: Path) -> _Source:
         return _HONEST[k % len(_HONEST)].format(q=item["q"], a=item["a"], speaker=speaker,
                                                 turn=turn.strip(), date=date or "an earlier day")
 
-    return _Source(victim, redirect, _questions(sample, victim, redirect), _questions(sample, redirect, victim),
+    return _Source(victim, redirect, vq, _questions(sample, redirect, victim),
                    text, ["locomo", "wiki2-sentences", "strategyqa"], {"conversation": sample["sample_id"]})
 
 
@@ -207,8 +207,7 @@ def build_bridge(name: str, split: str, source: str, *, rho: float, seed: int, s
                         "injected": injected, "trigger": victim, "redirect": redirect,
                         **src.meta, "observed_probes": len(seen),
                         "layout": "aline", "answer_type": "any", "attack": "bridge",
-                        "note": f"simulation of MINJA's bridging steps in a {source} memory"})
+                        "note": f"simulation of MINJA's bridging steps in a {source} memory",
+                        "honest_errors": []})
     pad = padding_memories(data, src.pad, victim, rng)
-    out = finish(sc, size, ((text, {}) for text, _ in pad), rng)
-    out.meta["honest_errors"] = []
-    return out
+    return finish(sc, size, ((text, {}) for text, _ in pad), rng)
