@@ -225,7 +225,7 @@ class AuditRunCreateApi(_Scoped):
         store = DbIdField()
         incident_ids = serializers.ListField(child=DbIdField(), allow_empty=False)
         settings = serializers.JSONField(required=False, help_text=(
-            "agent {connector, top_k, ...} or {endpoint: <registered agent endpoint name>, top_k}, alpha (0.6), fit_alpha (true: fit α to the store's evidence, CAS getting at most 1 − alpha), harm, budget, top_n, threshold (0.7), combine, "
+            "agent {connector, top_k, ...} or {endpoint: <registered agent endpoint name>, top_k}, alpha (0.6), fit_alpha (true: fit α to the store's evidence, CAS getting at most 1 − alpha), harm, budget (most agent calls the whole audit may make; null: 600, or 120 per incident when more; results.budget says what it cut), top_n, threshold (0.7), combine, "
             "consistency (rules|cross-encoder|onnx-conflict), group_ablation, group_thresholds, baselines"))
 
     @extend_schema(request=InputSerializer, responses={201: AuditRunOutputSerializer})

@@ -100,8 +100,10 @@ class AuditStartForm(forms.Form):
     fit_alpha = forms.BooleanField(required=False, initial=True, label="Fit α to this store",
                                    help_text="Weigh CAS by how well it separates this store's causal memories "
                                              "from clean ones (at most 1 − α; none when no better than chance).")
-    budget = forms.IntegerField(required=False, min_value=1, label="Replay budget",
-                                help_text="Most agent calls the counterfactual replays may use; empty = no limit.")
+    budget = forms.IntegerField(required=False, min_value=1, label="Agent-call budget",
+                                help_text="Most agent calls the whole audit may make (replays, verification, "
+                                          "collateral check); empty = 600, or 120 per incident when more. "
+                                          "Stages it cuts short are named in the results.")
     top_n = forms.IntegerField(required=False, min_value=1, label="Batch size (top N)",
                                help_text="Empty = every suspect with DS ≥ the threshold.")
     harm_type = forms.ChoiceField(choices=(), required=False, initial="contains", label="Default harm",

@@ -112,6 +112,7 @@ def suspects_for_run(*, organization: Organization, audit_run_id: int, limit: in
         "events": res.get("events", []),
         "groups": res.get("groups", []),
         "agent_calls": res.get("agent_calls"),
+        "budget": res.get("budget") or {},
         "replays": res.get("replays"),
         "timings": res.get("timings", {}),
         "alpha": run_alpha(run),

@@ -31,6 +31,17 @@ BASELINE_NAMES = {
 }
 
 
+# What each stage the call budget can cut short does, for "stopped by the budget: ..." on the results page.
+BUDGET_STAGES = {
+    "conditional": "the conditional rounds (suspects that show once the batch is out)",
+    "expansion": "pattern expansion (unobserved copies of the confirmed poisons)",
+    "copies": "joining the confirmed poisons' planted copies",
+    "reach": "the reach (unobserved poisons verified by replay)",
+    "collateral": "the collateral check",
+    "baselines": "the baselines' replays",
+}
+
+
 def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str, Any]:
     """``selectors.suspects_for_run`` plus: bars in percent, the baselines as table rows beside
     DS, per-event harm before and after the batch, and the graph with the suspects' scores."""
@@ -94,6 +105,7 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         "harmful_after": harmful_after, "not_reproduced": not_reproduced, "round_rows": rounds,
         "positive_count": selectors.positive_suspect_count(run=data["run"]), "terms": TERMS,
         "batch_size": batch_size, "baseline_rows": baselines,
+        "budget_cut": [BUDGET_STAGES.get(s, s) for s in data["budget"].get("cut", [])],
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
         "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]
                           and verdicts.get(s["external_id"], {}).get("verdict") != "honest-error"),
@@ -247,7 +259,8 @@ TERMS = {
               "up once the first batch is gone.",
     "baselines": "Simpler ways to pick the same number of memories, replayed the same way, for comparison.",
     "se": "Standard error of the harm drop over the replay samples.",
-    "agent_calls": "How many times the agent was called to replay incidents (cached replays not counted).",
+    "agent_calls": "How many times the agent was called (replays of the incidents, verification of the suspects, "
+                   "the collateral check, the baselines; cached replays not counted), and the audit's budget.",
     "ego": "This memory and its nearest neighbours in the consistency graph; red lines are contradictions.",
 }
 

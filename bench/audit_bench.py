@@ -270,6 +270,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             row["signal_influence"] = res.signal_influence
             row["cas_auc"] = res.signal_influence.get("cas_auc")
             row["alpha_used"] = res.signal_influence.get("alpha_used")
+            row["budget"] = res.budget  # limit, used, agent calls by stage, stages it cut
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -278,7 +279,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
           f"broken={ma['utility_broken']:.2f} "
           f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
           f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
-          f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']} {secs:.1f}s | "
+          f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']}"
+          f"{' cut=' + ','.join(ma['budget']['cut']) if ma.get('budget', {}).get('cut') else ''} {secs:.1f}s | "
           f"cmis asr {rows[1]['asr_after']:.2f} R={_f(rows[1]['recall'])}", flush=True)
     return rows
 

@@ -15,6 +15,7 @@ The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fa
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -49,7 +50,7 @@ from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
 from .reach import answer_units, carries_answer, mentions, same_answer, same_question, stated_question
 from .reach import reach as format_free_reach
-from .replay import Replayer
+from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, judge
@@ -101,6 +102,72 @@ class AuditParams:
     # least `copy_cos` near the record it copies; a supporter at least `support_cos` near the query.
     copy_cos: float = 0.7
     support_cos: float = 0.4
+    # The most agent calls the whole audit may make, CMIS replays included; None: `call_budget`'s
+    # default for its number of incidents. See `_Budget` for what is cut, in which order.
+    max_calls: int | None = None
+
+
+# Issue 16: an audit of 5 incidents stays within 600 agent calls (about 10 minutes at 1 s a call on
+# a local model); more incidents get more, in proportion.
+MIN_CALL_BUDGET = 600
+CALLS_PER_INCIDENT = 120
+
+
+def call_budget(n_incidents: int, explicit: int | None = None) -> int:
+    """The most agent calls an audit of ``n_incidents`` may make: ``explicit`` (the analyst's
+    setting) when given, else max(600, 120 per incident)."""
+    return int(explicit) if explicit is not None else max(MIN_CALL_BUDGET, CALLS_PER_INCIDENT * n_incidents)
+
+
+class _Budget:
+    """The audit's agent calls by stage, and its call budget on the replayer.
+
+    The CMIS plan (checked against the budget before it runs, by the caller) and the first
+    residual (the batch decision) are never cut. From then on every replay counts against the
+    budget: the exploratory stages (conditional rounds, pattern expansion, joined copies, the
+    reach) stop ``reserve`` calls short of it, so that the collateral check of the batch still
+    runs; the baselines' residuals come last. A stage the budget stops is dropped whole (the
+    batch, residual and ranking it started from are kept) — except the reach, which keeps the
+    groups it confirmed before the candidate it was testing — and is named in ``cut``."""
+
+    def __init__(self, replayer: Replayer, *, limit: int, spent: int, base: int) -> None:
+        self.replayer = replayer
+        self.limit = limit
+        self.spent = spent  # calls made before `base` elsewhere (the workers' CMIS replays)
+        self.base = base  # replayer.calls when this audit's first call on it was not yet made
+        self.by_stage: dict[str, int] = {}
+        self.cut: list[str] = []
+
+    def used(self) -> int:
+        return self.spent + self.replayer.calls - self.base
+
+    def left(self) -> int:
+        return max(0, self.limit - self.used())
+
+    def run(self, stage: str, fn: Callable[[], Any], *, ranked: list[Suspect] | None = None,
+            reserve: int = 0, enforce: bool = True) -> Any:
+        """``fn()`` with its calls counted under ``stage``, never closer than ``reserve`` to the
+        budget (``enforce=False``: not limited). None when the budget stopped it (``ranked``,
+        which the stage may change in place, is then restored)."""
+        r = self.replayer
+        c0 = r.calls
+        if enforce:
+            r.limit = self.base - self.spent + self.limit - reserve
+        snapshot = copy.deepcopy(ranked) if ranked is not None and enforce else None
+        try:
+            return fn()
+        except BudgetExhausted:
+            if ranked is not None and snapshot is not None:
+                ranked[:] = snapshot
+            self.cut.append(stage)
+            return None
+        finally:
+            r.limit = None
+            self.by_stage[stage] = self.by_stage.get(stage, 0) + r.calls - c0
+
+    def report(self) -> dict[str, Any]:
+        return {"limit": self.limit, "used": self.used(), "by_stage": dict(self.by_stage),
+                "cut": list(dict.fromkeys(self.cut))}
 
 
 @dataclass
@@ -125,6 +192,8 @@ class AuditResult:
     signal_influence: dict[str, Any] = field(default_factory=dict)
     # Honest errors as proposed corrections (issue 16): not `poison_suspect`; see `corrections`.
     corrections: list[dict[str, Any]] = field(default_factory=list)
+    # The call budget: {limit, used, by_stage: agent calls per stage, cut: stages it stopped}.
+    budget: dict[str, Any] = field(default_factory=dict)
 
     @property
     def poison_suspects(self) -> list[str]:
@@ -148,7 +217,7 @@ class AuditResult:
             "graph": self.graph, "groups": [g.__dict__ for g in self.groups],
             "events": self.events, "agent_calls": self.agent_calls,
             "cmis_agent_calls": self.cmis_agent_calls, "replays": self.replays,
-            "timings": self.timings,
+            "timings": self.timings, "budget": self.budget,
         }
 
 
@@ -370,15 +439,19 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             retriever: Retriever, replayer: Replayer, params: AuditParams, cmis_calls: int = 0,
             cmis_seconds: float = 0.0, started: float | None = None, progress_cb: ProgressCb | None = None,
             backend: ConsistencyBackend | None = None,
-            nli_cache: MutableMapping[str, Any] | None = None) -> AuditResult:
+            nli_cache: MutableMapping[str, Any] | None = None, calls_spent: int = 0) -> AuditResult:
     """Steps 2 (combination) to 5 over the planned replays' ``results``, which are not replayed
     again. ``replayer`` makes the residual, conditional, expansion and baseline replays; its
     ``calls`` at the end are the result's ``agent_calls`` (plus ``cmis_calls``, the agent calls
-    the CMIS replays took when they were made here)."""
+    the CMIS replays took when they were made here). ``calls_spent``: the agent calls the CMIS
+    replays took elsewhere (the workers' step 2), counted against the call budget
+    (``params.max_calls``, ``_Budget``) but not in ``agent_calls``."""
     p = params
     t0 = started if started is not None else time.perf_counter()
     timings: dict[str, float] = {}
     calls_before = replayer.calls - cmis_calls
+    budget = _Budget(replayer, limit=call_budget(len(events), p.max_calls), spent=calls_spent, base=calls_before)
+    budget.by_stage["cmis"] = calls_spent + cmis_calls
     memories = retriever.memories
     blocked = retriever.blocked
     candidates, groups, jobs = plan.candidates, plan.groups, plan.jobs
@@ -420,17 +493,23 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     if fit is not None and fit["alpha"] != p.alpha:
         p = replace(p, alpha=fit["alpha"])  # the whole analysis below weighs CAS as this store supports
         ranked = fuse(cmis, cas, alpha=p.alpha, candidates=pool, signals=signals)
-    batch, residual, rounds = decide_batch(ranked, events, replayer, top_n=p.top_n,
-                                           threshold=p.batch_threshold,
-                                           max_rounds=p.residual_rounds)
+    batch, residual, rounds = budget.run("residual", lambda: decide_batch(
+        ranked, events, replayer, top_n=p.top_n, threshold=p.batch_threshold, max_rounds=p.residual_rounds),
+        enforce=False)
+    # What the exploratory stages leave for the collateral check of the batch (two replays a question).
+    reserve = 2 * p.collateral_questions if p.verdicts else 0
     if p.top_n is None and p.conditional_rounds:
-        batch, residual, extra_rounds = _conditional_rounds(
-            batch, residual, ranked, events, evmap, replayer, retriever, p)
-        rounds += extra_rounds
+        got = budget.run("conditional", lambda: _conditional_rounds(
+            batch, residual, ranked, events, evmap, replayer, retriever, p), ranked=ranked, reserve=reserve)
+        if got is not None:
+            batch, residual, extra_rounds = got
+            rounds += extra_rounds
     if p.top_n is None and p.expansion_rounds:
-        batch, residual, exp_rounds = _expansion(batch, residual, ranked, events, evmap, replayer,
-                                                 retriever, p)
-        rounds += exp_rounds
+        got = budget.run("expansion", lambda: _expansion(
+            batch, residual, ranked, events, evmap, replayer, retriever, p), ranked=ranked, reserve=reserve)
+        if got is not None:
+            batch, residual, exp_rounds = got
+            rounds += exp_rounds
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 
@@ -454,26 +533,39 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                       "claim": claims[m], "before": claims[m], "after": store.get(m, {}).get("answer", ""),
                       "support": store.get(m, {}).get("support", []), "group": [m, c],
                       "seed_margin": 0.0} for c, m in joined.items()}
-            batch, residual = _join_reach(batch, sorted(joined), ev, ranked, events, replayer, p)
-            for c, m in joined.items():
-                claims[c] = claims[m]
-                if m in store:
-                    store[c] = dict(store[m])
-            outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
-            first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                          seed=p.seed, outside=outside, targets=targets)
+            got = budget.run("copies", lambda: _join_reach(batch, sorted(joined), ev, ranked, events, replayer, p),
+                             ranked=ranked, reserve=reserve)
+            if got is not None:
+                batch, residual = got
+                for c, m in joined.items():
+                    claims[c] = claims[m]
+                    if m in store:
+                        store[c] = dict(store[m])
+                outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
+                first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
+                              seed=p.seed, outside=outside, targets=targets)
         seeds = [m for m in batch if m in first and first[m].verdict == POISON_LIKE
                  and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))] if first else []
         if seeds and p.top_n is None and p.reach_candidates:
             anti = sorted({a for v in store.values() for a in v["support"]})
-            rr = format_free_reach(batch, seeds, anti, retriever, replayer,
-                                   max_candidates=p.reach_candidates, min_support=p.reach_support,
-                                   seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
-                                   targets=targets)
-            reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
-                          "agent_calls": rr.agent_calls, "trace": rr.trace}
-            if rr.added:
-                batch, residual = _join_reach(batch, rr.added, rr.evidence, ranked, events, replayer, p)
+            # The reach stops short of what its join (one residual) and the collateral check need;
+            # out of calls mid-candidate, it keeps the groups it confirmed (`ReachResult.budget_cut`).
+            rr = budget.run("reach", lambda: format_free_reach(
+                batch, seeds, anti, retriever, replayer, max_candidates=p.reach_candidates,
+                min_support=p.reach_support, seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
+                targets=targets), reserve=reserve + len(events))
+            if rr is not None and rr.budget_cut:
+                budget.cut.append("reach")
+            joined_reach = None
+            if rr is not None and rr.added:
+                joined_reach = budget.run("reach", lambda: _join_reach(
+                    batch, rr.added, rr.evidence, ranked, events, replayer, p), ranked=ranked, reserve=reserve)
+            if rr is not None:
+                reach_info = {"candidates": rr.candidates, "tested": rr.tested,
+                              "added": rr.added if joined_reach is not None else [],
+                              "agent_calls": rr.agent_calls, "trace": rr.trace, "budget_cut": rr.budget_cut}
+            if joined_reach is not None:
+                batch, residual = joined_reach
                 rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],
                                "added": sorted(rr.added), "tested": rr.tested})
                 reach_ev = {m: {k: v for k, v in e.items() if k != "harm"} for m, e in rr.evidence.items()
@@ -490,8 +582,10 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             if s.id in verdicts:
                 s.verdict = verdicts[s.id]["verdict"]
                 s.reasons = list(verdicts[s.id]["reasons"])
-    collateral = collateral_check(batch, retriever, replayer, n=p.collateral_questions,
-                                  seed=p.seed) if batch and p.collateral_questions else {}
+    collateral: dict[str, Any] = {}
+    if batch and p.collateral_questions:
+        collateral = budget.run("collateral", lambda: collateral_check(
+            batch, retriever, replayer, n=p.collateral_questions, seed=p.seed)) or {}
     for mid in collateral.get("breaking", []):
         if mid in verdicts:
             verdicts[mid]["reasons"].append("collateral: removing it changes a clean answer")
@@ -512,8 +606,9 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         for name, removed in sets.items():
             entry: dict[str, Any] = {"removed": removed}
             if p.baseline_residual:
-                r = residual_harm(events, replayer, removed)
-                entry["residual"] = {k: r[k] for k in ("harmful", "total", "rate", "mean_harm")}
+                r = budget.run("baselines", lambda removed=removed: residual_harm(events, replayer, removed))
+                if r is not None:
+                    entry["residual"] = {k: r[k] for k in ("harmful", "total", "rate", "mean_harm")}
             baselines[name] = entry
     timings["baselines"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
@@ -526,7 +621,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         else {"nodes": [], "edges": [], "omitted": len(mg.graph)},
         groups=groups, events=ev_rows, agent_calls=replayer.calls - calls_before, cmis_agent_calls=cmis_calls,
         replays=len(jobs), timings=timings, cmis=cmis, cas=cas, verdicts=verdicts,
-        collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts))
+        collateral=collateral, signal_influence=influence, corrections=propose_corrections(batch, verdicts),
+        budget=budget.report())
 
 
 def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retriever, *,

@@ -86,7 +86,7 @@ import numpy as np
 from .agents import DONT_KNOW
 from .expansion import answer_slot
 from .harm import make_harm
-from .replay import Replayer
+from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
 
 _WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
@@ -292,6 +292,7 @@ class ReachResult:
     tested: int = 0
     candidates: int = 0
     agent_calls: int = 0
+    budget_cut: bool = False  # the audit's call budget ran out mid-candidate: the reach stopped there
     # One row per tested candidate: the query, the answers with and without its group, what the
     # confirmation read and why it stopped ("confirmed" or the failed step).
     trace: list[dict[str, Any]] = field(default_factory=list)
@@ -618,15 +619,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             res.tested += 1
             tested.add(mid)
             bk = mid in by_copies
-            ev, store_side = verify(mid, q, question, bk)
-            if ev is None and not store_side and question is None:
-                # Its own text found only look-alikes, even with its group out (the template
-                # outweighs the topic): ask by its distinctive words, those rare in the store.
-                ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None, bk)
-            if ev is None and question is None and (bq := borrowed_question(m)):
-                # A statement asked as itself confuses a chat model ("The answer is:"): ask the
-                # question its paraphrases state.
-                ev, _ = verify(mid, bq, bq, bk)
+            try:
+                ev, store_side = verify(mid, q, question, bk)
+                if ev is None and not store_side and question is None:
+                    # Its own text found only look-alikes, even with its group out (the template
+                    # outweighs the topic): ask by its distinctive words, those rare in the store.
+                    ev, _ = verify(mid, keyword_query(m.text, df, len(mems)), None, bk)
+                if ev is None and question is None and (bq := borrowed_question(m)):
+                    # A statement asked as itself confuses a chat model ("The answer is:"): ask the
+                    # question its paraphrases state.
+                    ev, _ = verify(mid, bq, bq, bk)
+            except BudgetExhausted:  # this candidate is left untested; the groups confirmed stand
+                res.tested -= 1
+                res.budget_cut = True
+                break
             if ev is None:
                 continue
             ev["seed_margin"] = round(margin, 4)
@@ -635,7 +641,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             res.added += [g for g in ev["group"] if g not in removed]
             removed |= set(ev["group"])
             found += 1
-        if not found or replayer.calls - calls0 >= max_calls:
+        if not found or res.budget_cut or replayer.calls - calls0 >= max_calls:
             break
         # The confirmed groups join the seeds: the next pass ranks by a model that knows them.
         seed_ids = list(dict.fromkeys(seed_ids + res.added))

@@ -18,6 +18,15 @@ from .agents import Agent, AgentOutput
 from .retriever import RetrievedMemory, Retriever
 
 
+class BudgetExhausted(RuntimeError):
+    """A replay needed an agent call past ``Replayer.limit`` (the audit's call budget); nothing
+    was called. The stage that asked keeps what it had decided before (``audit.analyse``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the audit's budget of {limit} agent calls is spent")
+        self.limit = limit
+
+
 def replay_key(query: str, retrieved_ids: Sequence[str], agent_hash: str) -> str:
     qh = hashlib.sha256(query.encode("utf-8")).hexdigest()
     blob = "\x00".join([qh, "\x1f".join(retrieved_ids), agent_hash])
@@ -46,6 +55,9 @@ class Replayer:
         self.agent_hash = agent.config_hash()
         self.calls = 0
         self.cache_hits = 0
+        # The most agent calls (``calls``) this replayer may reach; None: no limit. A replay past
+        # it raises ``BudgetExhausted`` before calling; cache hits are always answered.
+        self.limit: int | None = None
         self._lock = threading.Lock()
 
     def replay(self, query: str, exclude: Collection[str] = (),
@@ -68,6 +80,8 @@ class Replayer:
             with self._lock:
                 self.cache_hits += 1
             return AgentOutput.from_dict(hit)
+        if self.limit is not None and self.calls >= self.limit:
+            raise BudgetExhausted(self.limit)
         out = self.agent.answer(query, memories, candidates)
         with self._lock:
             self.calls += 1
@@ -108,6 +122,8 @@ class Replayer:
                 cached[key] = AgentOutput.from_dict(hit)
             else:
                 todo[key] = (query, retrieved, candidates)
+        if self.limit is not None and self.calls + len(todo) > self.limit:
+            raise BudgetExhausted(self.limit)  # all or none: no call of this batch is made
 
         def call(item: tuple[str, tuple]) -> tuple[str, AgentOutput | None, Exception | None]:
             key, (query, retrieved, candidates) = item

@@ -58,7 +58,8 @@ def audit_run_analyse(*, audit_run_id: int) -> None:
     # A replayer of its own (the run's cache, warm): its calls are the analysis's own replays.
     replayer = Replayer(ctx.agent, ctx.retriever, ctx.params.top_k, ctx.replayer.cache)
     result = analyse(plan, results, events=ctx.events, retriever=ctx.retriever, replayer=replayer,
-                     params=ctx.params, backend=make_backend(run.settings["consistency"]), nli_cache=ctx.nli_cache)
+                     params=ctx.params, backend=make_backend(run.settings["consistency"]), nli_cache=ctx.nli_cache,
+                     calls_spent=cmis_calls)
     pks = ctx.view.pks
     batch = set(result.batch)
     suspects = [AuditSuspect(run=run, memory_id=pks[s.id], rank=s.rank, ds=s.ds, cmis=s.cmis,

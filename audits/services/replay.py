@@ -142,7 +142,8 @@ def audit_params(s: dict[str, Any]) -> AuditParams:
                        fit_alpha=bool(s.get("fit_alpha", True)), combine=s["combine"],
                        group_ablation=bool(s["group_ablation"]),
                        group_thresholds=tuple(float(x) for x in s["group_thresholds"]),
-                       batch_threshold=float(s["threshold"]), top_n=s["top_n"], baselines=bool(s["baselines"]))
+                       batch_threshold=float(s["threshold"]), top_n=s["top_n"], baselines=bool(s["baselines"]),
+                       max_calls=s.get("budget"))
 
 
 class _ContextCache:

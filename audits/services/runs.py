@@ -22,7 +22,7 @@ from django.utils import timezone
 import audits.engine
 from audits import dispatch
 from audits.engine.agents import connector_class
-from audits.engine.audit import plan_cmis
+from audits.engine.audit import call_budget, plan_cmis
 from audits.engine.cmis import SIMULATION_CHUNK, ReplayJob, replay_chunk, run_replays
 from audits.models import AuditRun, AuditSuspect, Incident, ReplayJobRecord
 from audits.services.replay import _CONTEXTS, run_context
@@ -110,10 +110,10 @@ def audit_run_execute(*, audit_run_id: int) -> None:
             ctx = run_context(run)
             plan = plan_cmis(ctx.events, ctx.retriever, ctx.params)
             jobs = plan.jobs
-            budget = run.settings.get("budget")
-            if budget is not None and len(jobs) > budget:
-                raise _AuditError(f"the CMIS plan needs {len(jobs)} replays, over the budget of {budget}; "
-                                  "raise the budget or audit fewer incidents")
+            budget = call_budget(len(ctx.events), run.settings.get("budget"))
+            if len(jobs) > budget:
+                raise _AuditError(f"the CMIS plan needs {len(jobs)} replays, over the budget of {budget} agent "
+                                  "calls; raise the budget or audit fewer incidents")
             with transaction.atomic():
                 ReplayJobRecord.objects.bulk_create(
                     [ReplayJobRecord(run=run, job_id=j.job_id, event_id=j.event_id, kind=j.kind, target=j.target,

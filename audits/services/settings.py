@@ -23,7 +23,7 @@ DEFAULT_AUDIT_SETTINGS: dict[str, Any] = {
     "alpha": 0.6,  # CMIS's weight in DS; with fit_alpha the least it gets (CAS at most 1 - alpha)
     "fit_alpha": True,  # fit alpha to the store's own evidence (audits.engine.fusion.fit_alpha)
     "harm": None,  # default harm spec for incidents without their own
-    "budget": None,  # most replays (agent calls) the CMIS plan may need; None = no limit
+    "budget": None,  # most agent calls the whole audit may make; None = max(600, 120 per incident)
     "top_n": None,  # batch = top-N suspects; None = every suspect with DS >= threshold
     "threshold": 0.7,
     "combine": "max",

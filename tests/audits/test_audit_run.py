@@ -85,6 +85,31 @@ def test_a_budget_too_small_fails_the_run_with_the_reason(poisoned, alice):
     assert "over the budget of 2" in run.error
 
 
+def test_the_run_counts_its_calls_by_stage_against_its_budget_and_the_page_says_what_the_budget_cut(
+        poisoned, alice, client):
+    free = _start(poisoned, alice)
+    free.refresh_from_db()
+    b = free.results["budget"]
+    assert b["limit"] == 600 and b["cut"] == [] and b["used"] == free.results["agent_calls"] > 0
+    assert sum(b["by_stage"].values()) == free.results["agent_calls"]
+    assert b["by_stage"]["cmis"] == free.results["cmis_agent_calls"]
+
+    # A second store (nothing cached) with a budget the CMIS plan and the first batch fit in, not the rest.
+    from tests.audits.factories import poisoned_store_import
+
+    other = poisoned_store_import(organization=poisoned.store.organization, slug="tight")
+    limit = b["by_stage"]["cmis"] + b["by_stage"]["residual"] + 1
+    run = _start(other, alice, budget=limit)
+    run.refresh_from_db()
+    assert run.status == AuditRun.Status.DONE, run.error
+    tight = run.results["budget"]
+    assert tight["limit"] == limit and tight["cut"] and run.results["agent_calls"] <= limit
+    client.force_login(alice)
+    page = client.get(f"/audits/{run.pk}/").content.decode()
+    assert f"of a budget of {limit}" in page and 'id="budget-cut"' in page
+    assert "The agent-call budget ran out" in page
+
+
 def test_it_resumes_after_a_crash_with_the_same_result_and_no_double_count(poisoned, alice, monkeypatch):
     clean = _start(poisoned, alice)
     clean.refresh_from_db()
