@@ -126,9 +126,12 @@ class _Budget:
     residual (the batch decision) are never cut. From then on every replay counts against the
     budget: the exploratory stages (conditional rounds, pattern expansion, joined copies, the
     reach) stop ``reserve`` calls short of it, so that the collateral check of the batch still
-    runs; the baselines' residuals come last. A stage the budget stops is dropped whole (the
-    batch, residual and ranking it started from are kept) — except the reach, which keeps the
-    groups it confirmed before the candidate it was testing — and is named in ``cut``."""
+    runs; the baselines' residuals come last. Out of calls, a conditional or expansion round,
+    or a reach candidate, is left unfinished and adds nothing; the rounds and groups finished
+    before it stand, and each stage holds back the calls its own residual needs
+    (``Replayer.holding``). A stage is named in ``cut`` when the budget stopped it; one that
+    ran out anyway (``BudgetExhausted`` reaching ``run``) is dropped whole, the batch, residual
+    and ranking it started from kept."""
 
     def __init__(self, replayer: Replayer, *, limit: int, spent: int, base: int) -> None:
         self.replayer = replayer
@@ -281,7 +284,7 @@ def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str
 
 def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
                        events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
-                       replayer: Replayer, retriever: Retriever, p: AuditParams
+                       replayer: Replayer, retriever: Retriever, p: AuditParams, budget: _Budget
                        ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
     """CMIS again in M \\ B for the events still harmful after the batch B.
 
@@ -305,7 +308,12 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
         groups = [g for g in groups if not set(g.members) & set(batch)]
         jobs = plan_replays(evs, groups, group_ablation=p.group_ablation, base_removed=batch,
                             retrieved=current)
-        results = [run_replay(j, evmap[j.event_id], replayer) for j in jobs]
+        try:  # the round's replays leave the calls its residual needs
+            with replayer.holding(len(events)):
+                results = [run_replay(j, evmap[j.event_id], replayer) for j in jobs]
+        except BudgetExhausted:  # this round adds nothing; the rounds before it stand
+            budget.cut.append("conditional")
+            break
         cond = combine_cmis(results, evs, groups, combine=p.combine,
                             carries_harm=_carries_harm(retriever.memories)
                             if p.group_credit_filter else None)
@@ -330,7 +338,7 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
 
 def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
                events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
-               replayer: Replayer, retriever: Retriever, p: AuditParams
+               replayer: Replayer, retriever: Retriever, p: AuditParams, budget: _Budget
                ) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
     """Pattern expansion from the batch's confirmed poisons (engine/expansion.py).
 
@@ -348,13 +356,16 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
             seeds[mid] = evmap[max(credited, key=lambda e: e["score"])["event"]]
     if not seeds:
         return batch, residual, []
-    exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
-                       alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
-                       min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
-                       dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
-                       group_thresholds=p.group_thresholds, combine=p.combine,
-                       carries_harm=_carries_harm(retriever.memories)
-                       if p.group_credit_filter else None)
+    with replayer.holding(len(events)):  # its rounds leave the calls the residual below needs
+        exp = expand_batch(batch, seeds, retriever, replayer, cas_hat={s.id: s.cas_hat for s in ranked},
+                           alpha=p.alpha, threshold=p.batch_threshold, agreement=p.expansion_agreement,
+                           min_tokens=p.expansion_min_tokens, max_rounds=p.expansion_rounds,
+                           dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
+                           group_thresholds=p.group_thresholds, combine=p.combine,
+                           carries_harm=_carries_harm(retriever.memories)
+                           if p.group_credit_filter else None)
+    if exp.budget_cut:
+        budget.cut.append("expansion")
     if not exp.added:
         return batch, residual, exp.rounds
     for mid in exp.added:
@@ -500,13 +511,13 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     reserve = 2 * p.collateral_questions if p.verdicts else 0
     if p.top_n is None and p.conditional_rounds:
         got = budget.run("conditional", lambda: _conditional_rounds(
-            batch, residual, ranked, events, evmap, replayer, retriever, p), ranked=ranked, reserve=reserve)
+            batch, residual, ranked, events, evmap, replayer, retriever, p, budget), ranked=ranked, reserve=reserve)
         if got is not None:
             batch, residual, extra_rounds = got
             rounds += extra_rounds
     if p.top_n is None and p.expansion_rounds:
         got = budget.run("expansion", lambda: _expansion(
-            batch, residual, ranked, events, evmap, replayer, retriever, p), ranked=ranked, reserve=reserve)
+            batch, residual, ranked, events, evmap, replayer, retriever, p, budget), ranked=ranked, reserve=reserve)
         if got is not None:
             batch, residual, exp_rounds = got
             rounds += exp_rounds
@@ -550,10 +561,13 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             anti = sorted({a for v in store.values() for a in v["support"]})
             # The reach stops short of what its join (one residual) and the collateral check need;
             # out of calls mid-candidate, it keeps the groups it confirmed (`ReachResult.budget_cut`).
-            rr = budget.run("reach", lambda: format_free_reach(
-                batch, seeds, anti, retriever, replayer, max_candidates=p.reach_candidates,
-                min_support=p.reach_support, seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
-                targets=targets), reserve=reserve + len(events))
+            def reach_held() -> Any:
+                with replayer.holding(len(events)):
+                    return format_free_reach(
+                        batch, seeds, anti, retriever, replayer, max_candidates=p.reach_candidates,
+                        min_support=p.reach_support, seed=p.seed, copy_cos=p.copy_cos,
+                        support_cos=p.support_cos, targets=targets)
+            rr = budget.run("reach", reach_held, reserve=reserve)
             if rr is not None and rr.budget_cut:
                 budget.cut.append("reach")
             joined_reach = None

@@ -59,7 +59,7 @@ from .cmis import (
 )
 from .fusion import HARMFUL
 from .harm import make_harm
-from .replay import Replayer
+from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -235,6 +235,9 @@ class ExpansionResult:
     scores: dict[str, CmisScore] = field(default_factory=dict)
     agreement: dict[str, float] = field(default_factory=dict)
     affinity: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The audit's call budget ran out: the round (or dormant record) it was in is not counted;
+    # the rounds and records before it stand.
+    budget_cut: bool = False
 
 
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
@@ -310,34 +313,37 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         # 3. derived events: the candidates' own queries, replayed over M \ B
         derived: list[AuditEvent] = []
         seen_q: set[str] = set()
-        for mid, ev in cands.items():
-            m = mems[retriever.index[mid]]
-            q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-            q = q if isinstance(q, str) and q.strip() else m.text
-            if q in seen_q:
-                continue
-            seen_q.add(q)
-            retrieved, out = replayer.replay(q, in_batch, ev.candidates)
-            harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
-            h = sum(harms) / len(harms) if harms else 0.0
-            if h >= HARMFUL:
-                dev = AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved], ev.harm,
-                                 h, ev.candidates)
-                derived.append(dev)
-                res.derived[dev.id] = dev
-        if not derived:
-            res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": 0,
-                               "added": []})
+        try:
+            for mid, ev in cands.items():
+                m = mems[retriever.index[mid]]
+                q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+                q = q if isinstance(q, str) and q.strip() else m.text
+                if q in seen_q:
+                    continue
+                seen_q.add(q)
+                retrieved, out = replayer.replay(q, in_batch, ev.candidates)
+                harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
+                h = sum(harms) / len(harms) if harms else 0.0
+                if h >= HARMFUL:
+                    derived.append(AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved],
+                                              ev.harm, h, ev.candidates))
+            if not derived:
+                res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": 0,
+                                   "added": []})
+                break
+            # 4. CMIS on the derived events in M \ B, with the pattern group
+            pool = list(dict.fromkeys(m for dev in derived for m in dev.retrieved))
+            groups = [g for g in find_groups(pool, retriever, thresholds=group_thresholds)
+                      if not in_batch.intersection(g.members)]
+            groups.append(Group(f"pattern{rnd}", tuple(sorted(cands)), agreement))
+            jobs = plan_replays(derived, groups, base_removed=res.batch,
+                                retrieved={d.id: d.retrieved for d in derived})
+            dmap = {d.id: d for d in derived}
+            results = [run_replay(j, dmap[j.event_id], replayer) for j in jobs]
+        except BudgetExhausted:  # this round is not finished: it adds nothing
+            res.budget_cut = True
             break
-        # 4. CMIS on the derived events in M \ B, with the pattern group
-        pool = list(dict.fromkeys(m for dev in derived for m in dev.retrieved))
-        groups = [g for g in find_groups(pool, retriever, thresholds=group_thresholds)
-                  if not in_batch.intersection(g.members)]
-        groups.append(Group(f"pattern{rnd}", tuple(sorted(cands)), agreement))
-        jobs = plan_replays(derived, groups, base_removed=res.batch,
-                            retrieved={d.id: d.retrieved for d in derived})
-        dmap = {d.id: d for d in derived}
-        results = [run_replay(j, dmap[j.event_id], replayer) for j in jobs]
+        res.derived.update(dmap)
         cond = combine_cmis(results, derived, groups, combine=combine, carries_harm=carries_harm)
         added: list[str] = []
         for mid, sc in cond.items():
@@ -359,12 +365,16 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
     if dormant and seeds:
         # 6. what is left of the pattern, each record alone with its own query
         joined: list[str] = []
-        for mid, ev in candidates().items():
+        for mid, ev in ([] if res.budget_cut else candidates().items()):
             m = mems[retriever.index[mid]]
             q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
             q = q if isinstance(q, str) and q.strip() else m.text
-            out = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata),
-                                        ev.candidates)
+            try:
+                out = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata),
+                                            ev.candidates)
+            except BudgetExhausted:  # the records joined so far stand
+                res.budget_cut = True
+                break
             harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
             h = sum(harms) / len(harms) if harms else 0.0
             agree = res.agreement.get(mid, 0.0)

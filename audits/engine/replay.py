@@ -11,6 +11,7 @@ import hashlib
 import threading
 from collections.abc import Collection, Iterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,19 @@ class Replayer:
         # it raises ``BudgetExhausted`` before calling; cache hits are always answered.
         self.limit: int | None = None
         self._lock = threading.Lock()
+
+    @contextmanager
+    def holding(self, n: int) -> Iterator[None]:
+        """Replays inside stop ``n`` calls short of ``limit``: kept for what must follow them
+        (the residual harm of a stage's additions)."""
+        if self.limit is None or n <= 0:
+            yield
+            return
+        self.limit -= n
+        try:
+            yield
+        finally:
+            self.limit += n
 
     def replay(self, query: str, exclude: Collection[str] = (),
                candidates: Sequence[str] | None = None

@@ -85,3 +85,17 @@ def test_a_tight_budget_stops_the_exploratory_stages_keeps_the_batch_and_still_c
     assert set(tight.batch) <= set(free.batch) and tight.batch
     # What the tight audit proposes stands on the same evidence: the first batch is the same.
     assert tight.residual_rounds[0]["batch_size"] == free.residual_rounds[0]["batch_size"]
+
+
+def test_out_of_calls_mid_expansion_the_rounds_it_finished_stand(hashing_embedder):
+    free = _audit(hashing_embedder)
+    first = free.residual_rounds[0]["batch_size"]
+    assert len(free.batch) > first, "the expansion must add to the first batch for this test to mean anything"
+    kept = []
+    for limit in range(free.budget["used"] - 1, free.budget["by_stage"]["cmis"], -1):
+        tight = _audit(hashing_embedder, max_calls=limit)
+        assert tight.agent_calls <= limit and set(tight.batch) <= set(free.batch)
+        if "expansion" in tight.budget["cut"]:
+            kept.append(len(tight.batch))
+    # Budgets that stop it after its first round (in the dormant step): that round's additions stand.
+    assert kept and max(kept) > first
