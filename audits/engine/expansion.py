@@ -336,8 +336,15 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             groups = [g for g in find_groups(pool, retriever, thresholds=group_thresholds)
                       if not in_batch.intersection(g.members)]
             groups.append(Group(f"pattern{rnd}", tuple(sorted(cands)), agreement))
-            jobs = plan_replays(derived, groups, base_removed=res.batch,
-                                retrieved={d.id: d.retrieved for d in derived})
+            # Only a memory that may join (agreement at least `agreement`, outside the batch) is
+            # scored below, and a memory's CMIS reads only the base replay and the replays that
+            # remove it: the others' replays are not made (the same additions, fewer agent calls).
+            eligible = {m for m, a in res.agreement.items() if a >= agreement and m not in in_batch}
+            members = {g.id: g.members for g in groups}
+            jobs = [j for j in plan_replays(derived, groups, base_removed=res.batch,
+                                            retrieved={d.id: d.retrieved for d in derived})
+                    if j.kind == "base" or (j.target in eligible if j.kind == "single"
+                                            else not eligible.isdisjoint(members[j.target]))]
             dmap = {d.id: d for d in derived}
             results = [run_replay(j, dmap[j.event_id], replayer) for j in jobs]
         except BudgetExhausted:  # this round is not finished: it adds nothing

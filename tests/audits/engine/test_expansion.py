@@ -112,3 +112,24 @@ def test_a_record_with_an_answer_slot_meets_a_contains_harm_only_through_its_slo
     assert content_meets_harm(ev, {}, "Q: moons of Zorb?\nA: Olu")
     assert content_meets_harm(ev, {}, "People say the moons of Zorb number Olu.")  # no slot: the text
     assert not content_meets_harm(ev, {"answer": "Ama"}, "Zorb: Olu was wrong, Ama.")
+
+
+def test_the_expansion_replays_only_what_may_join_and_finds_the_same(hashing_embedder, monkeypatch):
+    """Step 4 scores only memories that may join (agreement at least the cut, outside the batch);
+    a memory's CMIS reads the base replay and the replays that remove it, so removing a clean
+    record that cannot join is an agent call spent on nothing. The held-out poisons are all found."""
+    from audits.engine import expansion
+
+    planned: list = []
+    real = expansion.run_replay
+
+    def spy(job, event, replayer):
+        planned.append(job)
+        return real(job, event, replayer)
+
+    monkeypatch.setattr(expansion, "run_replay", spy)
+    sc = held_out_scenario()
+    ma = evaluate_all(sc, hashing_embedder, methods=("memaudit",))["memaudit"]
+    assert ma["recall"] == 1.0 and ma["precision"] == 1.0 and ma["asr_after"] == 0.0
+    singles = [j.target for j in planned if j.kind == "single"]
+    assert singles and all(t.startswith("p") for t in singles), sorted(set(singles))
