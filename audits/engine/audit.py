@@ -40,7 +40,7 @@ from .cmis import (
     events_from_incidents,
     find_groups,
     plan_replays,
-    run_replay,
+    replay_all,
     run_replays,
 )
 from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
@@ -310,7 +310,7 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
                             retrieved=current)
         try:  # the round's replays leave the calls its residual needs
             with replayer.holding(len(events)):
-                results = [run_replay(j, evmap[j.event_id], replayer) for j in jobs]
+                results = replay_all(jobs, evmap, replayer)
         except BudgetExhausted:  # this round adds nothing; the rounds before it stand
             budget.cut.append("conditional")
             break
@@ -812,11 +812,15 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     calls0 = replayer.calls
     rows = []
     breaking: set[str] = set()
-    for i in picked:
+    questions = [_question_of(mems[i]) for i in picked]
+    # Every question without, then with the batch removed, the agent calls of each in flight together.
+    before = replayer.replay_many([(q, (), None) for q in questions])
+    after = replayer.replay_many([(q, in_batch, None) for q in questions])
+    for i, q, o0, o1 in zip(picked, questions, before, after):
+        if o0.error is not None or o1.error is not None:
+            raise o0.error or o1.error
         m = mems[i]
-        q = _question_of(m)
-        r0, y0 = replayer.replay(q, ())
-        r1, y1 = replayer.replay(q, in_batch)
+        r0, y0, y1 = o0.retrieved, o0.output, o1.output
         changed = not same_answer(y0.text, y1.text)
         # The source memory's claim: its answer slot, else what the answer before asserted
         # that its text says.

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -335,6 +336,19 @@ def combine_cmis(results: Iterable[ReplayResult], events: Sequence[AuditEvent],
             single = float(max(e["single"] for e in es))
             group = float(max(e["group"] for e in es))
         out[mid] = CmisScore(mid, val, val - tq * se, val + tq * se, single, group, len(es), es)
+    return out
+
+
+def replay_all(jobs: Sequence[ReplayJob], evmap: Mapping[str, AuditEvent],
+               replayer: Replayer) -> list[ReplayResult]:
+    """``run_replay`` for every job, their agent calls in flight together (``run_replays``):
+    the results of a sequential loop, in job order; the first replay's error is raised."""
+    out = []
+    with closing(run_replays(jobs, evmap, replayer)) as outcomes:
+        for result, _called, error in outcomes:
+            if error is not None:
+                raise error
+            out.append(result)
     return out
 
 

@@ -55,7 +55,7 @@ from .cmis import (
     combine_cmis,
     find_groups,
     plan_replays,
-    run_replay,
+    replay_all,
 )
 from .fusion import HARMFUL
 from .harm import make_harm
@@ -310,22 +310,23 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         cands = candidates()
         if not cands:
             break
-        # 3. derived events: the candidates' own queries, replayed over M \ B
+        # 3. derived events: the candidates' own queries, replayed over M \ B (in flight together)
         derived: list[AuditEvent] = []
-        seen_q: set[str] = set()
+        asked: dict[str, tuple[str, AuditEvent]] = {}
+        for mid, ev in cands.items():
+            m = mems[retriever.index[mid]]
+            q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+            q = q if isinstance(q, str) and q.strip() else m.text
+            asked.setdefault(q, (mid, ev))
         try:
-            for mid, ev in cands.items():
-                m = mems[retriever.index[mid]]
-                q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-                q = q if isinstance(q, str) and q.strip() else m.text
-                if q in seen_q:
-                    continue
-                seen_q.add(q)
-                retrieved, out = replayer.replay(q, in_batch, ev.candidates)
-                harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
+            outcomes = replayer.replay_many([(q, in_batch, ev.candidates) for q, (_, ev) in asked.items()])
+            for (q, (mid, ev)), o in zip(asked.items(), outcomes):
+                if o.error is not None:
+                    raise o.error
+                harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in o.output.samples]
                 h = sum(harms) / len(harms) if harms else 0.0
                 if h >= HARMFUL:
-                    derived.append(AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved],
+                    derived.append(AuditEvent(f"derived:{mid}", q, o.output.text, [r.id for r in o.retrieved],
                                               ev.harm, h, ev.candidates))
             if not derived:
                 res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": 0,
@@ -346,7 +347,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                     if j.kind == "base" or (j.target in eligible if j.kind == "single"
                                             else not eligible.isdisjoint(members[j.target]))]
             dmap = {d.id: d for d in derived}
-            results = [run_replay(j, dmap[j.event_id], replayer) for j in jobs]
+            results = replay_all(jobs, dmap, replayer)
         except BudgetExhausted:  # this round is not finished: it adds nothing
             res.budget_cut = True
             break
@@ -369,10 +370,10 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             break
         res.batch = res.batch + sorted(added)
         res.added += sorted(added)
-    if dormant and seeds:
+    if dormant and seeds and not res.budget_cut:
         # 6. what is left of the pattern, each record alone with its own query
         joined: list[str] = []
-        for mid, ev in ([] if res.budget_cut else candidates().items()):
+        for mid, ev in candidates().items():
             m = mems[retriever.index[mid]]
             q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
             q = q if isinstance(q, str) and q.strip() else m.text

@@ -131,15 +131,17 @@ def select_batch(ranked: Sequence[Suspect], *, top_n: int | None = None,
 
 def residual_harm(events: Sequence[AuditEvent], replayer: Replayer,
                   removed: Iterable[str]) -> dict[str, Any]:
-    """Replay every event with the batch removed; per-event harm and a summary."""
+    """Replay every event with the batch removed (the agent calls in flight together); per-event
+    harm and a summary."""
     rem = set(removed)
     rows = []
-    for ev in events:
-        retrieved, out = replayer.replay(ev.query, rem, ev.candidates)
-        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in out.samples]
+    for ev, o in zip(events, replayer.replay_many([(ev.query, rem, ev.candidates) for ev in events])):
+        if o.error is not None:
+            raise o.error
+        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in o.output.samples]
         h = sum(harms) / len(harms) if harms else 0.0
-        rows.append({"event": ev.id, "harm": h, "output": out.text,
-                     "retrieved": [m.id for m in retrieved], "harmful": h >= HARMFUL})
+        rows.append({"event": ev.id, "harm": h, "output": o.output.text,
+                     "retrieved": [m.id for m in o.retrieved], "harmful": h >= HARMFUL})
     n_harm = sum(1 for r in rows if r["harmful"])
     return {"events": rows, "harmful": n_harm, "total": len(rows),
             "rate": n_harm / len(rows) if rows else 0.0,

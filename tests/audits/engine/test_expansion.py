@@ -121,13 +121,13 @@ def test_the_expansion_replays_only_what_may_join_and_finds_the_same(hashing_emb
     from audits.engine import expansion
 
     planned: list = []
-    real = expansion.run_replay
+    real = expansion.replay_all
 
-    def spy(job, event, replayer):
-        planned.append(job)
-        return real(job, event, replayer)
+    def spy(jobs, evmap, replayer):
+        planned.extend(jobs)
+        return real(jobs, evmap, replayer)
 
-    monkeypatch.setattr(expansion, "run_replay", spy)
+    monkeypatch.setattr(expansion, "replay_all", spy)
     sc = held_out_scenario()
     ma = evaluate_all(sc, hashing_embedder, methods=("memaudit",))["memaudit"]
     assert ma["recall"] == 1.0 and ma["precision"] == 1.0 and ma["asr_after"] == 0.0

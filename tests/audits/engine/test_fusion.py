@@ -48,6 +48,12 @@ class _Replayer:
         out = "Evilton" if any(m.startswith("p") for m in left) else "Paris"
         return [RetrievedMemory(m, m, 1.0, i + 1) for i, m in enumerate(left)], AgentOutput(out)
 
+    def replay_many(self, requests):
+        from audits.engine.replay import ReplayOutcome
+
+        return [ReplayOutcome(*self.replay(q, exclude, candidates), agent_call=True)
+                for q, exclude, candidates in requests]
+
 
 def _harm(q, y, harmful_output=None):
     return 1.0 if "Evilton" in y else 0.0
