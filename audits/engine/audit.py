@@ -471,6 +471,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                                    seed=p.seed, copy_cos=p.copy_cos, support_cos=p.support_cos,
                                    targets=targets)
             reach_info = {"candidates": rr.candidates, "tested": rr.tested, "added": rr.added,
+                          "subject": rr.subject,
                           "agent_calls": rr.agent_calls, "trace": rr.trace}
             if rr.added:
                 batch, residual = _join_reach(batch, rr.added, rr.evidence, ranked, events, replayer, p)
