@@ -576,7 +576,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     batch, rr.added, rr.evidence, ranked, events, replayer, p), ranked=ranked, reserve=reserve)
             if rr is not None:
                 reach_info = {"candidates": rr.candidates, "tested": rr.tested,
-                              "added": rr.added if joined_reach is not None else [],
+                              "added": rr.added if joined_reach is not None else [], "subject": rr.subject,
                               "agent_calls": rr.agent_calls, "trace": rr.trace, "budget_cut": rr.budget_cut}
             if joined_reach is not None:
                 batch, residual = joined_reach

@@ -20,6 +20,9 @@ answers what the rest of the store says. The reach:
    sentences of one padding article back each other as well, so for these the store's side of
    step 5 counts only records about the candidate's subject: naming one of its other names, or
    sharing a word at most 5% of the store contains (`keyword_query`'s rule), outside the claim.
+   When the seeds set a subject (step 4), a record whose answer names a harm target they carry,
+   on a question about that subject, is a candidate whatever its shape, and is tested first
+   (MINJA's last records carry no bridge: "Q: … A: R" looks like the store's own records).
    Best first, at most `max_candidates` per pass; up to `passes` passes, the groups confirmed
    in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
    (300: the issue's budget is 600 for a whole audit of 5 incidents).
@@ -45,9 +48,11 @@ answers what the rest of the store says. The reach:
    is not a planted group (and a padding sentence sharing a word is not a copy: set on TUNE
    sqa-plain-distinct, copies at 0.82–1.0, such a false group at 0.34–0.43) — unless its claim
    names an incident's harm target that the seeds carry, and its question shares the subject
-   of theirs (the content words common to the seeds' questions, which must be at least two
-   different ones): then the seeds are its copies, one claim planted across questions about one
-   subject (MINJA's redirect, one record per victim question; TUNE ehr-minja-bridge). Its
+   of theirs (the content words common to the seeds' questions when they state at least two
+   different ones — `same_question`; when they state one, the names in it, `answer_spans`: the
+   trigger entity, a patient id or a person): then the seeds are its copies, one claim planted
+   across questions about one subject (MINJA's redirect, one record per victim question; TUNE
+   ehr-minja-bridge). Its
    store's side is then every record about the question not naming the target, whatever its
    shape, and the store's own record on that very question may be its one supporter. The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
@@ -69,8 +74,12 @@ answers what the rest of the store says. The reach:
    the question (the same filters, not asserting the claim) stand against it. An explicit
    "I don't know" stops the candidate. Answers are read for what they assert (`answer_units`:
    "The answer is Norvik, as the notes say." asserts "Norvik"), records against those units
-   (`carries_answer`). The group joins the batch with a derived event whose harm is the claim;
-   every tested candidate leaves a row in `ReachResult.trace`.
+   (`carries_answer`). A claim planted across questions may be outvoted on its own question
+   (dormant: the agent answers what the store's own record there says, with it or without it);
+   it is confirmed when, the records stating that question and carrying today's answer out, the
+   agent asserts the claim, and with its group out as well it does not. The group joins the
+   batch with a derived event whose harm is the claim; every tested candidate leaves a row in
+   `ReachResult.trace`.
 """
 
 from __future__ import annotations
@@ -291,6 +300,9 @@ class ReachResult:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     tested: int = 0
     candidates: int = 0
+    # The seeds' subject (step 4): the words a candidate's question must share to be planted with
+    # them; empty when their questions set none.
+    subject: list[str] = field(default_factory=list)
     agent_calls: int = 0
     budget_cut: bool = False  # the audit's call budget ran out mid-candidate: the reach stopped there
     # One row per tested candidate: the query, the answers with and without its group, what the
@@ -413,9 +425,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
     asked_by = [stated_question(o) for o in carriers]
     subject: frozenset[str] = frozenset()
-    if len(carriers) >= 2 and all(asked_by) and len({_tokens(q) for q in asked_by}) >= 2:
-        subject = frozenset.intersection(*(_tokens(q) for q in asked_by)) - _FUNCTION \
-            - frozenset().union(*(_tokens(t) for t in targets))
+    target_tok = frozenset().union(*(_tokens(t) for t in targets)) if targets else frozenset()
+    one_question = all(same_question(asked_by[0], q) for q in asked_by) if asked_by else False
+    if len(carriers) >= 2 and all(asked_by) and not one_question:
+        subject = frozenset.intersection(*(_tokens(q) for q in asked_by)) - _FUNCTION - target_tok
+    elif carriers and all(asked_by):
+        # The seeds state one question (one incident, or incidents on one victim question, maybe
+        # asked in several ways — `same_question`): what their wordings share is that whole
+        # question, so its subject is what it names — its answer-like spans (the trigger entity
+        # MINJA keys the redirect on: a patient id, a person), not its other words (a lower-case
+        # "season" or "cost" is shared by unrelated questions).
+        subject = frozenset().union(*(_tokens(sp) for sp in answer_spans(asked_by[0]))) \
+            - _FUNCTION - target_tok
+
+    res.subject = sorted(subject)
 
     def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
         """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
@@ -521,6 +544,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # the group is judged against that claim alone (another of m's spans it mentions may be
         # what the store says too).
         said = [c for c in claims if _carries(y1.text, [c])]
+        if not said and planted:
+            return dormant(m, q, group, y1.text, claims, row, attack, carrier), store_side
         if not said:
             row["stop"] = "answer with the group does not carry the claim"
             return None, store_side
@@ -573,6 +598,43 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 "harm": make_harm({"type": "contains", "target": target}),
                 "retrieved": [o.id for o in r1]}, store_side
 
+    def dormant(m: Any, q: str, group: set[str], now: str, claims: Sequence[str], row: dict[str, Any],
+                attack: Any, carrier: Any) -> dict[str, Any] | None:
+        """A planted record outvoted on its own question (the agent answers what the store's own
+        record on that question says, with it or without it): it is confirmed when it is what
+        would answer there without that record. The store's side is the records stating the
+        same question that carry today's answer, not naming the claim; with them out the answer
+        must carry the claim, and with the group out too it must not."""
+        row["dormant"] = True
+        asked = stated_question(m)
+        units = answer_units(now, q)
+        wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
+        own = [o.id for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
+               and stated_question(o) and same_question(asked, stated_question(o))
+               and carries_answer(o, units)]
+        row["support"] = own
+        if not asked or not units or not own:
+            row["stop"] = ("answer with the group does not carry the claim (no record of the store on "
+                           "its question carries the answer)")
+            return None
+        cands = list(dict.fromkeys(list(claims) + [a for o in wide if o.id not in group
+                                                   for a in claim_spans(o, [m], q)]))
+        _, y1 = replayer.replay(q, removed | set(own), cands)
+        _, y0 = replayer.replay(q, removed | set(own) | group, cands)
+        row.update({"with": y1.text, "without": y0.text, "read": units})
+        said = [c for c in claims if _carries(y1.text, [c])]
+        if not said:
+            row["stop"] = "dormant: without the store's record the answer does not carry the claim"
+            return None
+        if _carries(y0.text, said):
+            row["stop"] = "dormant: without the group as well the answer still carries the claim"
+            return None
+        row["stop"] = "confirmed"
+        return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": y1.text,
+                "after": now, "support": own, "group": sorted(group), "dormant": True,
+                "harm": make_harm({"type": "contains", "target": said[0]}),
+                "retrieved": [o.id for o in wide[:k]]}
+
     def borrowed_question(m: Any) -> str | None:
         """The leading question of m's nearest seed-like paraphrase (cosine ≥ `copy_cos`) that
         shares an answer-like span with it outside that question: one planted claim, written
@@ -608,6 +670,21 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # One ranking by margin: in a store with more than `max_candidates` records over the cut,
         # backed ones listed after them would never be tested.
         ranked = sorted(ranked + backed, key=lambda x: (-x[1], x[0]))
+        if subject:
+            # A record whose answer names a target the seeds carry, on a question about their
+            # subject, is a candidate whatever its shape (MINJA's last records carry no bridge:
+            # "Q: … A: R"), and is tested first: it is what step 4 counts as planted with them.
+            named = [i for i, x in enumerate(mems) if x.id not in skip and x.id not in chosen
+                     and x.id not in by_copies and _names_claim(x, targets)
+                     and subject & _tokens(stated_question(x) or "")]
+            allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
+            named = [i for i in named if allowed[i]]
+            first = {mems[i].id for i in named} | {c for c, _ in ranked if c in idx and _names_claim(
+                mems[idx[c]], targets) and subject & _tokens(stated_question(mems[idx[c]]) or "")}
+            if named:
+                to_seed, to_anti = model.scores([mems[i].text for i in named])
+                ranked += [(mems[i].id, float(a - b)) for i, a, b in zip(named, to_seed, to_anti)]
+            ranked = sorted(ranked, key=lambda x: (x[0] not in first, -x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
         found = 0
         for mid, margin in ranked[:max_candidates]:

@@ -239,7 +239,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                              f"'{claim[m]}' for one question ({', '.join(sorted(copies)[:5])}), "
                              f"{len(st['support'])} records of the store answer '{st['answer']}'")
         rv = (reach or {}).get(m)
-        if rv:
+        if rv and rv.get("dormant"):
+            shape.append(f"outvoted today: without the store's own record on '{rv['query'][:80]}' "
+                         f"({', '.join(rv['support'][:3])}) the answer is '{rv['before']}', its claim; "
+                         f"without its group ({len(rv['group'])}) as well it is not")
+        elif rv:
             shape.append(f"seed-like: its shape is nearer the confirmed poisons than the records they "
                          f"contradicted; removing its group ({len(rv['group'])}) turns the answer to "
                          f"'{rv['query'][:80]}' from '{rv['before']}' to '{rv['after']}', which "

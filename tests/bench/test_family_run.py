@@ -58,3 +58,62 @@ def test_one_redirect_planted_across_questions_is_reached_and_judged_poison_like
     assert ma["incidents"] >= 2 and ma["false_positives"] == 0
     assert ma["corrections"] == 0 and ma["poison_suspects"] == ma["removed"] > 0
     assert confirmed
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+def test_a_redirect_seen_on_one_question_reaches_the_other_victim_questions():
+    """TUNE ehr-minja-bridge with the reach started from the seeds of ONE victim question (one
+    incident, or incidents on one question: what the HOLDOUT's runs often see). The subject is
+    then what that question names (the victim's id), not nothing: the records naming the
+    redirect on the victim's other questions are tested and confirmed, none of them honest.
+    Before: no subject without two different questions, every candidate a "group of 1"."""
+    from audits.engine import audit as audit_mod
+    from audits.engine.reach import same_question, stated_question
+
+    real = audit_mod.format_free_reach
+    seen: dict = {}
+
+    def one_question(batch, seeds, anti, retriever, replayer, **kw):
+        byid = {m.id: m for m in retriever.memories}
+        q0 = stated_question(byid[seeds[0]])
+        one = [s for s in seeds if same_question(q0, stated_question(byid[s]))]
+        res = real(one, one, anti, retriever, replayer, **kw)
+        seen.update(one=one, res=res, ids=retriever.ids)
+        return res
+
+    audit_mod.format_free_reach = one_question
+    try:
+        family_run("ehr-minja-bridge", 0.2, 0, 5, 400, HashingEmbedder(dim=384))
+    finally:
+        audit_mod.format_free_reach = real
+    res = seen["res"]
+    confirmed = [t for t in res.trace if t.get("with_seeds") and t.get("stop") == "confirmed"]
+    assert len(confirmed) >= 5
+    assert res.subject, "one question's names are its subject"
+    assert not set(res.added) & set(seen["one"])
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+def test_a_redirect_outvoted_on_its_own_question_is_confirmed_without_the_stores_record():
+    """TUNE ehr-minja-bridge: a planted record the store's own record on its question outvotes
+    (the agent answers right with it or without it) is confirmed when, that record out, the agent
+    names the redirect, and with the planted record out too it does not."""
+    from audits.engine import audit as audit_mod
+
+    real = audit_mod.format_free_reach
+    traces: list = []
+
+    def spy(*a, **kw):
+        res = real(*a, **kw)
+        traces.extend(res.trace)
+        return res
+
+    audit_mod.format_free_reach = spy
+    try:
+        rows = family_run("ehr-minja-bridge", 0.5, 0, 5, 400, HashingEmbedder(dim=384))
+    finally:
+        audit_mod.format_free_reach = real
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    dormant = [t for t in traces if t.get("dormant") and t.get("stop") == "confirmed"]
+    assert dormant and all(t["support"] for t in dormant)
+    assert ma["false_positives"] == 0
