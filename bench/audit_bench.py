@@ -38,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from audits.engine.agents import Agent  # noqa: E402
 from audits.engine.agents import make_agent as _make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
 from audits.engine.evaluate import (  # noqa: E402
@@ -194,14 +195,35 @@ def _answers(es: EngineScenario, replayer: Replayer, queries: list[dict], remove
     return [replayer.replay(b["query"], removed, b.get("candidates"))[1].text for b in queries]
 
 
+class DelayedAgent(Agent):
+    """The family's agent behind a fixed latency, `in_flight` calls at a time: a remote model's
+    timing with the simulation's answers (the audit's wall time with replays in flight)."""
+
+    connector = "delayed"
+
+    def __init__(self, inner: Agent, delay: float, in_flight: int = 16) -> None:
+        super().__init__({"connector": inner.connector}, max_in_flight=in_flight)
+        self.inner, self.delay = inner, delay
+
+    def config_hash(self) -> str:
+        return self.inner.config_hash()
+
+    def answer(self, query, retrieved, candidates=None):
+        time.sleep(self.delay)
+        return self.inner.answer(query, retrieved, candidates)
+
+
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
                params: AuditParams | None = None, agent_cfg: dict | None = None,
-               alpha: float = 0.6, fit_alpha: bool = True, poison_dir: Path | None = None) -> list[dict]:
+               alpha: float = 0.6, fit_alpha: bool = True, poison_dir: Path | None = None,
+               agent_delay: float = 0.0) -> list[dict]:
     """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
 
     `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
     `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds);
-    `poison_dir`: PoisonedRAG's HotpotQA / MS MARCO files (`families.poison_dir_for`)."""
+    `poison_dir`: PoisonedRAG's HotpotQA / MS MARCO files (`families.poison_dir_for`);
+    `agent_delay`: the audit's agent answers after this many seconds, 16 calls in flight
+    (`DelayedAgent`; "seconds" is then the audit's wall time against such a model)."""
     from bench.scenarios.families import FAMILIES, build_family
 
     sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed, poison_dir=poison_dir)
@@ -217,7 +239,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     incidents = incidents_from_probes(before)
     p = params or AuditParams(top_k=es.agent.top_k, alpha=alpha, fit_alpha=fit_alpha)
     t = time.perf_counter()
-    res = run_audit(es.memories, embeddings, None, incidents, agent, None, p, {}, embedder=emb) \
+    audit_agent = DelayedAgent(agent, agent_delay) if agent_delay else agent
+    res = run_audit(es.memories, embeddings, None, incidents, audit_agent, None, p, {}, embedder=emb) \
         if incidents else None
     secs = time.perf_counter() - t
     benign_before = _answers(es, probe_rep, sc.benign, ())
@@ -426,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="family runs: keep --alpha fixed instead of fitting it per store (fusion.fit_alpha)")
     ap.add_argument("--family-llm", action="store_true",
                     help="families with the local LLM (openai-chat at --llm-url) instead of the builtin agents")
+    ap.add_argument("--agent-delay", type=float, default=0.0,
+                    help="family runs: the audit's agent answers after this many seconds, 16 calls in "
+                         "flight (a remote model's latency); the rows' seconds are then its wall time")
     ap.add_argument("--json", type=Path, default=ROOT / "artifacts" / "audit_bench.json")
     a = ap.parse_args(argv)
     if a.quick:
@@ -459,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                             try:
                                 rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
                                                    alpha=a.alpha, fit_alpha=not a.no_fit_alpha,
-                                                   poison_dir=a.poison_dir)
+                                                   poison_dir=a.poison_dir, agent_delay=a.agent_delay)
                             except ScenarioError as exc:  # a data file that is not here
                                 skipped[name] = str(exc)
                                 print(f"  {name:<24} skipped: {exc}", flush=True)
