@@ -149,3 +149,29 @@ def test_an_audit_that_fails_on_a_replay_shuts_its_pool_down_itself(hashing_embe
         assert [t.name for t in threading.enumerate() if t.name.startswith("replay_")] == []
     finally:
         gc.enable()
+
+
+def test_the_analysis_sends_its_replays_in_flight_with_the_sequential_results(hashing_embedder):
+    """After CMIS the analysis (expansion rounds, residuals, the collateral check) replays through
+    ``replay_many`` too: the same result as one call at a time, more than one call in flight."""
+    from audits.engine.audit import AuditParams, run_audit
+    from audits.engine.evaluate import ProbeRunner, incidents_from_probes
+
+    sc = qa_scenario(n_targets=4, poisons_per_target=4, observed_share=0.3)
+    emb = hashing_embedder.encode([m.text for m in sc.memories])
+    rep = Replayer(make_agent(sc.agent), Retriever(sc.memories, emb, None, embedder=hashing_embedder), 5, {})
+    incidents = incidents_from_probes(ProbeRunner(sc, rep, hashing_embedder).run(()))
+
+    def audit(agent):
+        def after_cmis(stage, done, total):  # the peak counts the analysis's calls only
+            if stage == "graph" and done == 1:
+                agent.peak = 0
+
+        return run_audit(sc.memories, emb, None, incidents, agent, None, AuditParams(top_k=5), {},
+                         after_cmis, embedder=hashing_embedder)
+
+    seq, par = SlowAgent(limit=1, delay=0.0), SlowAgent(limit=8, delay=0.01)
+    a, b = audit(seq), audit(par)
+    assert a.batch == b.batch and a.agent_calls == b.agent_calls == seq.calls == par.calls
+    assert a.residual == b.residual and a.collateral == b.collateral and a.budget == b.budget
+    assert b.budget["by_stage"]["expansion"] > 1 and seq.peak == 1 and par.peak > 1
