@@ -117,3 +117,13 @@ def test_a_redirect_outvoted_on_its_own_question_is_confirmed_without_the_stores
     dormant = [t for t in traces if t.get("dormant") and t.get("stop") == "confirmed"]
     assert dormant and all(t["support"] for t in dormant)
     assert ma["false_positives"] == 0
+
+
+def test_an_agent_behind_a_latency_gives_the_same_audit():
+    """`--agent-delay`: the family's agent behind a latency, 16 calls in flight; only the time differs."""
+    plain = family_run("locomo-clean-honest", 0.2, 0, 5, 200, HashingEmbedder(dim=384))
+    slow = family_run("locomo-clean-honest", 0.2, 0, 5, 200, HashingEmbedder(dim=384), agent_delay=0.001)
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in plain] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in slow]
+    assert plain[0]["agent_calls"] > 0
