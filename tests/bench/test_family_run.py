@@ -14,6 +14,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _with_reach_traces(name: str, rho: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """A family run (observed 5, 400 memories) and every row its reach traced."""
+    from audits.engine import audit as audit_mod
+
+    real = audit_mod.format_free_reach
+    traces: list[dict] = []
+
+    def spy(*a, **kw):
+        res = real(*a, **kw)
+        traces.extend(res.trace)
+        return res
+
+    audit_mod.format_free_reach = spy
+    try:
+        return family_run(name, rho, seed, 5, 400, HashingEmbedder(dim=384)), traces
+    finally:
+        audit_mod.format_free_reach = real
+
+
 def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect():
     rows = family_run("locomo-clean-honest", 0.2, 0, 5, 200, HashingEmbedder(dim=384))
     ma = next(r for r in rows if r["method"] == "memaudit")
@@ -37,23 +56,8 @@ def test_one_redirect_planted_across_questions_is_reached_and_judged_poison_like
     its own words. The verdict reads them as one claim planted across questions (none proposed as
     a correction), and the reach, which counts the seeds as their copies, confirms some of the
     records no incident retrieved (each alone on its question: "group of 1" before)."""
-    from audits.engine import reach as reach_mod
-
-    confirmed = []
-    real = reach_mod.reach
-
-    def spy(*a, **kw):
-        res = real(*a, **kw)
-        confirmed.extend(t for t in res.trace if t.get("with_seeds") and t.get("stop") == "confirmed")
-        return res
-
-    reach_mod_audit = __import__("audits.engine.audit", fromlist=["format_free_reach"])
-    old = reach_mod_audit.format_free_reach
-    reach_mod_audit.format_free_reach = spy
-    try:
-        rows = family_run("ehr-minja-bridge", 0.5, 0, 5, 400, HashingEmbedder(dim=384))
-    finally:
-        reach_mod_audit.format_free_reach = old
+    rows, traces = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
+    confirmed = [t for t in traces if t.get("with_seeds") and t.get("stop") == "confirmed"]
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 2 and ma["false_positives"] == 0
     assert ma["corrections"] == 0 and ma["poison_suspects"] == ma["removed"] > 0
@@ -98,21 +102,7 @@ def test_a_redirect_outvoted_on_its_own_question_is_confirmed_without_the_stores
     """TUNE ehr-minja-bridge: a planted record the store's own record on its question outvotes
     (the agent answers right with it or without it) is confirmed when, that record out, the agent
     names the redirect, and with the planted record out too it does not."""
-    from audits.engine import audit as audit_mod
-
-    real = audit_mod.format_free_reach
-    traces: list = []
-
-    def spy(*a, **kw):
-        res = real(*a, **kw)
-        traces.extend(res.trace)
-        return res
-
-    audit_mod.format_free_reach = spy
-    try:
-        rows = family_run("ehr-minja-bridge", 0.5, 0, 5, 400, HashingEmbedder(dim=384))
-    finally:
-        audit_mod.format_free_reach = real
+    rows, traces = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
     ma = next(r for r in rows if r["method"] == "memaudit")
     dormant = [t for t in traces if t.get("dormant") and t.get("stop") == "confirmed"]
     assert dormant and all(t["support"] for t in dormant)
