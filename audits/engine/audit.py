@@ -144,9 +144,6 @@ class _Budget:
     def used(self) -> int:
         return self.spent + self.replayer.calls - self.base
 
-    def left(self) -> int:
-        return max(0, self.limit - self.used())
-
     def run(self, stage: str, fn: Callable[[], Any], *, ranked: list[Suspect] | None = None,
             reserve: int = 0, enforce: bool = True) -> Any:
         """``fn()`` with its calls counted under ``stage``, never closer than ``reserve`` to the
