@@ -31,8 +31,11 @@ BASELINE_NAMES = {
 }
 
 
-# What each stage the call budget can cut short does, for "stopped by the budget: ..." on the results page.
+# What each stage of the audit's agent calls does: the results page counts the calls by stage
+# and names the stages the call budget cut short.
 BUDGET_STAGES = {
+    "cmis": "the incidents' counterfactual replays (CMIS)",
+    "residual": "the batch's residual harm",
     "conditional": "the conditional rounds (suspects that show once the batch is out)",
     "expansion": "pattern expansion (unobserved copies of the confirmed poisons)",
     "copies": "joining the confirmed poisons' planted copies",
@@ -106,6 +109,7 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
         "positive_count": selectors.positive_suspect_count(run=data["run"]), "terms": TERMS,
         "batch_size": batch_size, "baseline_rows": baselines,
         "budget_cut": [BUDGET_STAGES.get(s, s) for s in data["budget"].get("cut", [])],
+        "calls_by_stage": [(BUDGET_STAGES.get(s, s), n) for s, n in (data["budget"].get("by_stage") or {}).items() if n],
         "conflict_edges": sum(1 for e in data["graph"]["edges"] if e.get("conflict")),
         "proposable": sum(1 for s in data["suspects"] if s["in_batch"] and not s["blocked"]
                           and verdicts.get(s["external_id"], {}).get("verdict") != "honest-error"),

@@ -107,6 +107,7 @@ def test_the_run_counts_its_calls_by_stage_against_its_budget_and_the_page_says_
     client.force_login(alice)
     page = client.get(f"/audits/{run.pk}/").content.decode()
     assert f"of a budget of {limit}" in page and 'id="budget-cut"' in page
+    assert f"the incidents&#x27; counterfactual replays (CMIS) {tight['by_stage']['cmis']}" in page
     assert "The agent-call budget ran out" in page
 
 
