@@ -811,13 +811,10 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     breaking: set[str] = set()
     questions = [_question_of(mems[i]) for i in picked]
     # Every question without, then with the batch removed, the agent calls of each in flight together.
-    before = replayer.replay_many([(q, (), None) for q in questions])
-    after = replayer.replay_many([(q, in_batch, None) for q in questions])
-    for i, q, o0, o1 in zip(picked, questions, before, after):
-        if o0.error is not None or o1.error is not None:
-            raise o0.error or o1.error
+    before = replayer.replay_each([(q, (), None) for q in questions])
+    after = replayer.replay_each([(q, in_batch, None) for q in questions])
+    for i, q, (r0, y0), (_, y1) in zip(picked, questions, before, after):
         m = mems[i]
-        r0, y0, y1 = o0.retrieved, o0.output, o1.output
         changed = not same_answer(y0.text, y1.text)
         # The source memory's claim: its answer slot, else what the answer before asserted
         # that its text says.

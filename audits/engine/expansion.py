@@ -319,14 +319,12 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             q = q if isinstance(q, str) and q.strip() else m.text
             asked.setdefault(q, (mid, ev))
         try:
-            outcomes = replayer.replay_many([(q, in_batch, ev.candidates) for q, (_, ev) in asked.items()])
-            for (q, (mid, ev)), o in zip(asked.items(), outcomes):
-                if o.error is not None:
-                    raise o.error
-                harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in o.output.samples]
+            outcomes = replayer.replay_each([(q, in_batch, ev.candidates) for q, (_, ev) in asked.items()])
+            for (q, (mid, ev)), (retrieved, out) in zip(asked.items(), outcomes):
+                harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
                 h = sum(harms) / len(harms) if harms else 0.0
                 if h >= HARMFUL:
-                    derived.append(AuditEvent(f"derived:{mid}", q, o.output.text, [r.id for r in o.retrieved],
+                    derived.append(AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved],
                                               ev.harm, h, ev.candidates))
             if not derived:
                 res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": 0,

@@ -135,13 +135,11 @@ def residual_harm(events: Sequence[AuditEvent], replayer: Replayer,
     harm and a summary."""
     rem = set(removed)
     rows = []
-    for ev, o in zip(events, replayer.replay_many([(ev.query, rem, ev.candidates) for ev in events])):
-        if o.error is not None:
-            raise o.error
-        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in o.output.samples]
+    for ev, (retrieved, out) in zip(events, replayer.replay_each([(ev.query, rem, ev.candidates) for ev in events])):
+        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in out.samples]
         h = sum(harms) / len(harms) if harms else 0.0
-        rows.append({"event": ev.id, "harm": h, "output": o.output.text,
-                     "retrieved": [m.id for m in o.retrieved], "harmful": h >= HARMFUL})
+        rows.append({"event": ev.id, "harm": h, "output": out.text,
+                     "retrieved": [m.id for m in retrieved], "harmful": h >= HARMFUL})
     n_harm = sum(1 for r in rows if r["harmful"])
     return {"events": rows, "harmful": n_harm, "total": len(rows),
             "rate": n_harm / len(rows) if rows else 0.0,

@@ -102,6 +102,17 @@ class Replayer:
         self.cache[key] = out.to_dict()
         return out
 
+    def replay_each(self, requests: Sequence[tuple[str, Collection[str], Sequence[str] | None]]
+                    ) -> list[tuple[list[RetrievedMemory], AgentOutput]]:
+        """``replay`` for each request, the agent calls in flight together (``replay_iter``):
+        (retrieved, output) per request, in order; the first replay's error is raised."""
+        out = []
+        for o in self.replay_many(requests):
+            if o.error is not None:
+                raise o.error
+            out.append((o.retrieved, o.output))
+        return out
+
     def replay_many(self, requests: Sequence[tuple[str, Collection[str], Sequence[str] | None]], *,
                     max_in_flight: int | None = None) -> list[ReplayOutcome]:
         return list(self.replay_iter(requests, max_in_flight=max_in_flight))

@@ -48,11 +48,8 @@ class _Replayer:
         out = "Evilton" if any(m.startswith("p") for m in left) else "Paris"
         return [RetrievedMemory(m, m, 1.0, i + 1) for i, m in enumerate(left)], AgentOutput(out)
 
-    def replay_many(self, requests):
-        from audits.engine.replay import ReplayOutcome
-
-        return [ReplayOutcome(*self.replay(q, exclude, candidates), agent_call=True)
-                for q, exclude, candidates in requests]
+    def replay_each(self, requests):
+        return [self.replay(q, exclude, candidates) for q, exclude, candidates in requests]
 
 
 def _harm(q, y, harmful_output=None):
