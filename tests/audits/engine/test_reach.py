@@ -170,3 +170,27 @@ def test_copies_with_one_supporter_or_a_newer_correction_stay_honest_errors():
     assert _judge_pair(["h1"])["a"].verdict == HONEST_ERROR
     v = _judge_pair(["h1", "h2"], corrected=True)
     assert v["a"].verdict == HONEST_ERROR and v["a"].corrected_by == "n"
+
+
+def test_a_record_states_the_question_its_first_line_asks():
+    from audits.engine.reach import stated_question
+
+    def rec(text, meta=None):
+        return MemoryRecord("m", text, meta or {})
+
+    assert stated_question(rec("Asked before: When did Ann move?\nA: May")) == "When did Ann move?"
+    assert stated_question(rec("Q: When did Ann move?\nA: May")) == "When did Ann move?"
+    assert stated_question(rec("x", {"query": "Who?"})) == "Who?"
+    # A passage whose first sentence states something asks nothing; a dialogue line neither.
+    assert stated_question(rec("The harbour serves Norvik. Is it old?")) is None
+    assert stated_question(rec("Joanna: Sounds lovely! Is it far?")) is None
+
+
+def test_an_answer_of_several_units_is_carried_by_the_record_that_answers_exactly_them():
+    from audits.engine.reach import answer_units, carries_answer
+
+    units = answer_units("August 9, 2022")
+    assert carries_answer(MemoryRecord("a", "Q: When?\nA: August 9, 2022", {}), units)
+    assert not carries_answer(MemoryRecord("b", "Q: When?\nA: September 9, 2022", {}), units)
+    assert not carries_answer(MemoryRecord("c", "Q: When?\nA: August 9, 2021", {}), units)
+    assert carries_answer(MemoryRecord("d", "Q: When?\nA: 2022", {}), answer_units("2022"))
