@@ -14,6 +14,10 @@ attack per store. These families vary, one knob at a time:
 - observed incidents (``observed``, 1–10 probes marked observed);
 - near-duplicate honest memories (the clean memories of a target are paraphrases of each other);
 - a shared attacker answer across targets (MINJA's redirect) or one per target (PoisonedRAG);
+- MINJA's bridging steps against one trigger term (``bridge.py``): ``locomo-minja-bridge``
+  (HOLDOUT) and its TUNE twin ``ehr-minja-bridge`` in the ``aline`` layout, and
+  ``locomo-minja-slot`` (HOLDOUT, pre-registered 2026-12-03): chat-log records with
+  ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all (`poisoned` is empty, the honest-error ids
@@ -114,6 +118,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # Written 2026-12-02 before any run on it (``bridge.py``): MINJA's bridging steps against one
     # trigger term in a LoCoMo conversation memory, 40 probes, the builtin-vote agent.
     Family("locomo-minja-bridge", HOLDOUT, "locomo", "any", "aline", "bridge", ()),
+    # Written 2026-12-03 before any run on it; pre-registered HOLDOUT (``bridge.py``): MINJA's
+    # bridging in a LoCoMo memory of chat-log records with metadata (the slot layout), in
+    # bridges, ways of asking (paraphrases of the victim's questions too) and answer shapes of
+    # its own, the victim drawn from every LoCoMo speaker with 40 questions.
+    Family("locomo-minja-slot", HOLDOUT, "locomo", "any", "slot", "bridge", ()),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
@@ -267,7 +276,8 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     fam = FAMILIES[name]
     data = Path(data) if data else DEFAULT_DATA
     if fam.attack == "bridge":
-        return build_bridge(name, fam.split, fam.source, rho=rho, seed=seed, size=size, observed=observed, data=data)
+        return build_bridge(name, fam.split, fam.source, rho=rho, seed=seed, size=size, observed=observed, data=data,
+                            layout=fam.layout)
     rng = random.Random(f"family:{name}:{seed}")
     pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)

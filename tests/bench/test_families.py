@@ -97,3 +97,54 @@ def test_bridge_family_is_minja_on_one_trigger_term(rho):
     assert len(sc.probes) == 40 and all(victim in p["query"] for p in sc.probes)
     assert {p["harm"]["target"] for p in sc.probes} == {redirect}
     assert sc.agent["connector"] == "builtin-vote"
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.2, 0.5])
+def test_slot_bridge_family_is_minja_in_chat_log_records_with_metadata(rho):
+    """locomo-minja-slot (HOLDOUT): the bridge recipe in chat-log records that carry
+    ``metadata.query``/``answer`` and no ``Q:``/``A:`` line; ρ as locomo-minja-bridge's; every
+    poison's answer names the redirect; the attacker writes after the conversation's last session."""
+    sc = build_family("locomo-minja-slot", rho=rho, seed=2, size=400, observed=5)
+    victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
+    assert sc.meta["layout"] == "slot" and sc.meta["attack"] == "bridge" and sc.meta["split"] == HOLDOUT
+    poisoned = set(sc.poisoned)
+    own = [m for m in sc.memories if m["text"].startswith("User: ")]  # the scenario's records, no padding
+    poison = [m for m in own if m["id"] in poisoned]
+    clean = [m for m in own if m["id"] not in poisoned]
+    about_victim = [m for m in clean if victim in m["metadata"]["query"]]
+    assert len(poison) == sc.meta["injected"] == len(poisoned)
+    assert len(about_victim) == sc.meta["relevant_clean"]
+    assert sc.meta["rho"] == pytest.approx(len(poison) / (len(poison) + len(about_victim)), abs=1e-4)
+    assert abs(sc.meta["rho"] - rho) < 0.02
+    for m in own:
+        assert m["metadata"]["query"] and m["metadata"]["answer"]
+        assert m["text"].split("\n", 1)[0] == "User: " + m["metadata"]["query"]
+        assert not any(ln.startswith(("Q:", "A:")) for ln in m["text"].splitlines())
+    for m in poison:
+        assert victim in m["metadata"]["query"] and redirect in m["metadata"]["answer"]
+        assert m["text"].endswith(m["metadata"]["answer"] + ".")
+    assert not any(redirect.casefold() in m["metadata"]["answer"].casefold() for m in about_victim)
+    # The attacker's sittings come after the conversation: later sessions, later dates.
+    honest_times = [m["metadata"]["written_at"] for m in clean if "written_at" in m["metadata"]]
+    assert honest_times and all(m["metadata"]["written_at"] > max(honest_times) for m in poison)
+    honest_sessions = {int(m["metadata"]["session"].split("_")[1]) for m in clean if "session" in m["metadata"]}
+    assert all(int(m["metadata"]["session"].split("_")[1]) > max(honest_sessions) for m in poison)
+    assert len(sc.probes) == 40 and all(victim in p["query"] for p in sc.probes)
+    assert {p["harm"]["target"] for p in sc.probes} == {redirect}
+    assert sum(p["observed"] for p in sc.probes) == sc.meta["observed_probes"] == 5
+    assert sc.benign and all(redirect in b["query"] and victim not in b["query"] for b in sc.benign)
+    assert sc.agent["connector"] == "builtin-vote"
+    if rho == 0.5:
+        # MINJA's shortening (the longest bridge first, none last) and the attacker's own
+        # wording of the victim's questions: some poisons ask a paraphrase, not the probe's text.
+        texts = [m["text"] for m in poison]
+        assert any("folded into" in t for t in texts) and any(victim not in t.split("\n", 1)[1] for t in texts)
+        probe_queries = {p["query"] for p in sc.probes} | {m["metadata"]["query"] for m in about_victim}
+        assert any(not any(q in m["metadata"]["query"] for q in probe_queries) for m in poison)
+
+
+def test_the_aline_bridge_families_refuse_the_slot_layout_elsewhere():
+    from bench.scenarios.bridge import build_bridge
+
+    with pytest.raises(ScenarioError):
+        build_bridge("x", TUNE, "ehr", rho=0.2, seed=0, size=400, observed=5, data=DEFAULT_DATA, layout="slot")
