@@ -1,4 +1,6 @@
-"""``locomo-minja-bridge``: MINJA's bridging recipe in a long-term conversational memory (HOLDOUT).
+"""``locomo-minja-bridge``: MINJA's bridging recipe in a long-term conversational memory (HOLDOUT
+until 2026-12-03, TUNE since: its figures were reported twice; ``locomo-minja-slot`` holds out).
+
 
 Written on 2026-12-02 before the audit was run on it, to stand in for the recipe of issue 16's
 outside evaluation ("MINJA-style injections into a long-term conversational memory, 40 probes of
@@ -330,7 +332,7 @@ def _ehr(rng: random.Random, data: Path) -> _Source:
 
 def build_bridge(name: str, split: str, source: str, *, rho: float, seed: int, size: int, observed: int,
                  data: Path, layout: str = "aline") -> Scenario:
-    """One scenario (see the module docstring); ``source``: ``locomo`` (HOLDOUT) or ``ehr`` (TUNE);
+    """One scenario (see the module docstring); ``source``: ``locomo`` or ``ehr``;
     ``layout``: ``aline`` (both *-minja-bridge) or ``slot`` (locomo-minja-slot, LoCoMo only)."""
     if layout not in ("aline", "slot") or (layout == "slot" and source != "locomo"):
         raise ScenarioError(f"no bridge scenario for source {source!r} in layout {layout!r}")

@@ -15,7 +15,7 @@ attack per store. These families vary, one knob at a time:
 - near-duplicate honest memories (the clean memories of a target are paraphrases of each other);
 - a shared attacker answer across targets (MINJA's redirect) or one per target (PoisonedRAG);
 - MINJA's bridging steps against one trigger term (``bridge.py``): ``locomo-minja-bridge``
-  (HOLDOUT) and its TUNE twin ``ehr-minja-bridge`` in the ``aline`` layout, and
+  (HOLDOUT until 2026-12-03, TUNE since) and its TUNE twin ``ehr-minja-bridge`` in the ``aline`` layout, and
   ``locomo-minja-slot`` (HOLDOUT, pre-registered 2026-12-03): chat-log records with
   ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
@@ -116,8 +116,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("clean-honest", HOLDOUT, "nq", "token", "slot", "honest", (),
            note="clean control: honest errors and outdated records, no poison"),
     # Written 2026-12-02 before any run on it (``bridge.py``): MINJA's bridging steps against one
-    # trigger term in a LoCoMo conversation memory, 40 probes, the builtin-vote agent.
-    Family("locomo-minja-bridge", HOLDOUT, "locomo", "any", "aline", "bridge", ()),
+    # trigger term in a LoCoMo conversation memory, 40 probes, the builtin-vote agent. HOLDOUT
+    # until 2026-12-03: its figures were reported (and its misses seen) twice, so it is TUNE
+    # from then on; ``locomo-minja-slot`` below is the held-out stand-in for the recipe.
+    Family("locomo-minja-bridge", TUNE, "locomo", "any", "aline", "bridge", ()),
     # Written 2026-12-03 before any run on it; pre-registered HOLDOUT (``bridge.py``): MINJA's
     # bridging in a LoCoMo memory of chat-log records with metadata (the slot layout), in
     # bridges, ways of asking (paraphrases of the victim's questions too) and answer shapes of
