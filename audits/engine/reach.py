@@ -492,13 +492,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if planted:
             # One claim planted across questions (MINJA's redirect: one record per victim
             # question, each answer naming the same target): the target is the claim under test,
-            # and every record naming it is on the seeds' side, whatever its shape.
+            # and every record naming it on a question about the subject is on the seeds' side,
+            # whatever its shape.
             claims = planted[:1]
             row["claims"] = claims
             row["with_seeds"] = True
 
             def is_copy(o: Any) -> bool:
-                return _names_claim(o, claims)
+                # ...that asks about the subject too: a padding line that names the target
+                # ("Deborah: Maybe just grab me some books!") is not one of the planted records.
+                return _names_claim(o, claims) and bool(subject & _tokens(stated_question(o) or ""))
 
             attack = carrier = is_copy
         else:
