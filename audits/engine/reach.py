@@ -52,9 +52,16 @@ answers what the rest of the store says. The reach:
    different ones — `same_question`; when they state one, the names in it, `answer_spans`: the
    trigger entity, a patient id or a person): then the seeds are its copies, one claim planted
    across questions about one subject (MINJA's redirect, one record per victim question; TUNE
-   ehr-minja-bridge). Its
-   store's side is then every record about the question not naming the target, whatever its
-   shape, and the store's own record on that very question may be its one supporter. The reader
+   ehr-minja-bridge). Words are compared as the same word whatever their case and a possessive
+   "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
+   the seeds with no subject). Its group is then the records naming the target on a question
+   about the subject (not a padding line that names the target), its
+   store's side every record about the question not naming the target, whatever its
+   shape, and the store's own record on that very question may be its one supporter — or, when
+   the agent follows no record of the question once the group is out (a vote of records about
+   other things), the record that states that question and answers otherwise is what the
+   planted one stood against. A record states a question in its `metadata.query`, its `Q:`
+   line, or a first sentence that asks one after a short label ("Asked before: …?"). The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
    a real model ignores them and answers freely, the test reads its output the same way).
 5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
