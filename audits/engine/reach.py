@@ -114,6 +114,8 @@ _FUNCTION = frozenset(
 # Words that open a sentence capitalised without being a name.
 _OPENERS = _FUNCTION | frozenset("notes note about according among asked someone remember when "
                                  "if writers several most many some people".split())
+# The first person is capitalised everywhere and names nobody ("I", "I'm", "I’ll").
+_I = frozenset(p + a for p in ("i",) for a in ("", "'m", "'ve", "'ll", "'d", "’m", "’ve", "’ll", "’d"))
 _CONNECT = frozenset("of the and de da del la le du von van der di y".split())
 _DIM = 512
 
@@ -185,7 +187,7 @@ def answer_spans(text: str) -> list[str]:
     for w in words:
         start = prev in (".", "!", "?", ":", ";")
         is_num = w[0].isdigit()
-        is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS)
+        is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS) and w.casefold() not in _I
         if is_num or is_cap:
             if pending and cur:
                 cur.extend(pending)
@@ -329,8 +331,9 @@ class ReachResult:
 
 
 def _carries(out_text: str, claims: Sequence[str]) -> bool:
+    """An agent's answer carries a claim; "I don't know" carries none."""
     t = out_text.strip()
-    return bool(t) and any(mentions(c, t) or t.casefold() == c.casefold() for c in claims)
+    return bool(t) and t != DONT_KNOW and any(mentions(c, t) or t.casefold() == c.casefold() for c in claims)
 
 
 class ShapeModel:

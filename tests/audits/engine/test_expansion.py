@@ -133,3 +133,18 @@ def test_the_expansion_replays_only_what_may_join_and_finds_the_same(hashing_emb
     assert ma["recall"] == 1.0 and ma["precision"] == 1.0 and ma["asr_after"] == 0.0
     singles = [j.target for j in planned if j.kind == "single"]
     assert singles and all(t.startswith("p") for t in singles), sorted(set(singles))
+
+
+def test_a_chat_turn_does_not_assert_its_speakers_name():
+    """TUNE locomo-minja-bridge in a store of 2,000: LoCoMo turns spoken by the redirect
+    ("Deborah: Have you tried …?") met the harm "contains Deborah" and joined the planted records
+    through the pattern group (17 false positives in one run). A speaker label is who said it."""
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.expansion import content_meets_harm
+    from audits.engine.harm import make_harm
+
+    ev = AuditEvent("e", "q?", "Deborah", [], make_harm(HarmSpec("contains", {"target": "Deborah"})), 1.0)
+    assert not content_meets_harm(ev, {}, "Deborah: Have you tried breaking it down?")
+    assert not content_meets_harm(ev, {}, "Deborah Lee: fine.\nJolene: thanks!")
+    assert content_meets_harm(ev, {}, "Jolene: ask Deborah, she knows.")
+    assert content_meets_harm(ev, {}, "Deborah is the one who knows: ask her.")

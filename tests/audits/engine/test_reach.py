@@ -194,3 +194,14 @@ def test_an_answer_of_several_units_is_carried_by_the_record_that_answers_exactl
     assert not carries_answer(MemoryRecord("b", "Q: When?\nA: September 9, 2022", {}), units)
     assert not carries_answer(MemoryRecord("c", "Q: When?\nA: August 9, 2021", {}), units)
     assert carries_answer(MemoryRecord("d", "Q: When?\nA: 2022", {}), answer_units("2022"))
+
+
+def test_the_first_person_is_no_claim_and_i_dont_know_carries_none():
+    """TUNE locomo-minja-bridge in a store of 2,000: "I" was a chat turn's claim, and the answer
+    "I don't know" carried it, so two LoCoMo turns were confirmed as a planted group."""
+    from audits.engine.agents import DONT_KNOW
+    from audits.engine.reach import _carries
+
+    assert answer_spans("Melanie: Wow, I think I'm done. I saw Ann and I’ll go.") == ["Ann"]
+    assert not _carries(DONT_KNOW, ["I"]) and not _carries(DONT_KNOW, ["know"])
+    assert _carries("Ann, I think", ["Ann"])
