@@ -187,7 +187,9 @@ def answer_spans(text: str) -> list[str]:
     for w in words:
         start = prev in (".", "!", "?", ":", ";")
         is_num = w[0].isdigit()
-        is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS) and w.casefold() not in _I
+        # "I" continues a name only as its numeral ("Charles Louis I"), never starts one.
+        first_person = w.casefold() in _I and (not cur or bool(pending) or w != "I")
+        is_cap = w[0].isupper() and not (start and w.casefold() in _OPENERS) and not first_person
         if is_num or is_cap:
             if pending and cur:
                 cur.extend(pending)

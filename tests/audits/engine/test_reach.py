@@ -205,3 +205,4 @@ def test_the_first_person_is_no_claim_and_i_dont_know_carries_none():
     assert answer_spans("Melanie: Wow, I think I'm done. I saw Ann and I’ll go.") == ["Ann"]
     assert not _carries(DONT_KNOW, ["I"]) and not _carries(DONT_KNOW, ["know"])
     assert _carries("Ann, I think", ["Ann"])
+    assert answer_spans("He reigned as Charles Louis I in 1801.") == ["Charles Louis I", "1801"]
