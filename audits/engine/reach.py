@@ -29,9 +29,9 @@ answers what the rest of the store says. The reach:
    over the cut are padding and a target's passages ranked below the first 60 (TUNE
    sqa-plain-distinct); past the first `max_candidates` only records that state a question are
    tested, and confirmed only by `min_support` supporters about them (two sentences of one
-   padding article, asked as themselves, were "confirmed" otherwise). Up to `passes` passes, the groups confirmed
-   in one joining the seeds of the next, while the reach's agent calls stay under `max_calls`
-   (300: the issue's budget is 600 for a whole audit of 5 incidents).
+   padding article, asked as themselves, were "confirmed" otherwise). Up to `passes` passes,
+   the groups confirmed in one joining the seeds of the next, while the reach's agent calls stay
+   under `max_calls` (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
    question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
    else its own text — and when that text retrieves only seed-like records even with its group
@@ -121,7 +121,7 @@ _FUNCTION = frozenset(
 _OPENERS = _FUNCTION | frozenset("notes note about according among asked someone remember when "
                                  "if writers several most many some people".split())
 # The first person is capitalised everywhere and names nobody ("I", "I'm", "I’ll").
-_I = frozenset(p + a for p in ("i",) for a in ("", "'m", "'ve", "'ll", "'d", "’m", "’ve", "’ll", "’d"))
+_I = frozenset("i" + a for a in ("", "'m", "'ve", "'ll", "'d", "’m", "’ve", "’ll", "’d"))
 _CONNECT = frozenset("of the and de da del la le du von van der di y".split())
 _DIM = 512
 
@@ -331,7 +331,7 @@ class ReachResult:
     agent_calls: int = 0
     budget_cut: bool = False  # the audit's call budget ran out mid-candidate: the reach stopped there
     # Confirmed but not added: the reach started from members not yet judged poison-like, and
-    # what it found did not make them a pattern across questions (`audit.run_audit`).
+    # what it found did not make them a pattern across questions (`audit.analyse`).
     rejected: list[str] = field(default_factory=list)
     # One row per tested candidate: the query, the answers with and without its group, what the
     # confirmation read and why it stopped ("confirmed" or the failed step).

@@ -1,7 +1,6 @@
 """``locomo-minja-bridge``: MINJA's bridging recipe in a long-term conversational memory (HOLDOUT
 until 2026-12-03, TUNE since: its figures were reported twice; ``locomo-minja-slot`` holds out).
 
-
 Written on 2026-12-02 before the audit was run on it, to stand in for the recipe of issue 16's
 outside evaluation ("MINJA-style injections into a long-term conversational memory, 40 probes of
 which 4–5 observed as incidents, builtin-vote agent"), which the other families do not copy:
