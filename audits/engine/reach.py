@@ -27,9 +27,9 @@ answers what the rest of the store says. The reach:
    retrieval alone (a group of one, no claim, not retrieved) does not count, up to `max_scanned`
    looked at (a bound on retrieval compute, 8 × the default 60). In a store of 2,000 most records
    over the cut are padding and a target's passages ranked below the first 60 (TUNE
-   sqa-plain-distinct); past the first `max_candidates` only records that state a question are
-   tested, and confirmed only by `min_support` supporters about them (two sentences of one
-   padding article, asked as themselves, were "confirmed" otherwise). Up to `passes` passes,
+   sqa-plain-distinct); past the first `max_candidates` a record is confirmed only by
+   `min_support` supporters about it, and a statement's heading is no claim (two sentences of
+   one padding article were "confirmed" with their title otherwise). Up to `passes` passes,
    the groups confirmed in one joining the seeds of the next, while the reach's agent calls stay
    under `max_calls` (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
@@ -490,7 +490,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         """(evidence, whether the store's side was seen at all after removing the group).
         `strict`: ranked past the first `max_candidates`, it needs the store's majority
         (`min_support` supporters, about its subject as a `backed` one's), not a chat model's
-        one record or echo.
+        one record or echo, and a statement's heading is no claim of it.
         `backed`: a candidate admitted by its copies, not by the shape cut; its store's side
         must be about its subject (`about`)."""
         m = mems[idx[mid]]
@@ -506,6 +506,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
         claims = claim_spans(me, rest1, question)
+        if strict and question is None:
+            # A heading names what a passage is about, not an answer: past the first
+            # `max_candidates`, two sentences of one padding article under its title
+            # ("Brian Tse (writer)\n…") "confirmed" the title as their claim.
+            head = _heading(m.text)
+            claims = [c for c in claims if not (head and mentions(c, head))]
         row["claims"] = claims
         if not claims:
             row["stop"] = "no claim"
@@ -741,8 +747,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if replayed >= max_candidates:
                 break
             # Past the first `max_candidates` (a larger store: most records over the shape cut are
-            # padding) only records over the shape cut that state a question, confirmed only by
-            # the store's majority about them (`verify`'s `strict`).
+            # padding) only records over the shape cut, confirmed only by the store's majority
+            # about them, a heading no claim (`verify`'s `strict`).
             strict = rank >= max_candidates
             if mid in removed or replayer.calls - calls0 >= max_calls or (strict and mid in by_copies):
                 continue
@@ -750,8 +756,6 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             m = mems[idx[mid]]
             q = synth_query(m)
             question = q if q != m.text else None
-            if strict and question is None:
-                continue  # a statement asked as itself: a padding sentence answers that way too
             res.tested += 1
             tested.add(mid)
             bk = mid in by_copies
@@ -794,6 +798,16 @@ _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTIL
 # A record that opens with a question: an optional short label ("Asked before:"), then one
 # sentence ending in "?" (a passage whose first sentence states something asks nothing).
 _ASKING_LINE = re.compile(r"^\s*(?:[^\W\d_][\w ]{0,24}:\s*)?([^\n.!?]{6,300}\?)", re.UNICODE)
+
+
+def _heading(text: str) -> str | None:
+    """A record's first line when it is a heading: more lines follow, it has at most 8 words and
+    does not end as a sentence does."""
+    first, sep, rest = text.strip().partition("\n")
+    first = first.strip()
+    if not sep or not rest.strip() or len(first.split()) > 8 or first[-1:] in ".!?:;,\"'":
+        return None
+    return first
 
 
 def stated_question(m: Any) -> str | None:

