@@ -94,7 +94,7 @@ class AuditParams:
     verdicts: bool = True
     collateral_questions: int = 20
     # Format-free reach (engine/reach.py): from poison-like seeds to unobserved poisons by shape
-    # and replay; at most `reach_candidates` tested, `reach_support` records must carry the
+    # and replay; at most `reach_candidates` a pass that cost agent calls, `reach_support` records must carry the
     # store's answer once a candidate's group is out. 0 candidates turns it off.
     reach_candidates: int = 60
     reach_support: int = 2

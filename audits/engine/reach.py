@@ -24,8 +24,8 @@ answers what the rest of the store says. The reach:
    on a question about that subject, is a candidate whatever its shape, and is tested first
    (MINJA's last records carry no bridge: "Q: … A: R" looks like the store's own records).
    Best first, at most `max_candidates` per pass that cost agent calls: one dismissed by its
-   retrieval alone (a group of one, no claim, not retrieved) does not count, up to `max_scanned`
-   looked at (a bound on retrieval compute, 8 × the default 60). In a store of 2,000 most records
+   retrieval alone (a group of one, no claim, not retrieved) does not count, up to
+   8 × `max_candidates` looked at (a bound on retrieval compute). In a store of 2,000 most records
    over the cut are padding and a target's passages ranked below the first 60 (TUNE
    sqa-plain-distinct); past the first `max_candidates` a record is confirmed only by
    `min_support` supporters about it, and a statement's heading is no claim (two sentences of
@@ -417,7 +417,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
           copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
-          max_calls: int = 300, targets: Sequence[str] = (), max_scanned: int = 480) -> ReachResult:
+          max_calls: int = 300, targets: Sequence[str] = ()) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
     `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
@@ -637,10 +637,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # (a vote of records about other things: LoCoMo, "When did James volunteer …?" answered
         # "No"); the claim is gone, and the store's own record on that question, there on the
         # store's side, answers otherwise: it is that record the planted one stood against.
+        # (A supporter that states the question is such a record too.)
         stated = [o.id for o in side if asked and stated_question(o)] if planted else []
-        own = bool(planted and asked and ((support and all(stated_question(mems[idx[o]]) for o in support))
-                                          or stated))
-        lenient = not strict and (((support or echo) and len(side) >= min_support) or own)
+        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated))
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
@@ -743,7 +742,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             ranked = sorted(ranked, key=lambda x: (x[0] not in first, -x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
         found = replayed = 0
-        for rank, (mid, margin) in enumerate(ranked[:max_scanned]):
+        for rank, (mid, margin) in enumerate(ranked[:8 * max_candidates]):
             if replayed >= max_candidates:
                 break
             # Past the first `max_candidates` (a larger store: most records over the shape cut are

@@ -247,9 +247,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             shape.append(f"seed-like: its shape is nearer the confirmed poisons than the records they "
                          f"contradicted; removing its group ({len(rv['group'])}) turns the answer to "
                          f"'{rv['query'][:80]}' from '{rv['before']}' to '{rv['after']}', "
-                         + (f"which {len(rv['support'])} records carry" if rv['support'] or not rv.get('store_record')
-                            else f"against the store's own record(s) on that question "
-                                 f"({', '.join(rv['store_record'][:3])})"))
+                         + (f"against the store's own record(s) on that question "
+                            f"({', '.join(rv['store_record'][:3])})" if rv.get("store_record")
+                            else f"which {len(rv['support'])} records carry"))
         if shape:
             reasons += shape
             poison = True

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _with_reach_traces(name: str, rho: float, seed: int, *, subjects: bool = False, emb=None) -> tuple:
-    """A family run (observed 5, 400 memories) and every row its reach traced (and, with
-    `subjects`, the subject of every reach); `emb`: the encoder (hashed words by default)."""
+def _with_reach_traces(name: str, rho: float, seed: int, *, emb=None) -> tuple[list[dict], list[dict], list]:
+    """A family run (observed 5, 400 memories), every row its reach traced and the subject of
+    every reach; `emb`: the encoder (hashed words by default)."""
     from audits.engine import audit as audit_mod
 
     real = audit_mod.format_free_reach
@@ -34,7 +34,7 @@ def _with_reach_traces(name: str, rho: float, seed: int, *, subjects: bool = Fal
         rows = family_run(name, rho, seed, 5, 400, emb or HashingEmbedder(dim=384))
     finally:
         audit_mod.format_free_reach = real
-    return (rows, traces, seen) if subjects else (rows, traces)
+    return rows, traces, seen
 
 
 def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect():
@@ -60,7 +60,7 @@ def test_one_redirect_planted_across_questions_is_reached_and_judged_poison_like
     its own words. The verdict reads them as one claim planted across questions (none proposed as
     a correction), and the reach, which counts the seeds as their copies, confirms some of the
     records no incident retrieved (each alone on its question: "group of 1" before)."""
-    rows, traces = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
+    rows, traces, _ = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
     confirmed = [t for t in traces if t.get("with_seeds") and t.get("stop") == "confirmed"]
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 2 and ma["false_positives"] == 0
@@ -106,7 +106,7 @@ def test_a_redirect_outvoted_on_its_own_question_is_confirmed_without_the_stores
     """TUNE ehr-minja-bridge: a planted record the store's own record on its question outvotes
     (the agent answers right with it or without it) is confirmed when, that record out, the agent
     names the redirect, and with the planted record out too it does not."""
-    rows, traces = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
+    rows, traces, _ = _with_reach_traces("ehr-minja-bridge", 0.5, 0)
     ma = next(r for r in rows if r["method"] == "memaudit")
     dormant = [t for t in traces if t.get("dormant") and t.get("stop") == "confirmed"]
     assert dormant and all(t["support"] for t in dormant)
@@ -135,7 +135,7 @@ def test_a_victim_named_in_the_possessive_is_still_the_seeds_subject():
     from ledger.embeddings import Embedder
 
     victim = build_family("locomo-minja-bridge", rho=0.2, seed=0, size=400, observed=5).meta["trigger"]
-    rows, traces, subjects = _with_reach_traces("locomo-minja-bridge", 0.2, 0, subjects=True, emb=Embedder())
+    rows, traces, subjects = _with_reach_traces("locomo-minja-bridge", 0.2, 0, emb=Embedder())
     assert subjects and all(victim.casefold() in s for s in subjects)
     assert [t for t in traces if t.get("with_seeds") and t.get("stop") == "confirmed"]
     ma = next(r for r in rows if r["method"] == "memaudit")
