@@ -171,7 +171,7 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
             src_count[src] = src_count.get(src, 0) + 1
     # A provenance is telling only when rare: at most 5% of the store shares it.
     rare = {s for s, n in src_count.items() if n <= max(2, 0.05 * len(mems))}
-    lo_t, hi_t = _burst(times) if times else (None, None)
+    bursts = _bursts(times, mems)
 
     def features(i: int) -> dict[str, float]:
         tok = slot_tokens(mems[i].text)
@@ -181,7 +181,7 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
             f["provenance"] = 1.0 if _source(mems[i].metadata) in rare else 0.0
         if times:
             t = _written_at(mems[i].metadata)
-            f["write_time"] = 1.0 if t is not None and lo_t <= t <= hi_t else 0.0
+            f["write_time"] = 1.0 if t is not None and any(lo <= t <= hi for lo, hi in bursts) else 0.0
         return f
 
     ref_f = [features(i) for i in ref]
@@ -197,32 +197,43 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
     return out
 
 
-def _burst(times: Sequence[float]) -> tuple[float, float]:
-    """The seeds' write-time burst: median ± 3 MAD (robust to a clean record among the seeds),
-    at least ± 1% of the seeds' own range so that identical times still make a window."""
-    t = np.asarray(sorted(times), dtype=float)
-    med = float(np.median(t))
-    mad = float(np.median(np.abs(t - med)))
-    half = max(3.0 * mad, 0.01 * float(t[-1] - t[0]), 1e-6)
-    return med - half, med + half
+def _bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[float, float]]:
+    """The write-time bursts the seeds were written in: runs of the store's write times whose
+    every gap is under a fifth of the store's mean gap (written at 5 times the store's average
+    rate or faster), less a record at either end whose gap is 5 times the run's median gap (an
+    honest record written hours before the attacker's sitting), holding at least two seeds. A run is found from the store's own times, so a
+    seed outside every burst (a clean record credited beside the planted ones) widens none of
+    them (before: the seeds' median ± 3 MAD, at least 1% of the seeds' range, which one early
+    seed stretched over honest records: TUNE nq-number-slot-distinct at 2,000 memories)."""
+    timed = np.sort(np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None]))
+    if len(timed) < 3 or not seed_times:
+        return []
+    gap = float(timed[-1] - timed[0]) / (len(timed) - 1) / 5.0
+    cuts = np.flatnonzero(np.diff(timed) > gap) + 1
+    out = []
+    for run in np.split(timed, cuts):
+        if len(run) > 2:  # its ends: a record 5 times farther out than the run's median gap is not of it
+            edge = 5.0 * float(np.median(np.diff(run)))
+            a, b = 0, len(run) - 1
+            while a < b and run[a + 1] - run[a] > edge:
+                a += 1
+            while b > a and run[b] - run[b - 1] > edge:
+                b -= 1
+            run = run[a:b + 1]
+        lo, hi = float(run[0]), float(run[-1])
+        if len(run) > 1 and sum(1 for t in seed_times if lo <= t <= hi) >= 2:
+            out.append((lo, hi))
+    return out
 
 
 def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Collection[str],
                       allowed: np.ndarray) -> dict[str, str]:
-    """Memories written inside the seeds' write-time burst (`_burst`), with an answer slot (the claim their replay is tested for): {id: answer}."""
+    """Memories written inside the seeds' write-time bursts (`_bursts`), with an answer slot (the claim their replay is tested for): {id: answer}."""
     mems, idx = retriever.memories, retriever.index
     sidx = [idx[s] for s in seed_ids if s in idx]
     times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
-    if not times:
-        return {}
-    lo, hi = _burst(times)
-    timed = np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None])
-    span = float(timed.max() - timed.min()) if len(timed) > 1 else 0.0
-    inside = int(np.sum((timed >= lo) & (timed <= hi)))
-    # A burst is a density anomaly: the window must hold at least 5 times the records an even
-    # spread would put there.
-    expected = len(timed) * (hi - lo) / span if span > 0 else float("inf")
-    if inside < 5 * expected:
+    bursts = _bursts(times, mems)
+    if not bursts:
         return {}
     out: dict[str, str] = {}
     for i, m in enumerate(mems):
@@ -230,7 +241,7 @@ def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Colle
             continue
         t = _written_at(m.metadata)
         slot = answer_slot(m.metadata, m.text)
-        if t is not None and lo <= t <= hi and slot:
+        if t is not None and slot and any(lo <= t <= hi for lo, hi in bursts):
             out[m.id] = slot
     return out
 

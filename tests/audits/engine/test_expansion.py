@@ -148,3 +148,31 @@ def test_a_chat_turn_does_not_assert_its_speakers_name():
     assert not content_meets_harm(ev, {}, "Deborah Lee: fine.\nJolene: thanks!")
     assert content_meets_harm(ev, {}, "Jolene: ask Deborah, she knows.")
     assert content_meets_harm(ev, {}, "Deborah is the one who knows: ask her.")
+
+
+def test_a_seed_outside_the_attack_burst_does_not_widen_it(hashing_embedder):
+    """TUNE nq-number-slot-distinct in a store of 2,000: a clean record credited beside two planted
+    ones (written 200 days earlier) stretched the seeds' write-time window (median ± 3 MAD, at
+    least 1% of the seeds' range) to ± 2 days, and an honest record written 0.8 days before the
+    attack joined as a "write-time peer", then seeded the reach that took 11 honest records. The
+    burst is now the run of the store's own write times denser than 5 times its average rate."""
+    import numpy as np
+
+    from audits.engine.expansion import _provenance_peers
+    from audits.engine.retriever import Retriever
+
+    mems = [MemoryRecord(f"h{i}", f"Q: question {i}?\nA: answer {i}",
+                         {"query": f"question {i}?", "answer": f"answer {i}", "written_at": i * 3.6})
+            for i in range(100)]
+    mems.append(MemoryRecord("h_near", "Q: near?\nA: honest", {"query": "near?", "answer": "honest",
+                                                               "written_at": 299.2}))
+    mems += [MemoryRecord(f"p{k}", f"Q: target {k}?\nA: wrong {k}",
+                          {"query": f"target {k}?", "answer": f"wrong {k}", "written_at": 300.0 + k * 0.02})
+             for k in range(10)]
+    emb = hashing_embedder.encode([m.text for m in mems])
+    retriever = Retriever(mems, np.asarray(emb), None, embedder=hashing_embedder)
+    allowed = np.ones(len(mems), bool)
+    peers = _provenance_peers(["p0", "p1", "h28"], retriever, {"p0", "p1", "h28"}, allowed)
+    assert set(peers) == {f"p{k}" for k in range(2, 10)}
+    # Records written at the store's usual pace hold no burst, whichever of them are seeds.
+    assert _provenance_peers(["h10", "h11", "h12"], retriever, set(), allowed) == {}
