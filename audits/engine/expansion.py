@@ -199,12 +199,14 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
 
 def _bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[float, float]]:
     """The write-time bursts the seeds were written in: runs of the store's write times whose
-    every gap is under a fifth of the store's mean gap (written at 5 times the store's average
-    rate or faster), less a record at either end whose gap is 5 times the run's median gap (an
-    honest record written hours before the attacker's sitting), holding at least two seeds. A run is found from the store's own times, so a
-    seed outside every burst (a clean record credited beside the planted ones) widens none of
-    them (before: the seeds' median ± 3 MAD, at least 1% of the seeds' range, which one early
-    seed stretched over honest records: TUNE nq-number-slot-distinct at 2,000 memories)."""
+    every gap is under a fifth of the store's mean gap (5 times the store's average rate or
+    faster), less a record at either end whose gap is 5 times the run's median gap (an honest
+    record written hours before the attacker's sitting), each holding at least two seeds.
+
+    The runs come from the store's own times, so a seed outside every burst (a clean record
+    credited beside the planted ones) widens none of them. Before: the seeds' median ± 3 MAD, at
+    least 1% of the seeds' range, which one early seed stretched over honest records (TUNE
+    nq-number-slot-distinct at 2,000 memories)."""
     timed = np.sort(np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None]))
     if len(timed) < 3 or not seed_times:
         return []
@@ -221,7 +223,7 @@ def _bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[floa
                 b -= 1
             run = run[a:b + 1]
         lo, hi = float(run[0]), float(run[-1])
-        if len(run) > 1 and sum(1 for t in seed_times if lo <= t <= hi) >= 2:
+        if sum(1 for t in seed_times if lo <= t <= hi) >= 2:
             out.append((lo, hi))
     return out
 
