@@ -9,6 +9,7 @@ checkpoint signature is written with the tree head (``ledger.services.tree_head_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -84,10 +85,11 @@ def checkpoint_latest(organization: Organization) -> tuple[TreeHead, Note] | Non
     return (row, note) if note is not None else None
 
 
-def checkpoint_notes(organization: Organization) -> list[str]:
-    """Every tree head's checkpoint note, oldest first (for the evidence bundle)."""
-    rows = list(TreeHead.objects.filter(organization=organization, checkpoint_signature__isnull=False)
-                .order_by("size"))
+def checkpoint_notes(organization: Organization, heads: Sequence[TreeHead]) -> list[str]:
+    """The checkpoint notes of ``heads`` (the evidence bundle's tree heads, oldest first), of those
+    that have one: read with the heads, not again, so that a head the housekeeper signs meanwhile
+    gives no checkpoint without its tree head."""
+    rows = [r for r in heads if r.checkpoint_signature is not None]
     notes = _notes(rows, organization, cosigned=True)
     return [notes[r.pk].encode() for r in rows if r.pk in notes]
 

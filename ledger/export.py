@@ -63,6 +63,9 @@ def _entry_index(entries: list[MemoryEntries]) -> dict[tuple[int, str, int], obj
 
 def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify)."""
+    # The tree heads first: each covers leaves that exist by then, so none of them exceeds the
+    # leaves read below, whatever the housekeeper signs meanwhile (checkpoints are these heads' notes).
+    heads = list(TreeHead.objects.filter(organization=organization).order_by("size", "id"))
     slugs = selectors.organization_slugs()
     tenant = organization.slug
     subset = memories is not None
@@ -102,14 +105,15 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
         refs.append([names.get(mid, f"#{mid}"), kind, seq])
         entry = index.get((mid, kind, seq))
         hashes.append(leaf_hash(entry.hash()) if entry is not None else bytes(stored))
-    return {"tenant": tenant, "entries": entries, "refs": refs, "leaf_hashes": hashes, "leaf_rows": leaf_rows}
+    return {"tenant": tenant, "entries": entries, "refs": refs, "leaf_hashes": hashes, "leaf_rows": leaf_rows,
+            "heads": heads}
 
 
 def bundle_build(organization, *, parts: dict | None = None) -> dict:
     """The organization's evidence bundle (receipts and receipt keys included)."""
     parts = parts if parts is not None else bundle_parts(organization)
     tenant = parts["tenant"]
-    heads = [tree_head_of(t, tenant) for t in TreeHead.objects.filter(organization=organization).order_by("size", "id")]
+    heads = [tree_head_of(t, tenant) for t in parts["heads"]]
     return build_bundle(
         tenant=tenant,
         epochs=epochs_for(organization),
@@ -121,7 +125,7 @@ def bundle_build(organization, *, parts: dict | None = None) -> dict:
         receipt_public_keys=[bytes(k) for k in ReceiptKey.objects.filter(organization=organization).order_by("id")
                              .values_list("public_key", flat=True)],
         exported_at=format_time(now_utc()),
-        checkpoints=checkpoint_notes(organization),
+        checkpoints=checkpoint_notes(organization, parts["heads"]),
         key_endorsements=key_endorsements_for(organization),
     )
 

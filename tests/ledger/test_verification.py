@@ -292,3 +292,24 @@ def test_checking_some_memories_reads_only_this_organizations_key_endorsement_le
             c.execute("EXPLAIN QUERY PLAN " + sql)
             plan = " ".join(str(r) for r in c.fetchall())
         assert "logleaf_memory_index" in plan, plan
+
+
+def test_a_tree_head_signed_while_the_bundle_is_read_leaves_the_bundle_consistent(ledger, memories, organization,
+                                                                                   monkeypatch):
+    """"Verify now" under load (CI, a loaded host): the housekeeper signed a tree head between the
+    bundle's read of its tree heads and its read of their checkpoints, and the live verification
+    reported "checkpoint #1 — size 69 matches no valid tree head of the bundle". The tree heads
+    are read once, before the log's leaves, and the checkpoints are those heads' notes."""
+    from ledger import checkpoints, services
+
+    services.transition_append(memory_id=memories[2].pk, valence_q=500, evidence=["outcome:3"])  # the log grew
+    real = checkpoints.checkpoint_notes
+
+    def housekeeper_signs_meanwhile(*args, **kwargs):
+        services.tree_head_issue(organization=organization)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(export, "checkpoint_notes", housekeeper_signs_meanwhile)
+    heads_before = TreeHead.objects.filter(organization=organization).count()
+    assert organization_verify(organization) == []
+    assert TreeHead.objects.filter(organization=organization).count() == heads_before + 1  # it did sign one
