@@ -48,12 +48,13 @@ from .expansion import answer_slot, content_meets_harm, expand_batch
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, mentions, same_answer, same_question, stated_question
+from .reach import answer_units, carries_answer, mentions, same_answer, stated_question
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, judge
+from .words import same_question
 
 ProgressCb = Callable[[str, int, int], None]
 

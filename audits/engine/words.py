@@ -1,0 +1,31 @@
+"""Words and questions as the engine compares them (pure: no Django, no model).
+
+One place for what "the same word" and "the same question" mean, so that the expansion (which
+must not import the reach: the reach builds on it) and the reach judge a record's question alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A word (letters and digits, joined by an apostrophe, a period or a hyphen) or one punctuation mark.
+WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def word(w: str) -> str:
+    """A word's identity: case-folded, a possessive "'s" dropped ("James's dogs" is about James)."""
+    return _POSSESSIVE.sub("", w.casefold()) or w.casefold()
+
+
+def tokens(text: str) -> frozenset[str]:
+    return frozenset(word(w) for w in WORD.findall(text) if w[0].isalnum())
+
+
+def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
+    """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
+    that states no question (a plain passage) is judged by its cosine alone."""
+    if not a or not b:
+        return True
+    ta, tb = tokens(a), tokens(b)
+    return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
