@@ -29,10 +29,12 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    any answer shape, one token or a number included, no metadata needed) and that is closer to
    the seeds than every memory of a random clean reference sample is, on at least one
    feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
-   seed, rare in the store) or write time (`metadata.written_at` inside the seeds' burst). The
-   cut is the reference sample's own maximum, so it is set per store, not a constant. Such a
-   record's agreement is 1.0 (its content asserts what the seed's harm looks for); it still
-   has to earn causal credit below before it joins.
+   seed, rare in the store) or write time (`metadata.written_at` inside a burst of the store's
+   write times that holds two seeds: `_bursts`). The cut is the reference sample's own
+   maximum, so it is set per store, not a constant. A record on the question of an event with
+   another harm is no carrier (a number planted for one question is another's right answer).
+   Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it
+   still has to earn causal credit below before it joins.
 6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
    today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
    where CMIS tests necessity. When that output meets the harm, its score is that harm and
