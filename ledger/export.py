@@ -62,13 +62,14 @@ def _entry_index(entries: list[MemoryEntries]) -> dict[tuple[int, str, int], obj
 
 
 def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
-    """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify)."""
-    # The tree heads first: each covers leaves that exist by then, so none of them exceeds the
+    """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify).
+    Some memories' parts (``memories``) hold their leaves only, and no tree heads."""
+    subset = memories is not None
+    # The whole log's tree heads first: each covers leaves that exist by then, so none exceeds the
     # leaves read below, whatever the housekeeper signs meanwhile (checkpoints are these heads' notes).
-    heads = list(TreeHead.objects.filter(organization=organization).order_by("size", "id"))
+    heads = [] if subset else list(TreeHead.objects.filter(organization=organization).order_by("size", "id"))
     slugs = selectors.organization_slugs()
     tenant = organization.slug
-    subset = memories is not None
     if memories is None:
         memories = list(selectors.memory_list(organization=organization))
     entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
