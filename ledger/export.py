@@ -12,7 +12,10 @@ are not in the ledger and are left out.
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from pathlib import Path
+
+from django.db import connection, transaction
 
 from ledger import selectors
 from ledger.checkpoints import checkpoint_notes
@@ -63,16 +66,51 @@ def _entry_index(entries: list[MemoryEntries]) -> dict[tuple[int, str, int], obj
 
 def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify).
-    Some memories' parts (``memories``) hold their leaves only, and no tree heads."""
+    Some memories' parts (``memories``) hold their leaves only, and no tree heads or receipts.
+
+    The whole log's parts are read in one snapshot of the database where it gives one without
+    blocking writers (``_snapshot``). Inside a caller's transaction, and for some memories' parts,
+    the reads' order keeps the parts consistent whatever is written meanwhile (a recall, a tree
+    head, an import): each row is read before the rows it refers to, so none refers to a row the
+    parts lack. Receipts (citing tree heads and memories), their keys, the tree heads (checkpoints
+    are these heads' notes), the log's leaves (of entries, endorsements and tree heads), memories and
+    entries, and key endorsements (of receipt keys). An entry written after the leaves were read has
+    no leaf in the parts, which a check of the live log allows (``require_coverage=False``)."""
+    with _snapshot(whole_log=memories is None):
+        return _parts(organization, memories)
+
+
+@contextmanager
+def _snapshot(*, whole_log: bool):
+    """One consistent view for the whole log's reads, when not inside a caller's transaction:
+    PostgreSQL's REPEATABLE READ, READ ONLY (no lock on writers); SQLite's deferred read
+    transaction (WAL: writers go on; Django's own transactions here are IMMEDIATE, which would
+    hold every writer until the bundle is read)."""
+    if not whole_log or connection.in_atomic_block:
+        yield
+    elif connection.vendor == "postgresql":
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+    elif connection.vendor == "sqlite":
+        with connection.cursor() as cur:
+            cur.execute("BEGIN DEFERRED")
+            try:
+                yield
+            finally:
+                cur.execute("COMMIT")  # reads only: nothing to undo
+    else:
+        yield
+
+
+def _parts(organization, memories: list[Memory] | None) -> dict:
     subset = memories is not None
-    # The whole log's tree heads first: each covers leaves that exist by then, so none exceeds the
-    # leaves read below, whatever the housekeeper signs meanwhile (checkpoints are these heads' notes).
+    receipts = [] if subset else list(Receipt.objects.filter(organization=organization).order_by("id")
+                                      .values_list("body", flat=True))
+    receipt_keys = [] if subset else [bytes(k) for k in ReceiptKey.objects.filter(organization=organization)
+                                      .order_by("id").values_list("public_key", flat=True)]
     heads = [] if subset else list(TreeHead.objects.filter(organization=organization).order_by("size", "id"))
-    slugs = selectors.organization_slugs()
-    tenant = organization.slug
-    if memories is None:
-        memories = list(selectors.memory_list(organization=organization))
-    entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
     if subset:  # only these memories' leaves (ledger.verification checks one or a batch of memories)
         # Looked up by memory (the (memory, index) index); filtered by organization and sorted
         # here, because a database planner given the organization prefers its index and reads
@@ -92,6 +130,12 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     else:
         leaf_rows = list(LogLeaf.objects.filter(organization=organization).order_by("index").values_list(
             "index", "memory_id", "kind", "seq", "leaf_hash"))
+    slugs = selectors.organization_slugs()
+    tenant = organization.slug
+    if memories is None:
+        memories = list(selectors.memory_list(organization=organization))
+    entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
+    endorsements = key_endorsements_for(organization)
     names = {m.pk: m.ledger_id for m in memories}
     names[None] = KEYS_REF  # a key endorsement's leaf names no memory
     missing = {mid for _, mid, *_ in leaf_rows if mid not in names}
@@ -99,7 +143,7 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
         for m in Memory.objects.select_related("store").filter(pk__in=missing):
             names[m.pk] = m.ledger_id
     index = _entry_index(entries)
-    for e in key_endorsements_for(organization):
+    for e in endorsements:
         index[(None, KEY_ENDORSEMENT, e.seq)] = e
     refs, hashes = [], []
     for _, mid, kind, seq, stored in leaf_rows:
@@ -107,7 +151,7 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
         entry = index.get((mid, kind, seq))
         hashes.append(leaf_hash(entry.hash()) if entry is not None else bytes(stored))
     return {"tenant": tenant, "entries": entries, "refs": refs, "leaf_hashes": hashes, "leaf_rows": leaf_rows,
-            "heads": heads}
+            "heads": heads, "receipts": receipts, "receipt_keys": receipt_keys, "endorsements": endorsements}
 
 
 def bundle_build(organization, *, parts: dict | None = None) -> dict:
@@ -122,12 +166,11 @@ def bundle_build(organization, *, parts: dict | None = None) -> dict:
         log_leaves=parts["refs"],
         tree_heads=heads,
         consistency=consistency_records(heads, parts["leaf_hashes"]),
-        receipts=list(Receipt.objects.filter(organization=organization).order_by("id").values_list("body", flat=True)),
-        receipt_public_keys=[bytes(k) for k in ReceiptKey.objects.filter(organization=organization).order_by("id")
-                             .values_list("public_key", flat=True)],
+        receipts=parts["receipts"],
+        receipt_public_keys=parts["receipt_keys"],
         exported_at=format_time(now_utc()),
         checkpoints=checkpoint_notes(organization, parts["heads"]),
-        key_endorsements=key_endorsements_for(organization),
+        key_endorsements=parts["endorsements"],
     )
 
 

@@ -28,7 +28,7 @@ from ledger.core.bundle import build_bundle
 from ledger.core.errors import BundleError
 from ledger.core.verify import Finding, verify_bundle
 from ledger.models import Memory
-from ledger.signing import epochs_for, key_directory, key_endorsements_for
+from ledger.signing import epochs_for, key_directory
 
 logger = logging.getLogger(__name__)
 _CACHE_MAX = 50_000
@@ -100,7 +100,7 @@ def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
     bundle = build_bundle(tenant=parts["tenant"], epochs=epochs_for(org),
                           memories=[export.memory_record_of(me) for me in parts["entries"]],
                           log_leaves=parts["refs"], tree_heads=[], consistency=[],
-                          key_endorsements=key_endorsements_for(org))
+                          key_endorsements=parts["endorsements"])
     try:
         checked = verify_bundle(bundle, require_coverage=False)  # a subset of the log, no tree heads
     except BundleError as exc:

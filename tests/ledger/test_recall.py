@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from ledger import recall as recall_module
+from ledger.core.bundle import build_bundle
 from ledger.core.errors import LedgerError
 from ledger.core.receipts import verify_receipt
 from ledger.core.verify import Finding
@@ -121,6 +122,87 @@ def test_the_portable_verifier_checks_exported_receipts(facts, housekeeper):
 
     bundle["receipts"][0]["results"][0]["weight_q"] = 2999
     assert any(f.subject == "receipt #0" for f in verify_bundle(bundle))
+
+
+@pytest.mark.parametrize("read", ["key_endorsements_for", "memory_entries_list"])
+def test_a_recall_answered_while_the_bundle_is_read_leaves_the_bundle_consistent(facts, housekeeper, monkeypatch,
+                                                                                 read):
+    """"Verify now" while agents recall: a memory was imported, a tree head signed and a recall
+    answered after the bundle read its log leaves and tree heads but before it read the receipts;
+    the live check then reported the receipt's "sth_size 11 exceeds the log". Each part is read
+    before the rows it refers to (receipts, their keys, tree heads, leaves, memories, entries,
+    endorsements). Inside the test's transaction there is no snapshot: this is the order alone,
+    which leaves one window (between the leaves and the entries: the snapshot test below)."""
+    from ledger import export, selectors
+    from ledger.services import tree_head_issue
+    from ledger.verification import organization_verify
+
+    tree_head_issue(organization=facts.organization)
+    recall(store=facts, query=EIFFEL, k=3)
+    tree_head_issue(organization=facts.organization)  # covers the receipt key's endorsement
+    module = export if read == "key_endorsements_for" else selectors
+    real = getattr(module, read)
+    late = []
+
+    def an_agent_recalls_meanwhile(*args, **kwargs):
+        if not late:
+            late.append(None)  # once (the import verifies memories through the bundle's parts)
+            import_inline(facts, [{"id": "late", "text": "The Eiffel Tower was repainted in 2024 for the Games."}])
+            tree_head_issue(organization=facts.organization)
+            late[0] = recall(store=facts, query=EIFFEL, k=3)
+        return real(*args, **kwargs)
+
+    built = []
+    monkeypatch.setattr(module, read, an_agent_recalls_meanwhile)
+    monkeypatch.setattr(export, "build_bundle", lambda **kw: built.append(kw) or build_bundle(**kw))
+    assert organization_verify(facts.organization) == []
+    assert any(r["external_id"] == "late" for r in late[0]["results"])  # the recall did happen, meanwhile
+    assert len(built[0]["receipts"]) == 1  # the late one is the next check's
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_whole_log_is_read_in_one_snapshot_while_another_connection_writes(facts, housekeeper, monkeypatch):
+    """An import, a tree head and a recall committed by another connection between the bundle's
+    read of the log's leaves and of the memories: without one snapshot, the new memory's genesis
+    was "not a leaf of the tenant log". PostgreSQL's REPEATABLE READ / SQLite's read transaction
+    (WAL) hide them from this check; the next one sees them."""
+    import threading
+
+    from django.db import connection
+
+    from ledger import selectors
+    from ledger.models import Receipt
+    from ledger.services import tree_head_issue
+    from ledger.verification import organization_verify
+
+    tree_head_issue(organization=facts.organization)
+    real = selectors.memory_list
+    late, failed = [], []
+
+    def writer():
+        try:
+            import_inline(facts, [{"id": "late", "text": "The Eiffel Tower was repainted in 2024 for the Games."}])
+            tree_head_issue(organization=facts.organization)
+            late.append(recall(store=facts, query=EIFFEL, k=3))
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    def another_connection_writes_meanwhile(*args, **kwargs):
+        if not late and not failed:
+            t = threading.Thread(target=writer)
+            t.start()
+            t.join(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selectors, "memory_list", another_connection_writes_meanwhile)
+    assert organization_verify(facts.organization) == []
+    assert not failed and any(r["external_id"] == "late" for r in late[0]["results"])  # committed meanwhile
+    monkeypatch.setattr(selectors, "memory_list", real)
+    assert Receipt.objects.filter(organization=facts.organization).count() == 1
+    assert organization_verify(facts.organization) == []  # the next check reads them all
+
 
 
 def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, housekeeper):
