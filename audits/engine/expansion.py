@@ -30,7 +30,7 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    the seeds than every memory of a random clean reference sample is, on at least one
    feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
    seed, rare in the store) or write time (`metadata.written_at` inside a burst of the store's
-   write times that holds two seeds: `_bursts`). The cut is the reference sample's own
+   write times that holds two seeds: `write_bursts`). The cut is the reference sample's own
    maximum, so it is set per store, not a constant. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
    Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it
@@ -44,6 +44,7 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,7 +172,7 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
     E = retriever.embeddings
     S = E[sidx]
     seed_tok = [slot_tokens(mems[i].text) for i in sidx]
-    sources = {_source(mems[i].metadata) for i in sidx} - {None}
+    sources = _attack_sources([_source(mems[i].metadata) for i in sidx])
     times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
     src_count: dict[str, int] = {}
     for m in mems:
@@ -180,7 +181,7 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
             src_count[src] = src_count.get(src, 0) + 1
     # A provenance is telling only when rare: at most 5% of the store shares it.
     rare = {s for s, n in src_count.items() if n <= max(2, 0.05 * len(mems))}
-    bursts = _bursts(times, mems)
+    bursts = write_bursts(times, mems)
 
     def features(i: int) -> dict[str, float]:
         tok = slot_tokens(mems[i].text)
@@ -206,7 +207,17 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
     return out
 
 
-def _bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[float, float]]:
+def _attack_sources(seed_sources: Sequence[str | None]) -> set[str]:
+    """The seeds' sources that speak for the attack: those holding two seeds or more; when none
+    does, every seed's (one seed, or an attack spread over sources). A seed alone in its source
+    while others share one is not the attacker's sitting: a clean record credited beside the
+    planted ones lent its session to an honest record of that session (TUNE
+    nq-number-slot-distinct at 2,000 memories, the seeds' sessions 2 + 1)."""
+    counts = Counter(s for s in seed_sources if s is not None)
+    return {s for s, n in counts.items() if n >= 2} or set(counts)
+
+
+def write_bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[float, float]]:
     """The write-time bursts the seeds were written in: runs of the store's write times whose
     every gap is under a fifth of the store's mean gap (5 times the store's average rate or
     faster), less a record at either end whose gap is 5 times the run's median gap (an honest
@@ -239,11 +250,11 @@ def _bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[floa
 
 def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Collection[str],
                       allowed: np.ndarray) -> dict[str, str]:
-    """Memories written inside the seeds' write-time bursts (`_bursts`), with an answer slot (the claim their replay is tested for): {id: answer}."""
+    """Memories written inside the seeds' write-time bursts (`write_bursts`), with an answer slot (the claim their replay is tested for): {id: answer}."""
     mems, idx = retriever.memories, retriever.index
     sidx = [idx[s] for s in seed_ids if s in idx]
     times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
-    bursts = _bursts(times, mems)
+    bursts = write_bursts(times, mems)
     if not bursts:
         return {}
     out: dict[str, str] = {}

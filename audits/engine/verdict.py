@@ -17,7 +17,9 @@ audit already holds, in this order:
    inside a window that holds no clean memory of a random reference), a provenance outlier (a
    source shared by batch members and rare in the store), planted redundancy (at least two other
    batch members assert the same claim), a pattern across questions (the same claim planted
-   for several distinct questions).
+   for several distinct questions), planted copies against the store (another record asserts
+   the same claim for the same question and the store answers it otherwise; a copy is one
+   written with the memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
 
 1 and 3 give *poison-like*; 2 and 4 give *honest-error*. The reasons name every marker found
@@ -38,7 +40,7 @@ import numpy as np
 
 from ledger.classifier.instruction import instruction_markers
 
-from .expansion import answer_slot
+from .expansion import answer_slot, write_bursts
 from .reach import mentions
 from .retriever import Retriever
 
@@ -154,6 +156,23 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         s = _meta(x).get("source")
         if isinstance(s, str):
             sources[s] = sources.get(s, 0) + 1
+    copy_t = [_time(mems[idx[c]]) for cs in (outside or {}).values() for c in cs if c in idx]
+    bursts = write_bursts([t for t in [*times.values(), *copy_t] if t is not None], mems)
+
+    def apart(a: str, b: str) -> bool:
+        """Written apart, as far as the store records: another source, outside one write-time
+        burst (`expansion.write_bursts`); a record with neither is not known to be apart."""
+        ra, rb = mems[idx[a]], mems[idx[b]]
+        sa, sb = _meta(ra).get("source"), _meta(rb).get("source")
+        ta, tb = _time(ra), _time(rb)
+        known_src = isinstance(sa, str) and isinstance(sb, str)
+        known_t = ta is not None and tb is not None
+        if not (known_src or known_t):
+            return False
+        together = (known_src and sa == sb) or (known_t and any(lo <= ta <= hi and lo <= tb <= hi
+                                                                 for lo, hi in bursts))
+        return not together
+
     out: dict[str, Verdict] = {}
     for m in members:
         i = idx[m]
@@ -227,12 +246,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # Planted copies against the store (no marker needed): another suspect asserts the same
         # claim for the same question, and at least `min_support` records of the store answer
         # that question otherwise once the batch is out. One honest slip is one record; an
-        # outdated fact has its newer correction (checked above).
+        # outdated fact has its newer correction (checked above). Copies are planted together: a
+        # record written apart from all of them (another session, outside their burst) is an
+        # honest record the attack agrees with (TUNE nq-number-slot-distinct at 2,000: a record of
+        # session 74 written 200 days before two planted copies of session 419).
         st = (store or {}).get(m)
         if st and claim[m] and corrected_by is None:
             copies = [p for p in members if p != m and claim[p] == claim[m]
                       and (store or {}).get(p, {}).get("question") == st["question"]]
-            copies += [c for c in (outside or {}).get(m, []) if c not in copies]
+            copies += [c for c in (outside or {}).get(m, []) if c not in copies and c in idx]
+            copies = [c for c in copies if not apart(m, c)]
             answer = _norm(st.get("answer"))
             if copies and answer and answer != claim[m] and len(st.get("support", [])) >= min_support:
                 shape.append(f"planted copies against the store: {len(copies)} other record(s) assert "

