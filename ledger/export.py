@@ -70,12 +70,12 @@ def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
 
     The whole log's parts are read in one snapshot of the database where it gives one without
     blocking writers (``_snapshot``). Inside a caller's transaction, and for some memories' parts,
-    the reads' order keeps the parts consistent whatever is written meanwhile (a recall, a tree
-    head, an import): each row is read before the rows it refers to, so none refers to a row the
-    parts lack. Receipts (citing tree heads and memories), their keys, the tree heads (checkpoints
-    are these heads' notes), the log's leaves (of entries, endorsements and tree heads), memories and
-    entries, and key endorsements (of receipt keys). An entry written after the leaves were read has
-    no leaf in the parts, which a check of the live log allows (``require_coverage=False``)."""
+    the reads run in causal order, so that what is written meanwhile (a recall, a tree head, an
+    import) leaves no receipt citing a tree head or memory the parts lack and no tree head beyond
+    their leaves: receipts, their keys, the tree heads (checkpoints are these heads' notes), the
+    log's leaves, memories and entries, key endorsements (of receipt keys). One window is left
+    that only the snapshot closes: an entry written between the leaves' read and the entries' is
+    in the parts without its leaf, which the verifier reports ("entry is not a leaf")."""
     with _snapshot(whole_log=memories is None):
         return _parts(organization, memories)
 
