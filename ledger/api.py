@@ -478,15 +478,17 @@ class RecallApi(APIView):
         k = serializers.IntegerField()
         results = serializers.ListField(child=serializers.DictField())
         excluded = serializers.ListField(child=serializers.DictField(),
-                                         help_text="Candidates skipped because their chains failed to verify, and the "
-                                                   "quarantined memories that would have ranked (id, external_id, "
+                                         help_text="Candidates skipped because their chains failed to verify (an alert), "
+                                                   "or because a concurrent write changed them during every attempt "
+                                                   "(no alert), and the quarantined memories that would have ranked (id, external_id, "
                                                    "label; never the text). Not part of the signed receipt.")
         receipt = ReceiptSerializer()
         verification = serializers.DictField(
             help_text="How the results' chains were verified (not part of the signed receipt): 'ahead' by a "
                       "worker's record covering each one's exact live state, made at log position 'verified_through'; "
                       "'earlier' by an earlier recall in this process (same state); 'now' = candidates verified "
-                      "during this recall (failures included); 'log_position' of the index.")
+                      "during this recall (failures included); 'log_position' of the index; 'attempts': more than 1 "
+                      "when candidates moved under a concurrent write and the index was read again.")
         elapsed_ms = serializers.FloatField()
 
     @extend_schema(operation_id="store_recall", request=InputSerializer, responses={200: OutputSerializer})

@@ -66,27 +66,31 @@ def _entry_index(entries: list[MemoryEntries]) -> dict[tuple[int, str, int], obj
 
 def bundle_parts(organization, *, memories: list[Memory] | None = None) -> dict:
     """Everything the bundle holds, plus the rebuilt entries and stored log rows (for ledger_verify).
-    Some memories' parts (``memories``) hold their leaves only, and no tree heads or receipts.
+    Some memories' parts (``memories``) hold their leaves only, and no tree heads or receipts; their
+    rows are read again with their chains (``parts["memories"]``: by primary key, as read here,
+    absent for a row no longer in the database), so a caller can tell a memory that moved since it
+    read it (a label committed meanwhile) from one whose rows disagree with its chains.
 
-    The whole log's parts are read in one snapshot of the database where it gives one without
-    blocking writers (``_snapshot``). Inside a caller's transaction, and for some memories' parts,
-    the reads run in causal order, so that what is written meanwhile (a recall, a tree head, an
-    import) leaves no receipt citing a tree head or memory the parts lack and no tree head beyond
-    their leaves: receipts, their keys, the tree heads (checkpoints are these heads' notes), the
-    log's leaves, memories and entries, key endorsements (of receipt keys). One window is left
-    that only the snapshot closes: an entry written between the leaves' read and the entries' is
-    in the parts without its leaf, which the verifier reports ("entry is not a leaf")."""
-    with _snapshot(whole_log=memories is None):
+    The parts are read in one snapshot of the database where it gives one without blocking
+    writers (``_snapshot``). Inside a caller's transaction the reads run in causal order, so that
+    what is written meanwhile (a recall, a tree head, an import) leaves no receipt citing a tree
+    head or memory the parts lack and no tree head beyond their leaves: receipts, their keys, the
+    tree heads (checkpoints are these heads' notes), the log's leaves, memories and entries, key
+    endorsements (of receipt keys). Two windows are left there that only the snapshot closes: an
+    entry written between the leaves' read and the entries' is in the parts without its leaf,
+    which the verifier reports ("entry is not a leaf"); on PostgreSQL (READ COMMITTED) a label
+    committed between a memory's read and its entries' leaves the row behind its chain."""
+    with _snapshot():
         return _parts(organization, memories)
 
 
 @contextmanager
-def _snapshot(*, whole_log: bool):
-    """One consistent view for the whole log's reads, when not inside a caller's transaction:
+def _snapshot():
+    """One consistent view for the parts' reads, when not inside a caller's transaction:
     PostgreSQL's REPEATABLE READ, READ ONLY (no lock on writers); SQLite's deferred read
     transaction (WAL: writers go on; Django's own transactions here are IMMEDIATE, which would
     hold every writer until the bundle is read)."""
-    if not whole_log or connection.in_atomic_block:
+    if connection.in_atomic_block:
         yield
     elif connection.vendor == "postgresql":
         with transaction.atomic():
@@ -132,8 +136,12 @@ def _parts(organization, memories: list[Memory] | None) -> dict:
             "index", "memory_id", "kind", "seq", "leaf_hash"))
     slugs = selectors.organization_slugs()
     tenant = organization.slug
-    if memories is None:
+    if subset:  # read again, with their chains
+        fresh = Memory.objects.select_related("store", "organization").in_bulk(ids)
+        memories = [fresh[pk] for pk in ids if pk in fresh]
+    else:
         memories = list(selectors.memory_list(organization=organization))
+        fresh = {m.pk: m for m in memories}
     entries = [me for me in selectors.memory_entries_list(memories, slugs=slugs) if me.genesis is not None]
     endorsements = key_endorsements_for(organization)
     names = {m.pk: m.ledger_id for m in memories}
@@ -151,7 +159,8 @@ def _parts(organization, memories: list[Memory] | None) -> dict:
         entry = index.get((mid, kind, seq))
         hashes.append(leaf_hash(entry.hash()) if entry is not None else bytes(stored))
     return {"tenant": tenant, "entries": entries, "refs": refs, "leaf_hashes": hashes, "leaf_rows": leaf_rows,
-            "heads": heads, "receipts": receipts, "receipt_keys": receipt_keys, "endorsements": endorsements}
+            "heads": heads, "receipts": receipts, "receipt_keys": receipt_keys, "endorsements": endorsements,
+            "memories": fresh}
 
 
 def bundle_build(organization, *, parts: dict | None = None) -> dict:

@@ -14,7 +14,10 @@
    state are checked together, in one bundle, with findings per memory; the result is cached
    by memory, chain head, label seq, live weight and state, so a memory is verified once per
    state). A memory that fails is skipped, logged as an alert, counted, and listed in the
-   response's ``excluded``.
+   response's ``excluded``. A candidate that moved (a write committed after the index read it:
+   its row no longer has the indexed state, or it changed while the check read its rows in one
+   snapshot) is no evidence of anything: the recall reads the log state and index again, up to
+   ``RECALL_ATTEMPTS`` times, then answers without it (``excluded``, no alert).
 4. Sign a receipt (``ledger.core.receipts.build_receipt``) over the ordered results, bound to
    the query hash, k, the latest signed tree head and the projection version; store it.
 
@@ -64,6 +67,10 @@ VERIFY_AHEAD = 0
 ANN_POOL_MIN = 64
 ANN_POOL_PER_K = 8
 QUERY_CACHE_SIZE = 256  # recall results per store index (same query, k and projection)
+# A recall whose candidates moved (a concurrent write) reads the log state and index again, up to
+# this many times in all; then it answers without them (``excluded``, reason MOVED; no alert).
+RECALL_ATTEMPTS = 3
+MOVED = "changed by a concurrent write during this recall: not served"
 try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
     from threadpoolctl import ThreadpoolController  # local: optional dependency
 
@@ -125,12 +132,16 @@ def _row_key(index: StoreIndex, row: int) -> tuple:
             index.states[row], index.content_sha256[row])
 
 
-def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) -> dict[int, tuple[bool, str]]:
+def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) -> dict[int, tuple[bool | None, str]]:
     """(verified, why not) per row: from a worker's verified-ahead record when it covers the
     row's exact live state (``index.preverified``), from this process's cache, keyed by (memory,
     chain head, label seq, live weight, state), or by ``memories_verify`` on all the rows missing
-    from both at once (one bundle). ``tally`` counts the rows verified in this call ("now")."""
-    out: dict[int, tuple[bool, str]] = {}
+    from both at once (one bundle). ``tally`` counts the rows verified in this call ("now").
+
+    Verified is None for a row that moved: a write committed since the index was built (or
+    while the check read it) changed the memory's live state, so the state this index would
+    serve is not the one in the database, and nothing was verified; never cached."""
+    out: dict[int, tuple[bool | None, str]] = {}
     pre = index.preverified
     if pre is not None:
         for row in rows:
@@ -155,8 +166,7 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
         if memory is None:
             out[row] = (False, "memory no longer in the database")
         elif verification.live_state(memory) != keys[row][1:]:
-            # The row moved since the index was built: not what we would be vouching for.
-            out[row] = (False, "live state changed during recall")
+            out[row] = (None, MOVED)  # since the index was built: not what we would be vouching for
         else:
             check.append(row)
     if check:
@@ -167,6 +177,9 @@ def _verify_rows(index: StoreIndex, rows: list[int], tally: dict | None = None) 
         with _verified_lock:
             for row in check:
                 found = findings[keys[row][0]]
+                if found is None:  # moved while the check read it
+                    out[row] = (None, MOVED)
+                    continue
                 out[row] = _verified[keys[row]] = (not found, "; ".join(str(f) for f in found[:3]))
             while len(_verified) > _VERIFIED_MAX:
                 _verified.popitem(last=False)
@@ -341,6 +354,10 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
                     adopted.append(row)
                     cosine_of[row], score_of[row] = float(cosine[p]), float(scores[p])
                     continue
+                if ok is None:  # moved: no evidence of anything; recall() reads the index again
+                    if tally is not None:
+                        tally.setdefault("moved", set()).add(row)
+                    continue
                 excluded.append({"memory": index.ledger_ids[row], "reason": f"chain verification failed: {why}"})
                 if row not in alerted:
                     alerted.add(row)
@@ -369,24 +386,30 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     started = time.perf_counter()
     now = now or now_utc()
     embedder = embedder_for_store(store)
-    position, sth_size, sth_root = _log_state(store.organization_id)
-    index = store_index(store, embedder=embedder, position=position)
     excluded_set = excluded_states(store)
-    key = (query, k, excluded_set, _verified_generation)
-    tally: dict = {}
-    with index.query_cache_lock:
-        hit = index.query_cache.get(key)
-    if hit is not None:
-        adopted, excluded, cosine_of, score_of, withheld, first = hit
-        tally = {"ahead_rows": first.get("ahead_rows", set())}  # nothing verified in this call
-    else:
+    attempts = 0
+    while attempts < RECALL_ATTEMPTS:
+        attempts += 1
+        position, sth_size, sth_root = _log_state(store.organization_id)
+        index = store_index(store, embedder=embedder, position=position)
+        key = (query, k, excluded_set, _verified_generation)
+        tally: dict = {}
+        with index.query_cache_lock:
+            hit = index.query_cache.get(key)
+        if hit is not None:
+            adopted, excluded, cosine_of, score_of, withheld, first = hit
+            tally = {"ahead_rows": first.get("ahead_rows", set())}  # nothing verified in this call
+            break
         adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set,
                                                                    tally)
-        if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
-            with index.query_cache_lock:
-                index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld, tally)
-                while len(index.query_cache) > QUERY_CACHE_SIZE:
-                    index.query_cache.pop(next(iter(index.query_cache)))
+        if "moved" not in tally:
+            if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
+                with index.query_cache_lock:
+                    index.query_cache[key] = (adopted, excluded, cosine_of, score_of, withheld, tally)
+                    while len(index.query_cache) > QUERY_CACHE_SIZE:
+                        index.query_cache.pop(next(iter(index.query_cache)))
+            break
+    excluded = excluded + [{"memory": index.ledger_ids[row], "reason": MOVED} for row in sorted(tally.get("moved", ()))]
     results = [{
         "memory": index.ledger_ids[row],
         "content_sha256": index.content_sha256[row].hex(),
@@ -433,6 +456,7 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             "now": tally.get("now", 0),
             "verified_through": index.preverified_through if ahead_rows else None,
             "log_position": index.log_position,
+            "attempts": attempts,  # more than 1: candidates moved under a concurrent write, read again
         },
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 3),
     }

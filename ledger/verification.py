@@ -78,6 +78,9 @@ def _database_findings(parts: dict) -> list[Finding]:
     return findings
 
 
+MOVED_RETRIES = 3  # checks of one memory (memory_verify) that each found it changed since it was read
+
+
 def memory_verify(memory: Memory, *, cached: bool = True) -> list[Finding]:
     """Findings for one memory's chains, live state and log leaves (empty = verified).
 
@@ -85,18 +88,37 @@ def memory_verify(memory: Memory, *, cached: bool = True) -> list[Finding]:
     legitimate append moves one of those, so the next call re-verifies. That is what recall
     needs; a raw edit that bypasses the triggers leaves the key as it was, so the memory page
     and the API's memory detail ask with ``cached=False`` and always check the rows.
+    A memory that a concurrent write moved after the caller read it is read again and checked
+    in its new state (``memories_verify`` returns None for it), up to ``MOVED_RETRIES`` checks.
     """
-    return memories_verify([memory], cached=cached)[memory.pk]
+    for _ in range(MOVED_RETRIES):
+        found = memories_verify([memory], cached=cached)[memory.pk]
+        if found is not None:
+            return found
+        memory = Memory.objects.select_related("store", "organization").filter(pk=memory.pk).first()
+        if memory is None:
+            break
+    subject = f"memory={memory.ledger_id}" if memory is not None else "memory"
+    return [Finding(subject, "live", f"changed by a concurrent write during each of {MOVED_RETRIES} checks, or no "
+                    "longer in the database: not verified", "StateMoved")]
 
 
-def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
-    """Every finding of one bundle built from these memories' rows (their chains and leaves only)."""
+def _bundle_findings(org, memories: list[Memory]) -> tuple[list[Finding], set[int]]:
+    """Every finding of one bundle built from these memories' rows (their chains and leaves
+    only), and the memories that moved: whose row, read again with its chains in one snapshot
+    (``export.bundle_parts``), no longer has the live state the caller read. A write committed
+    in between (a label, a transition) is no evidence of anything; the check read the new state
+    with the new chains, which the caller did not ask about, so nothing is said of those."""
     parts = export.bundle_parts(org, memories=memories)
+    fresh = parts["memories"]
+    moved = {m.pk for m in memories if m.pk in fresh and live_state(fresh[m.pk]) != live_state(m)}
+    findings = [Finding(f"memory={m.ledger_id}", "live", "memory no longer in the database", "ChainBrokenError")
+                for m in memories if m.pk not in fresh]
     signed = {me.memory.pk for me in parts["entries"]}
-    findings = [Finding(f"memory={m.ledger_id}", "genesis", "genesis is not signed yet", "ChainBrokenError")
-                for m in memories if m.pk not in signed]
+    findings += [Finding(f"memory={m.ledger_id}", "genesis", "genesis is not signed yet", "ChainBrokenError")
+                 for m in memories if m.pk in fresh and m.pk not in signed and m.pk not in moved]
     if not parts["entries"]:
-        return findings
+        return findings, moved
     bundle = build_bundle(tenant=parts["tenant"], epochs=epochs_for(org),
                           memories=[export.memory_record_of(me) for me in parts["entries"]],
                           log_leaves=parts["refs"], tree_heads=[], consistency=[],
@@ -109,11 +131,15 @@ def _bundle_findings(org, memories: list[Memory]) -> list[Finding]:
     # An unsigned memory fails on that alone, as when it is checked by itself (its leaves name
     # entries this bundle lacks; saying so again would only differ from the one-memory answer).
     unsigned = {f.subject for f in findings}
-    return findings + [f for f in checked + _database_findings(parts) if f.subject not in unsigned]
+    moved_subjects = {f"memory={m.ledger_id}" for m in memories if m.pk in moved}
+    return findings + [f for f in checked + _database_findings(parts)
+                       if f.subject not in unsigned and f.subject not in moved_subjects], moved
 
 
-def memories_verify(memories: list[Memory], *, cached: bool = True) -> dict[int, list[Finding]]:
-    """``memory_verify`` for several memories at once: their findings by primary key.
+def memories_verify(memories: list[Memory], *, cached: bool = True) -> dict[int, list[Finding] | None]:
+    """``memory_verify`` for several memories at once: their findings by primary key, or None
+    for a memory that moved (a write committed after the caller read it and before this check
+    read it: nothing verified for the state the caller holds; read it again and ask again).
 
     One ``bundle_parts`` and one ``verify_bundle`` for all of them (one per organization; recall
     verifies its first-seen candidates together). Each finding names its memory ("memory=<ledger id>"), so a tampered
@@ -122,7 +148,7 @@ def memories_verify(memories: list[Memory], *, cached: bool = True) -> dict[int,
     as ``memory_verify`` would, so a batch never condemns or clears a memory that a check of
     that memory alone would not.
     """
-    out: dict[int, list[Finding]] = {}
+    out: dict[int, list[Finding] | None] = {}
     todo: list[Memory] = []
     with _lock:
         for m in memories:
@@ -139,17 +165,21 @@ def memories_verify(memories: list[Memory], *, cached: bool = True) -> dict[int,
     for m in todo:  # one bundle per organization (a row moved to another one is checked as its own)
         groups.setdefault(m.organization_id, []).append(m)
     for group in groups.values():
-        findings = _bundle_findings(group[0].organization, group)
+        findings, moved = _bundle_findings(group[0].organization, group)
         by_subject = {f"memory={m.ledger_id}": m.pk for m in group}
         if len(group) == 1:
             out[group[0].pk] = findings
         elif len(by_subject) != len(group) or any(f.subject not in by_subject for f in findings):
+            moved = set()
             for m in group:  # not attributable: each memory alone
-                out[m.pk] = _bundle_findings(m.organization, [m])
+                out[m.pk], alone_moved = _bundle_findings(m.organization, [m])
+                moved |= alone_moved
         else:
             for f in findings:
                 out[by_subject[f.subject]].append(f)
-    clean = [_cache_key(m) for m in todo if not out[m.pk]]
+        for pk in moved:
+            out[pk] = None
+    clean = [_cache_key(m) for m in todo if out[m.pk] == []]
     if clean:
         with _lock:
             for key in clean:
@@ -346,7 +376,8 @@ def store_preverify(store, *, log_position: int, rows: list[tuple] | None = None
     worker's store index has them); else read here.
     Each memory is re-read and its state compared before it is verified either way.
 
-    Returns counts: ``kept`` (already verified in this state), ``verified``, ``failed``."""
+    Returns counts: ``kept`` (already verified in this state), ``verified``, ``failed``, ``moved``
+    (changed since they were listed: left for the next run)."""
     epochs = _epochs_fingerprint(store.organization)
     old = preverified_load(store)
     if rows is None:
@@ -375,13 +406,16 @@ def store_preverify(store, *, log_position: int, rows: list[tuple] | None = None
         findings = memories_verify(batch, cached=False)
         by_pk = {r[0]: r for r in chunk}
         for m in batch:
+            if findings[m.pk] is None:
+                continue  # changed since it was read: waits for the next run, like the ones above
             if findings[m.pk]:
                 failed += 1
             else:
                 clean.append(by_pk[m.pk])
     _preverified_write(store, log_position=log_position, rows=clean, epochs=epochs)
-    return {"kept": int(kept_mask.sum()), "verified": len(todo) - failed, "failed": failed,
-            "log_position": log_position}
+    kept = int(kept_mask.sum())
+    return {"kept": kept, "verified": len(clean) - kept, "failed": failed, "moved": len(todo) - (len(clean) - kept)
+            - failed, "log_position": log_position}
 
 
 __all__ = ["Finding", "Preverified", "live_state", "memories_verify", "memory_verify", "memory_verify_cache_clear",

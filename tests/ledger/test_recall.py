@@ -205,6 +205,65 @@ def test_the_whole_log_is_read_in_one_snapshot_while_another_connection_writes(f
     assert organization_verify(facts.organization) == []  # the next check reads them all
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("moment", ["before the check's reads", "during the check's reads"])
+def test_a_memory_labelled_by_another_connection_during_recall_is_no_tamper_alert(facts, housekeeper, monkeypatch,
+                                                                                  caplog, moment):
+    """A label committed by another connection after recall read a candidate's row and before
+    (or while) the check read its chains: the check compared the row as first read with the
+    chains as they now were ("label_seq 0 but the label chain ends at seq 1"), excluded the
+    memory and raised a tamper alert. The check now reads the row with its chains in one
+    snapshot; a row that moved before it is read again by a new recall, not condemned."""
+    import threading
+
+    from django.db import connection
+
+    from ledger import export, selectors, verification
+
+    real = {"before the check's reads": (export, "bundle_parts"),
+            "during the check's reads": (selectors, "memory_entries_list")}[moment]
+    module, name = real
+    original = getattr(module, name)
+    wrote, failed = [], []
+
+    def writer():
+        try:
+            _label("m1", "poison_suspect")
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    def another_connection_labels_m1(*args, **kwargs):
+        if not wrote:
+            wrote.append(True)  # once
+            t = threading.Thread(target=writer)
+            t.start()
+            t.join(120)
+        return original(*args, **kwargs)
+
+    from ledger.embedding_store import index_invalidate
+
+    # m1 verified in this recall: no worker's record, no process cache (the import filled both)
+    monkeypatch.setattr(verification, "preverified_load", lambda store: None)
+    index_invalidate()
+    recall_module.verification_cache_clear()
+    verification.memory_verify_cache_clear()
+    monkeypatch.setattr(module, name, another_connection_labels_m1)
+    alerts = recall_module.verification_alerts
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert wrote and not failed
+    assert recall_module.verification_alerts == alerts and "recall alert" not in caplog.text
+    assert not any("chain verification failed" in e["reason"] for e in result["excluded"])
+    assert _ids(result)[0] == "m1"  # served: as first read (snapshot) or as now labelled (a new recall)
+    state = result["results"][0]["state"]
+    assert state == {"before the check's reads": "poison_suspect", "during the check's reads": None}[moment]
+    assert result["receipt"]["results"][0]["state"] == state
+    monkeypatch.setattr(module, name, original)
+    assert recall(store=facts, query=EIFFEL, k=3)["results"][0]["state"] == "poison_suspect"
+
+
 def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, housekeeper):
     assert _ids(recall(store=facts, query=EIFFEL, k=8))[0] == "m1"
 

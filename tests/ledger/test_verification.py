@@ -187,6 +187,24 @@ def test_memory_verify_names_the_entry_and_caches_only_clean_results(ledger):
     assert [f"{f.subject} {f.entry}" for f in findings][:1] == [f"memory={M0} provenance seq=2"]
 
 
+def test_a_memory_labelled_after_the_caller_read_it_is_moved_not_failed(ledger):
+    """The caller's row predates a label committed since: the check reads the row again with its
+    chains, says the memory moved (nothing verified for the state the caller holds) instead of
+    "label_seq 0 but the label chain ends at seq 1", and memory_verify checks the new state."""
+    from ledger import services
+
+    stale = Memory.objects.select_related("store", "organization").get(pk=ledger["m1"].pk)
+    services.label_append(memory_id=stale.pk, label="poison_suspect", reason="r", evidence={}, actor="user:bob")
+
+    assert memories_verify([stale], cached=False) == {stale.pk: None}
+    assert memory_verify(stale, cached=False) == []
+    disable_triggers("ledger_memory")
+    with connection.cursor() as c:  # a raw edit of the row: the same in both reads, so a finding
+        c.execute("UPDATE ledger_memory SET label_seq = 5 WHERE id = %s", [stale.pk])
+    edited = Memory.objects.select_related("store", "organization").get(pk=stale.pk)
+    assert any("label_seq 5" in str(f) for f in memory_verify(edited, cached=False))
+
+
 def test_the_portable_verifier_runs_as_a_module_without_django(ledger, tmp_path):
     out = tmp_path / "b.json"
     bundle_write(Organization.objects.get(slug="acme"), out)
