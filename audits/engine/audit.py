@@ -44,7 +44,7 @@ from .cmis import (
     run_replays,
 )
 from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
-from .expansion import answer_slot, content_meets_harm, expand_batch
+from .expansion import answer_slot, content_meets_harm, expand_batch, record_query
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
@@ -793,11 +793,6 @@ def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
     return out
 
 
-def _question_of(m: MemoryRecord) -> str:
-    q = m.metadata.get("query") if isinstance(m.metadata, dict) else None
-    return q.strip() if isinstance(q, str) and q.strip() else m.text[:300]
-
-
 def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Replayer, *,
                      n: int = 20, seed: int = 0) -> dict[str, Any]:
     """Replay clean questions with and without the batch; report what changes (issue 16).
@@ -826,7 +821,7 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     calls0 = replayer.calls
     rows = []
     breaking: set[str] = set()
-    questions = [_question_of(mems[i]) for i in picked]
+    questions = [record_query(mems[i])[:300] for i in picked]
     # Every question without, then with the batch removed, the agent calls of each in flight together.
     before = replayer.replay_each([(q, (), None) for q in questions])
     after = replayer.replay_each([(q, in_batch, None) for q in questions])

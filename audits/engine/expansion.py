@@ -135,18 +135,20 @@ def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text:
     return any(ev.harm(ev.query, t, harmful_output=ev.output) >= 0.5 for t in dict.fromkeys(parts))
 
 
-def _query(m: Any) -> str:
+def record_query(m: Any) -> str:
     """What a record asks: `metadata.query`, else its text (the question its replay asks)."""
     q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-    return q if isinstance(q, str) and q.strip() else m.text
+    return q.strip() if isinstance(q, str) and q.strip() else m.text
 
 
-def _written_at(meta: Mapping[str, Any] | None) -> float | None:
+def written_at(meta: Mapping[str, Any] | None) -> float | None:
+    """A record's write time (`metadata.written_at`, a number), if the store kept one."""
     v = meta.get("written_at") if isinstance(meta, Mapping) else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _source(meta: Mapping[str, Any] | None) -> str | None:
+def source_of(meta: Mapping[str, Any] | None) -> str | None:
+    """A record's source (`metadata.source`, a non-empty string), if the store kept one."""
     v = meta.get("source") if isinstance(meta, Mapping) else None
     return str(v) if isinstance(v, str) and v else None
 
@@ -172,11 +174,11 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
     E = retriever.embeddings
     S = E[sidx]
     seed_tok = [slot_tokens(mems[i].text) for i in sidx]
-    sources = _attack_sources([_source(mems[i].metadata) for i in sidx])
-    times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
+    sources = _attack_sources([source_of(mems[i].metadata) for i in sidx])
+    times = [t for t in (written_at(mems[i].metadata) for i in sidx) if t is not None]
     src_count: dict[str, int] = {}
     for m in mems:
-        src = _source(m.metadata)
+        src = source_of(m.metadata)
         if src in sources:
             src_count[src] = src_count.get(src, 0) + 1
     # A provenance is telling only when rare: at most 5% of the store shares it.
@@ -188,9 +190,9 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
         lex = max((len(tok & st) / len(tok | st) if tok | st else 0.0) for st in seed_tok)
         f = {"embedding": float((S @ E[i]).max()), "lexical": lex}
         if sources:
-            f["provenance"] = 1.0 if _source(mems[i].metadata) in rare else 0.0
+            f["provenance"] = 1.0 if source_of(mems[i].metadata) in rare else 0.0
         if times:
-            t = _written_at(mems[i].metadata)
+            t = written_at(mems[i].metadata)
             f["write_time"] = 1.0 if t is not None and any(lo <= t <= hi for lo, hi in bursts) else 0.0
         return f
 
@@ -227,7 +229,7 @@ def write_bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple
     credited beside the planted ones) widens none of them. Before: the seeds' median ± 3 MAD, at
     least 1% of the seeds' range, which one early seed stretched over honest records (TUNE
     nq-number-slot-distinct at 2,000 memories)."""
-    timed = np.sort(np.array([t for t in (_written_at(m.metadata) for m in mems) if t is not None]))
+    timed = np.sort(np.array([t for t in (written_at(m.metadata) for m in mems) if t is not None]))
     if len(timed) < 3 or not seed_times:
         return []
     gap = float(timed[-1] - timed[0]) / (len(timed) - 1) / 5.0
@@ -253,7 +255,7 @@ def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Colle
     """Memories written inside the seeds' write-time bursts (`write_bursts`), with an answer slot (the claim their replay is tested for): {id: answer}."""
     mems, idx = retriever.memories, retriever.index
     sidx = [idx[s] for s in seed_ids if s in idx]
-    times = [t for t in (_written_at(mems[i].metadata) for i in sidx) if t is not None]
+    times = [t for t in (written_at(mems[i].metadata) for i in sidx) if t is not None]
     bursts = write_bursts(times, mems)
     if not bursts:
         return {}
@@ -261,7 +263,7 @@ def _provenance_peers(seed_ids: Sequence[str], retriever: Retriever, skip: Colle
     for i, m in enumerate(mems):
         if m.id in skip or not allowed[i]:
             continue
-        t = _written_at(m.metadata)
+        t = written_at(m.metadata)
         slot = answer_slot(m.metadata, m.text)
         if t is not None and slot and any(lo <= t <= hi for lo, hi in bursts):
             out[m.id] = slot
@@ -327,7 +329,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                     continue
                 for ev, h in zip(events, harms):
                     if content_meets_harm(ev, m.metadata, m.text) and not any(
-                            h2 != h and same_question(_query(m), o.query) for o, h2 in zip(events, harms)):
+                            h2 != h and same_question(record_query(m), o.query) for o, h2 in zip(events, harms)):
                         carriers[m.id] = ev
                         break
             near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
@@ -363,7 +365,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         asked: dict[str, tuple[str, AuditEvent]] = {}
         for mid, ev in cands.items():
             m = mems[retriever.index[mid]]
-            q = _query(m)
+            q = record_query(m)
             asked.setdefault(q, (mid, ev))
         try:
             outcomes = replayer.replay_each([(q, in_batch, ev.candidates) for q, (_, ev) in asked.items()])
@@ -420,7 +422,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         joined: list[str] = []
         for mid, ev in candidates().items():
             m = mems[retriever.index[mid]]
-            q = _query(m)
+            q = record_query(m)
             try:
                 out = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata),
                                             ev.candidates)

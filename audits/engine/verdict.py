@@ -40,7 +40,7 @@ import numpy as np
 
 from ledger.classifier.instruction import instruction_markers
 
-from .expansion import answer_slot, write_bursts
+from .expansion import answer_slot, source_of, write_bursts, written_at
 from .reach import mentions
 from .retriever import Retriever
 
@@ -88,8 +88,7 @@ def _meta(m: Any) -> Mapping[str, Any]:
 
 
 def _time(m: Any) -> float | None:
-    v = _meta(m).get("written_at")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return written_at(_meta(m))
 
 
 def _norm(s: str | None) -> str:
@@ -153,8 +152,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     span = float(all_t.max() - all_t.min()) if len(all_t) > 1 else 0.0
     sources: dict[str, int] = {}
     for x in mems:
-        s = _meta(x).get("source")
-        if isinstance(s, str):
+        s = source_of(_meta(x))
+        if s is not None:
             sources[s] = sources.get(s, 0) + 1
     copy_t = [_time(mems[idx[c]]) for cs in (outside or {}).values() for c in cs if c in idx]
     bursts = write_bursts([t for t in [*times.values(), *copy_t] if t is not None], mems)
@@ -163,9 +162,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         """Written apart, as far as the store records: another source, outside one write-time
         burst (`expansion.write_bursts`); a record with neither is not known to be apart."""
         ra, rb = mems[idx[a]], mems[idx[b]]
-        sa, sb = _meta(ra).get("source"), _meta(rb).get("source")
+        sa, sb = source_of(_meta(ra)), source_of(_meta(rb))
         ta, tb = _time(ra), _time(rb)
-        known_src = isinstance(sa, str) and isinstance(sb, str)
+        known_src = sa is not None and sb is not None
         known_t = ta is not None and tb is not None
         if not (known_src or known_t):
             return False
@@ -225,9 +224,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                     shape.append(f"write-time burst: written with {near} other suspects within "
                                  f"{width:.3g} time units, no clean record sampled there "
                                  f"(store rate predicts {expected:.2g}, p = {p_burst:.1g})")
-        src = _meta(rec).get("source")
-        if isinstance(src, str):
-            shared = sum(1 for p in members if p != m and _meta(mems[idx[p]]).get("source") == src)
+        src = source_of(_meta(rec))
+        if src is not None:
+            shared = sum(1 for p in members if p != m and source_of(_meta(mems[idx[p]])) == src)
             if shared >= 2 and sources.get(src, 0) <= max(3, 0.02 * len(mems)):
                 shape.append(f"provenance outlier: source '{src}' shared by {shared} other suspects, "
                              f"{sources[src]} records in the store")
