@@ -294,6 +294,12 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             row["cas_auc"] = res.signal_influence.get("cas_auc")
             row["alpha_used"] = res.signal_influence.get("alpha_used")
             row["budget"] = res.budget  # limit, used, agent calls by stage, stages it cut
+            # Where the missed poisons were lost: never among the reach's candidates (its shape
+            # cut), or looked at and not added (the trace's `stop` says why).
+            traced = {t["memory"] for t in res.signal_influence.get("reach", {}).get("trace", [])}
+            missed = set(es.truth or ()) - set(removed)
+            row["missed_poisons"] = {"total": len(missed), "reach_looked_at": len(missed & traced),
+                                     "reach_candidates": len(traced)}
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -303,6 +309,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
           f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
           f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
           f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']}"
+          f"{' missed=%(total)d (reach saw %(reach_looked_at)d)' % ma['missed_poisons'] if ma.get('missed_poisons') else ''}"
           f"{' cut=' + ','.join(ma['budget']['cut']) if ma.get('budget', {}).get('cut') else ''} {secs:.1f}s | "
           f"cmis asr {rows[1]['asr_after']:.2f} R={_f(rows[1]['recall'])}", flush=True)
     return rows
