@@ -160,16 +160,39 @@ def test_a_recall_answered_while_the_bundle_is_read_leaves_the_bundle_consistent
     assert len(built[0]["receipts"]) == 1  # the late one is the next check's
 
 
+def _first_call_waits_for(original, write, ran: list, failed: list):
+    """``original``, whose first call first runs ``write`` to completion on another connection
+    (a thread), as if another client committed it at that moment; ``ran`` and ``failed`` say
+    whether it ran and what it raised."""
+    import threading
+
+    from django.db import connection
+
+    def writer():
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - reported by the caller's assertions
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    def wrapped(*args, **kwargs):
+        if not ran:
+            ran.append(True)  # once (the writer's own reads may come through here too)
+            t = threading.Thread(target=writer)
+            t.start()
+            t.join(120)
+        return original(*args, **kwargs)
+
+    return wrapped
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_whole_log_is_read_in_one_snapshot_while_another_connection_writes(facts, housekeeper, monkeypatch):
     """An import, a tree head and a recall committed by another connection between the bundle's
     read of the log's leaves and of the memories: without one snapshot, the new memory's genesis
     was "not a leaf of the tenant log". PostgreSQL's REPEATABLE READ / SQLite's read transaction
     (WAL) hide them from this check; the next one sees them."""
-    import threading
-
-    from django.db import connection
-
     from ledger import selectors
     from ledger.models import Receipt
     from ledger.services import tree_head_issue
@@ -179,25 +202,12 @@ def test_the_whole_log_is_read_in_one_snapshot_while_another_connection_writes(f
     real = selectors.memory_list
     late, failed, started = [], [], []
 
-    def writer():
-        try:
-            import_inline(facts, [{"id": "late", "text": "The Eiffel Tower was repainted in 2024 for the Games."}])
-            tree_head_issue(organization=facts.organization)
-            late.append(recall(store=facts, query=EIFFEL, k=3))
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
-            failed.append(exc)
-        finally:
-            connection.close()
+    def write():
+        import_inline(facts, [{"id": "late", "text": "The Eiffel Tower was repainted in 2024 for the Games."}])
+        tree_head_issue(organization=facts.organization)
+        late.append(recall(store=facts, query=EIFFEL, k=3))
 
-    def another_connection_writes_meanwhile(*args, **kwargs):
-        if not started:
-            started.append(True)  # once (the writer's own reads come through here too)
-            t = threading.Thread(target=writer)
-            t.start()
-            t.join(120)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(selectors, "memory_list", another_connection_writes_meanwhile)
+    monkeypatch.setattr(selectors, "memory_list", _first_call_waits_for(real, write, started, failed))
     assert organization_verify(facts.organization) == []
     assert not failed and any(r["external_id"] == "late" for r in late[0]["results"])  # committed meanwhile
     monkeypatch.setattr(selectors, "memory_list", real)
@@ -214,42 +224,21 @@ def test_a_memory_labelled_by_another_connection_during_recall_is_no_tamper_aler
     chains as they now were ("label_seq 0 but the label chain ends at seq 1"), excluded the
     memory and raised a tamper alert. The check now reads the row with its chains in one
     snapshot; a row that moved before it is read again by a new recall, not condemned."""
-    import threading
-
-    from django.db import connection
-
     from ledger import export, selectors, verification
+    from ledger.embedding_store import index_invalidate
 
-    real = {"before the check's reads": (export, "bundle_parts"),
-            "during the check's reads": (selectors, "memory_entries_list")}[moment]
-    module, name = real
+    module, name = {"before the check's reads": (export, "bundle_parts"),
+                    "during the check's reads": (selectors, "memory_entries_list")}[moment]
     original = getattr(module, name)
     wrote, failed = [], []
-
-    def writer():
-        try:
-            _label("m1", "poison_suspect")
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
-            failed.append(exc)
-        finally:
-            connection.close()
-
-    def another_connection_labels_m1(*args, **kwargs):
-        if not wrote:
-            wrote.append(True)  # once
-            t = threading.Thread(target=writer)
-            t.start()
-            t.join(120)
-        return original(*args, **kwargs)
-
-    from ledger.embedding_store import index_invalidate
 
     # m1 verified in this recall: no worker's record, no process cache (the import filled both)
     monkeypatch.setattr(verification, "preverified_load", lambda store: None)
     index_invalidate()
     recall_module.verification_cache_clear()
     verification.memory_verify_cache_clear()
-    monkeypatch.setattr(module, name, another_connection_labels_m1)
+    monkeypatch.setattr(module, name, _first_call_waits_for(original, lambda: _label("m1", "poison_suspect"),
+                                                            wrote, failed))
     alerts = recall_module.verification_alerts
     result = recall(store=facts, query=EIFFEL, k=3)
 
@@ -262,6 +251,38 @@ def test_a_memory_labelled_by_another_connection_during_recall_is_no_tamper_aler
     assert result["receipt"]["results"][0]["state"] == state
     monkeypatch.setattr(module, name, original)
     assert recall(store=facts, query=EIFFEL, k=3)["results"][0]["state"] == "poison_suspect"
+
+
+def test_a_memory_that_moves_on_every_attempt_is_left_out_without_an_alert(facts, monkeypatch, caplog):
+    """A candidate whose rows move under every check (memories_verify says None: a concurrent
+    write each time) is no tamper evidence: recall reads its index again up to RECALL_ATTEMPTS
+    times, then answers without it and says why, raising no alert; the next recall serves it."""
+    from ledger import verification
+    from ledger.embedding_store import index_invalidate
+
+    m1 = Memory.objects.get(external_id="m1").pk
+    real = verification.memories_verify
+    calls = []
+
+    def m1_always_moved(memories, **kwargs):
+        calls.append(sorted(m.pk for m in memories))
+        return {pk: (None if pk == m1 else found) for pk, found in real(memories, **kwargs).items()}
+
+    monkeypatch.setattr(verification, "preverified_load", lambda store: None)
+    index_invalidate()
+    recall_module.verification_cache_clear()
+    verification.memory_verify_cache_clear()
+    monkeypatch.setattr(verification, "memories_verify", m1_always_moved)
+    alerts = recall_module.verification_alerts
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert "m1" not in _ids(result) and len(result["results"]) == 3
+    assert {"memory": "main/m1", "reason": recall_module.MOVED} in result["excluded"]
+    assert result["verification"]["attempts"] == recall_module.RECALL_ATTEMPTS
+    assert sum(m1 in c for c in calls) == recall_module.RECALL_ATTEMPTS
+    assert recall_module.verification_alerts == alerts and "recall alert" not in caplog.text
+    monkeypatch.setattr(verification, "memories_verify", real)
+    assert _ids(recall(store=facts, query=EIFFEL, k=3))[0] == "m1"  # nothing was cached against it
 
 
 def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, housekeeper):
