@@ -16,8 +16,10 @@
    state). A memory that fails is skipped, logged as an alert, counted, and listed in the
    response's ``excluded``. A candidate that moved (a write committed after the index read it:
    its row no longer has the indexed state, or it changed while the check read its rows in one
-   snapshot) is no evidence of anything: the recall reads the log state and index again, up to
-   ``RECALL_ATTEMPTS`` times, then answers without it (``excluded``, no alert).
+   snapshot) is no evidence of anything when the log moved too: the recall reads the log state
+   and index again, up to ``RECALL_ATTEMPTS`` times, then answers without it (``excluded``, no
+   alert). A row that moved while the log did not (a write's row and its leaf commit together)
+   was edited outside the ledger: it fails, with an alert.
 4. Sign a receipt (``ledger.core.receipts.build_receipt``) over the ordered results, bound to
    the query hash, k, the latest signed tree head and the projection version; store it.
 
@@ -71,6 +73,8 @@ QUERY_CACHE_SIZE = 256  # recall results per store index (same query, k and proj
 # this many times in all; then it answers without them (``excluded``, reason MOVED; no alert).
 RECALL_ATTEMPTS = 3
 MOVED = "changed by a concurrent write during this recall: not served"
+# A row that moved while the log did not: no logged write explains it (a raw edit of the row).
+UNLOGGED = "live state changed with no log entry since the index was read (an edit outside the ledger)"
 try:  # a transitive dependency of sentence-transformers; without it BLAS keeps its own threads
     from threadpoolctl import ThreadpoolController  # local: optional dependency
 
@@ -286,7 +290,8 @@ def _texts(pks: list[int]) -> dict[int, str]:
 
 
 def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, excluded_set: frozenset[str],
-            tally: dict | None = None) -> tuple[list[int], list[dict], dict[int, float], dict[int, float], list[int]]:
+            tally: dict | None = None, unlogged: frozenset[int] = frozenset(),
+            ) -> tuple[list[int], list[dict], dict[int, float], dict[int, float], list[int]]:
     """Steps 1-3 of the module docstring: the adopted rows best first, the excluded candidates,
     each adopted row's cosine and score, and the withheld rows: the quarantined memories that
     would have been among the top k (scoring above the k-th adopted row), best first.
@@ -349,6 +354,8 @@ def _search(store: Store, index: StoreIndex, embedder, query: str, k: int, exclu
                              if np.isfinite(masked[x])]
                     checked.update(_verify_rows(index, [r for r in ahead if r not in checked], tally))
                 ok, why = checked[row]
+                if ok is None and row in unlogged:  # moved again, and still nothing logged
+                    ok, why = False, UNLOGGED
                 masked[p] = -np.inf  # never look at this row again in this walk
                 if ok:
                     adopted.append(row)
@@ -388,10 +395,14 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
     embedder = embedder_for_store(store)
     excluded_set = excluded_states(store)
     attempts = 0
+    unlogged: frozenset[int] = frozenset()
+    previous = None  # the last attempt's (log position, index, moved rows)
     while attempts < RECALL_ATTEMPTS:
         attempts += 1
         position, sth_size, sth_root = _log_state(store.organization_id)
         index = store_index(store, embedder=embedder, position=position)
+        if previous is not None and previous[0] == position and previous[1] is index:
+            unlogged = previous[2]  # a write's row and its leaf commit together: no leaf, no write
         key = (query, k, excluded_set, _verified_generation)
         tally: dict = {}
         with index.query_cache_lock:
@@ -401,7 +412,8 @@ def recall(*, store: Store, query: str, k: int, now: datetime | None = None) -> 
             tally = {"ahead_rows": first.get("ahead_rows", set())}  # nothing verified in this call
             break
         adopted, excluded, cosine_of, score_of, withheld = _search(store, index, embedder, query, k, excluded_set,
-                                                                   tally)
+                                                                   tally, unlogged)
+        previous = (position, index, frozenset(tally.get("moved", ())))
         if "moved" not in tally:
             if not excluded:  # a recall that excluded a memory runs (and alerts) again next time
                 with index.query_cache_lock:

@@ -254,19 +254,23 @@ def test_a_memory_labelled_by_another_connection_during_recall_is_no_tamper_aler
 
 
 def test_a_memory_that_moves_on_every_attempt_is_left_out_without_an_alert(facts, monkeypatch, caplog):
-    """A candidate whose rows move under every check (memories_verify says None: a concurrent
-    write each time) is no tamper evidence: recall reads its index again up to RECALL_ATTEMPTS
+    """A candidate whose rows move under every check (memories_verify says None, and a write is
+    logged each time) is no tamper evidence: recall reads its index again up to RECALL_ATTEMPTS
     times, then answers without it and says why, raising no alert; the next recall serves it."""
     from ledger import verification
     from ledger.embedding_store import index_invalidate
+    from ledger.services import transition_append
 
     m1 = Memory.objects.get(external_id="m1").pk
+    m8 = Memory.objects.get(external_id="m8").pk
     real = verification.memories_verify
     calls = []
 
     def m1_always_moved(memories, **kwargs):
         calls.append(sorted(m.pk for m in memories))
-        return {pk: (None if pk == m1 else found) for pk, found in real(memories, **kwargs).items()}
+        found = real(memories, **kwargs)
+        transition_append(memory_id=m8, valence_q=100, evidence=["outcome:test"])  # the log moves
+        return {pk: (None if pk == m1 else f) for pk, f in found.items()}
 
     monkeypatch.setattr(verification, "preverified_load", lambda store: None)
     index_invalidate()
@@ -283,6 +287,32 @@ def test_a_memory_that_moves_on_every_attempt_is_left_out_without_an_alert(facts
     assert recall_module.verification_alerts == alerts and "recall alert" not in caplog.text
     monkeypatch.setattr(verification, "memories_verify", real)
     assert _ids(recall(store=facts, query=EIFFEL, k=3))[0] == "m1"  # nothing was cached against it
+
+
+def test_a_row_edited_outside_the_ledger_under_a_cached_index_is_an_alert_not_a_concurrent_write(facts, caplog):
+    """A raw edit of a memory's live weight (triggers out of the way, nothing logged) while the
+    store's index is cached: the row no longer has the indexed state, as under a concurrent
+    write, but no log entry explains it. Recall reads the log state again, finds it where it
+    was, and treats the row as tampered: excluded with an alert, not quietly as "moved"."""
+    from django.db import connection
+
+    from tests.ledger.test_verification import disable_triggers
+
+    assert _ids(recall(store=facts, query=EIFFEL, k=3))[0] == "m1"  # the index is built and cached
+    m1 = Memory.objects.get(external_id="m1")
+    disable_triggers("ledger_memory")
+    with connection.cursor() as c:
+        c.execute("UPDATE ledger_memory SET live_weight_q = %s WHERE id = %s", [m1.live_weight_q + 500, m1.pk])
+    recall_module.verification_cache_clear()  # m1 checked again in the request, under the cached index
+    alerts = recall_module.verification_alerts
+
+    result = recall(store=facts, query=EIFFEL, k=3)
+
+    assert "m1" not in _ids(result)
+    [row] = [e for e in result["excluded"] if e["memory"] == "main/m1"]
+    assert row["reason"].startswith("chain verification failed") and "no log entry" in row["reason"]
+    assert recall_module.verification_alerts == alerts + 1 and "recall alert: memory main/m1" in caplog.text
+    assert result["verification"]["attempts"] == 2  # one look at the log state, not three tries
 
 
 def test_poison_likely_is_never_returned_and_the_index_follows_labels(facts, housekeeper):
