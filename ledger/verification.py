@@ -414,8 +414,9 @@ def store_preverify(store, *, log_position: int, rows: list[tuple] | None = None
                 clean.append(by_pk[m.pk])
     _preverified_write(store, log_position=log_position, rows=clean, epochs=epochs)
     kept = int(kept_mask.sum())
-    return {"kept": kept, "verified": len(clean) - kept, "failed": failed, "moved": len(todo) - (len(clean) - kept)
-            - failed, "log_position": log_position}
+    verified = len(clean) - kept
+    return {"kept": kept, "verified": verified, "failed": failed, "moved": len(todo) - verified - failed,
+            "log_position": log_position}
 
 
 __all__ = ["Finding", "Preverified", "live_state", "memories_verify", "memory_verify", "memory_verify_cache_clear",
