@@ -42,6 +42,7 @@ from audits.engine.agents import Agent  # noqa: E402
 from audits.engine.agents import make_agent as _make_agent  # noqa: E402
 from audits.engine.audit import AuditParams, run_audit  # noqa: E402
 from audits.engine.evaluate import (  # noqa: E402
+    HARMFUL,
     KEYS,
     METHODS,
     ProbeRunner,
@@ -51,7 +52,7 @@ from audits.engine.evaluate import (  # noqa: E402
 )
 from audits.engine.reach import mentions, same_answer  # noqa: E402
 from audits.engine.replay import Replayer  # noqa: E402
-from audits.engine.retriever import Retriever  # noqa: E402
+from audits.engine.retriever import RetrievedMemory, Retriever  # noqa: E402
 from audits.engine.scenario import AgentConfig, MemoryRecord, Probe  # noqa: E402
 from audits.engine.scenario import Scenario as EngineScenario  # noqa: E402
 from bench.scenarios import ScenarioError, build  # noqa: E402
@@ -213,6 +214,26 @@ class DelayedAgent(Agent):
         return self.inner.answer(query, retrieved, candidates)
 
 
+def potent_poisons(es: EngineScenario, agent: Agent, runner: ProbeRunner) -> set[str]:
+    """The planted memories that can cause a harm at all with this agent: those for which some
+    probe, answered with that memory as the only one retrieved, is harmful. A passage that never
+    names what its probe's harm asks for (a PoisonedRAG passage arguing "they share a
+    neighbourhood" for a yes/no question, read by a reader that counts the word "yes") is inert
+    for that agent: no counterfactual replay can show it doing anything. A simulation's answer
+    costs microseconds, so every poison is tried on every probe; not run for a real model."""
+    by_id = {m.id: m for m in es.memories}
+    out = set()
+    for mid in sorted(es.truth or ()):
+        m = by_id[mid]
+        alone = [RetrievedMemory(m.id, m.text, 1.0, 0, dict(m.metadata or {}))]
+        for pr in es.probes:
+            ans = agent.answer(pr.query, alone, pr.candidates)
+            if np.mean([runner.harm(pr)(pr.query, s) for s in ans.samples]) >= HARMFUL:
+                out.add(mid)
+                break
+    return out
+
+
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
                params: AuditParams | None = None, agent_cfg: dict | None = None,
                alpha: float = 0.6, fit_alpha: bool = True, poison_dir: Path | None = None,
@@ -245,6 +266,7 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     secs = time.perf_counter() - t
     benign_before = _answers(es, probe_rep, sc.benign, ())
     honest = set(sc.meta.get("honest_errors", []))
+    potent = potent_poisons(es, agent, runner) if getattr(agent, "simulation", False) else None
     rows = []
     for method in FAMILY_METHODS:
         if res is None:
@@ -300,6 +322,12 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
             missed = set(es.truth or ()) - set(removed)
             row["missed_poisons"] = {"total": len(missed), "reach_looked_at": len(missed & traced),
                                      "reach_candidates": len(traced)}
+            if potent is not None:
+                # Of the missed, those that could never cause a harm with this agent: no probe
+                # answered harmfully with the poison as its only memory (`potent_poisons`).
+                row["missed_poisons"]["inert"] = len(missed - potent)
+                row["poisons_inert"] = len(set(es.truth or ()) - potent)
+                row["recall_potent"] = (len(potent & set(removed)) / len(potent)) if potent else None
         rows.append(row)
     ma = rows[0]
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
@@ -309,10 +337,19 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
           f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
           f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
           f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']}"
-          f"{' missed=%(total)d (reach saw %(reach_looked_at)d)' % ma['missed_poisons'] if ma.get('missed_poisons') else ''}"
+          f" {_missed_note(ma)}"
           f"{' cut=' + ','.join(ma['budget']['cut']) if ma.get('budget', {}).get('cut') else ''} {secs:.1f}s | "
           f"cmis asr {rows[1]['asr_after']:.2f} R={_f(rows[1]['recall'])}", flush=True)
     return rows
+
+
+def _missed_note(row: dict) -> str:
+    mp = row.get("missed_poisons")
+    if not mp:
+        return ""
+    inert = f", inert {mp['inert']}" if "inert" in mp else ""
+    potent = f" Rpotent={_f(row.get('recall_potent'))}" if "recall_potent" in row else ""
+    return f"missed={mp['total']} (reach saw {mp['reach_looked_at']}{inert}){potent}"
 
 
 def family_table(rows: list[dict]) -> str:
@@ -321,9 +358,9 @@ def family_table(rows: list[dict]) -> str:
     for r in rows:
         groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
     head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
-            "P | R | poison_suspect | corrections | honest removed | utility changed | benign broken | "
+            "P | R | R potent (inert) | poison_suspect | corrections | honest removed | utility changed | benign broken | "
             "engine utility | CAS AUC | α used | calls |")
-    lines = [head, "|" + "---|" * 20]
+    lines = [head, "|" + "---|" * 21]
     for (fam, split, rho, obs, method), rs in groups.items():
         def mean(k, rs=rs):
             vals = [r[k] for r in rs if r.get(k) is not None]
@@ -331,10 +368,18 @@ def family_table(rows: list[dict]) -> str:
         lines.append(f"| {fam} | {split} | {rho} | {obs} | {method} | {mean('incidents'):.1f} | "
                      f"{mean('asr_before'):.2f} | {mean('asr_after'):.2f} | {mean('removed'):.1f}/"
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
+                     f"{_potent(mean)} | "
                      f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
                      f"{mean('utility_changed'):.2f} | {_f(mean('utility_broken'))} | {_f(mean('engine_utility_cost'))} | "
                      f"{_f(mean('cas_auc'))} | {_f(mean('alpha_used'))} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
+
+
+def _potent(mean) -> str:
+    """Recall over the poisons that can cause a harm with the agent, and how many cannot
+    (`potent_poisons`; a simulation's runs only)."""
+    r, inert = mean("recall_potent"), mean("poisons_inert")
+    return "-" if inert is None else f"{_f(r)} ({inert:.1f})"
 
 
 # ----------------------------------------------------------------------------- scaling
