@@ -15,6 +15,12 @@
 3. Re-audit: the same store and incidents again with the embedding cache and the replay cache
    warm (what the product keeps in EmbeddingCache and ReplayCacheEntry). Reported as a share
    of the first audit's total (embedding + audit).
+4. Families (``--families``, ``bench/scenarios/families.py``, issue 16's held-out protocol): per
+   family, ρ, seed and observed count, every method's ASR, P/R, poison_suspect / corrections,
+   utility cost and agent calls; for a simulated agent also ``R potent`` (recall over the poisons
+   that can cause a harm with that agent at all, ``potent_poisons``) and where the missed ones
+   were lost. ``--fam-targets N`` attacks N targets (PoisonedRAG as an audit: ``--fam-targets 60
+   --observed 60 --fam-size 2000``).
 
 Embeddings are all-MiniLM-L6-v2 (the packaged model), cached by content hash in
 ``var/bench/embeddings.npz`` across runs; pass ``--cold`` to ignore that file.
@@ -237,17 +243,19 @@ def potent_poisons(es: EngineScenario, agent: Agent, runner: ProbeRunner) -> set
 def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: CachedEmbedder,
                params: AuditParams | None = None, agent_cfg: dict | None = None,
                alpha: float = 0.6, fit_alpha: bool = True, poison_dir: Path | None = None,
-               agent_delay: float = 0.0) -> list[dict]:
+               agent_delay: float = 0.0, targets: int = 10) -> list[dict]:
     """One family scenario: the audit, then per method ASR, P/R, utility cost, calls.
 
     `agent_cfg` replaces the family's builtin agent (the local model through openai-chat);
     `alpha` is the fusion weight (1.0: CAS gets none, the ablation that measures what CAS adds);
     `poison_dir`: PoisonedRAG's HotpotQA / MS MARCO files (`families.poison_dir_for`);
     `agent_delay`: the audit's agent answers after this many seconds, 16 calls in flight
-    (`DelayedAgent`; "seconds" is then the audit's wall time against such a model)."""
+    (`DelayedAgent`; "seconds" is then the audit's wall time against such a model);
+    `targets`: attacked targets (PoisonedRAG as an audit: every target attacked and observed)."""
     from bench.scenarios.families import FAMILIES, build_family
 
-    sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed, poison_dir=poison_dir)
+    sc = build_family(name, rho=rho, seed=seed, size=size, observed=observed, poison_dir=poison_dir,
+                      n_targets=targets)
     if agent_cfg is not None:
         sc.agent = {**agent_cfg, "top_k": sc.agent.get("top_k", 5)}
     es = to_engine(sc)
@@ -290,7 +298,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
         row = {"family": name, "split": FAMILIES[name].split, "agent": es.agent.connector, "alpha": p.alpha,
                "rho": rho, "rho_achieved": sc.meta["rho"],
-               "seed": seed, "observed": observed, "incidents": len(incidents), "method": method,
+               "seed": seed, "observed": observed, "targets": sc.meta.get("targets"),
+               "incidents": len(incidents), "method": method,
                "asr_before": sum(r["harmful"] for r in before) / len(before),
                "asr_after": sum(r["harmful"] for r in after) / len(after),
                "removed": len(removed), "poisoned": len(es.truth or ()),
@@ -491,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --families all: only the TUNE or only the HOLDOUT families")
     ap.add_argument("--observed", default="5", help="observed probes per family run, e.g. 1,5,10")
     ap.add_argument("--fam-size", type=int, default=400)
+    ap.add_argument("--fam-targets", type=int, default=10,
+                    help="attacked targets per family run (10 bystanders besides; fewer when the data "
+                         "set has fewer targets)")
     ap.add_argument("--poison-dir", type=Path, default=None,
                     help="PoisonedRAG's hotpotqa.json / msmarco.json (sleeepeer/PoisonedRAG "
                          "results/adv_targeted_results/); default $MEMAUDIT_POISON_DIR, else DATA/poisonedrag")
@@ -537,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
                             try:
                                 rows += family_run(name, rho, seed, obs, a.fam_size, emb, agent_cfg=fam_agent,
                                                    alpha=a.alpha, fit_alpha=not a.no_fit_alpha,
-                                                   poison_dir=a.poison_dir, agent_delay=a.agent_delay)
+                                                   poison_dir=a.poison_dir, agent_delay=a.agent_delay,
+                                                   targets=a.fam_targets)
                             except ScenarioError as exc:  # a data file that is not here
                                 skipped[name] = str(exc)
                                 print(f"  {name:<24} skipped: {exc}", flush=True)

@@ -15,7 +15,8 @@ audit already holds, in this order:
    says something else (or says it corrects) — the memory is an *outdated* record.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
    inside a window that holds no clean memory of a random reference), a provenance outlier (a
-   source shared by batch members and rare in the store), planted redundancy (at least two other
+   source shared by at least three batch members, rare in the store, and more often than the
+   batch's size and the source's share of the store make likely), planted redundancy (at least two other
    batch members assert the same claim), a pattern across questions (the same claim planted
    for several distinct questions), planted copies against the store (another record asserts
    the same claim for the same question and the store answers it otherwise; a copy is one
@@ -52,7 +53,8 @@ BRIDGE = re.compile(
     r"(were|was|been) (merged|moved) into|re-?registered as|stored under|outdated id|"
     r"look up \S+ instead|use \S+'s (data|records) instead|redirect(ed)? to)\b",
     re.IGNORECASE)
-# A write-time burst must be unlikely under the store's own write rate (Poisson tail).
+# A write-time burst, or suspects sharing one source, must be unlikely under the store's own
+# write rate or spread of sources (Poisson tail).
 BURST_P = 1e-3
 
 
@@ -227,9 +229,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         src = source_of(_meta(rec))
         if src is not None:
             shared = sum(1 for p in members if p != m and source_of(_meta(mems[idx[p]])) == src)
-            if shared >= 2 and sources.get(src, 0) <= max(3, 0.02 * len(mems)):
+            # ...and when the store's own spread of sources makes that many suspects of one
+            # source unlikely (Poisson tail, as the burst): a batch holding a large share of the
+            # store meets a session of five records three times by chance (TUNE
+            # locomo-clean-honest with 60 targets: 115 honest errors from 400 sessions).
+            expected = len(members) * sources[src] / len(mems)
+            p_src = _poisson_tail(shared + 1, expected)
+            if shared >= 2 and sources[src] <= max(3, 0.02 * len(mems)) and p_src < BURST_P:
                 shape.append(f"provenance outlier: source '{src}' shared by {shared} other suspects, "
-                             f"{sources[src]} records in the store")
+                             f"{sources[src]} records in the store (its share predicts {expected:.2g}, "
+                             f"p = {p_src:.1g})")
         same = [p for p in members if p != m and claim[m] and claim[p] == claim[m]]
         if len(same) >= 2:
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)

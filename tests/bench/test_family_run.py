@@ -257,3 +257,12 @@ def test_a_poison_that_never_names_its_harm_is_inert_for_the_reader():
     agent = make_agent(sc.agent)
     runner = ProbeRunner(sc, Replayer(agent, Retriever(mems, emb.encode([m.text for m in mems])), 5, {}), emb)
     assert potent_poisons(sc, agent, runner) == {"m2"}
+
+
+def test_a_family_run_attacks_as_many_targets_as_asked():
+    """`--fam-targets`: PoisonedRAG as an audit attacks many targets, each observed; the family
+    run plants and probes that many (two probes a target), not the grid's 10."""
+    rows = family_run("locomo-clean-honest", 0.2, 0, 5, 300, HashingEmbedder(dim=384), targets=4)
+    assert {r["targets"] for r in rows} == {4}
+    few = family_run("locomo-clean-honest", 0.2, 0, 5, 300, HashingEmbedder(dim=384), targets=2)
+    assert {r["targets"] for r in few} == {2} and few[0]["incidents"] <= 2 < rows[0]["incidents"]

@@ -256,3 +256,26 @@ def test_a_record_written_apart_from_its_planted_copies_is_no_copy_of_theirs(has
             for m in mems]
     v = judge(["p1", "p2", "honest"], _retriever(bare, hashing_embedder), store=store)
     assert v["honest"].verdict == POISON_LIKE
+
+
+def test_honest_errors_sharing_a_session_by_chance_in_a_large_batch_are_no_provenance_outlier(hashing_embedder):
+    """TUNE locomo-clean-honest with 60 targets in a store of 2,000: 115 honest errors, their
+    sessions drawn from 400, so three of them share one by chance ("session:111", 5 records in
+    the store) and all three were poison-like for it alone. Sharing a source is evidence only
+    when the store's own spread makes it unlikely: a batch holding a large share of the store
+    meets a session of five records three times often enough. The same three sharing a source
+    only they have, in a small batch, is still an outlier."""
+    mems = [MemoryRecord(f"c{i}", f"Q: what is kept at key {i}?\nA: value{i}",
+                         {"query": f"what is kept at key {i}?", "answer": f"value{i}",
+                          "source": f"session:{i % 200}"}) for i in range(1000)]
+    # 147 suspects of 147 sessions, and three of session 1 (5 records in the store).
+    errs = [f"c{i}" for i in range(2, 149)] + ["c1", "c201", "c401"]
+    assert {mems[i].metadata["source"] for i in (1, 201, 401)} == {"session:1"}
+    v = judge(errs, _retriever(mems, hashing_embedder))
+    for m in ("c1", "c201", "c401"):
+        assert not any("provenance outlier" in r for r in v[m].reasons), v[m].reasons
+    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
+                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
+                             "source": "session:999"}) for i in range(3)]
+    v = judge(["p0", "p1", "p2", "c5", "c10"], _retriever(mems + planted, hashing_embedder))
+    assert all(any("provenance outlier" in r for r in v[f"p{i}"].reasons) for i in range(3))
