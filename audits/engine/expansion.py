@@ -296,12 +296,14 @@ def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retrieve
     letting another record into the agent's top k (TUNE locomo-minja-bridge, every probe
     observed, 2,000 records: seven such turns joined). The caller asks it only of records
     without an answer slot: a slot that meets the harm is what the record answers, while a
-    text may name the target in passing. One agent call each (cached)."""
-    out = []
+    text may name the target in passing. One agent call each (cached), in flight together."""
+    asks = []
     for mid in mids:
         m = retriever.memories[retriever.index[mid]]
-        q, ev = record_query(m), cands[mid]
-        alone = replayer.answer_alone(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), ev.candidates)
+        asks.append((record_query(m), RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), cands[mid].candidates))
+    out = []
+    for mid, (q, _, _), alone in zip(mids, asks, replayer.answer_alone_each(asks)):
+        ev = cands[mid]
         harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in alone.samples]
         if not harms or sum(harms) / len(harms) < HARMFUL:
             out.append(mid)

@@ -131,12 +131,33 @@ class Replayer:
         cache stay on the calling thread, so a database-backed cache keeps the caller's
         connection. A failed call is yielded as that replay's ``error`` (and its repeats').
         """
-        limit = max(1, int(max_in_flight or getattr(self.agent, "max_in_flight", 1) or 1))
         plans = []
         for query, exclude, candidates in requests:
             retrieved = self.retriever.retrieve(query, self.top_k, exclude)
             key = replay_key(query, [m.id for m in retrieved] + list(candidates or ()), self.agent_hash)
             plans.append((query, retrieved, candidates, key))
+        return self._answer_iter(plans, max_in_flight)
+
+    def answer_alone_each(self, requests: Sequence[tuple[str, RetrievedMemory, Sequence[str] | None]]
+                          ) -> list[AgentOutput]:
+        """``answer_alone`` for each (query, memory, candidates), the agent calls in flight
+        together as in ``replay_each`` (the same cache keys, counts and budget); the first
+        error is raised."""
+        plans = [(query, [memory], candidates,
+                  replay_key(query, [memory.id, "\x1ealone"] + list(candidates or ()), self.agent_hash))
+                 for query, memory, candidates in requests]
+        out = []
+        for o in self._answer_iter(plans, None):
+            if o.error is not None:
+                raise o.error
+            out.append(o.output)
+        return out
+
+    def _answer_iter(self, plans: list[tuple[str, list[RetrievedMemory], Sequence[str] | None, str]],
+                     max_in_flight: int | None) -> Iterator[ReplayOutcome]:
+        """The agent's output for each planned (query, memories shown, candidates, cache key), in
+        order, the calls not cached in flight together (``replay_iter`` says how)."""
+        limit = max(1, int(max_in_flight or getattr(self.agent, "max_in_flight", 1) or 1))
         cached: dict[str, AgentOutput] = {}
         todo: dict[str, tuple[str, list[RetrievedMemory], Sequence[str] | None]] = {}
         for query, retrieved, candidates, key in plans:

@@ -175,3 +175,28 @@ def test_the_analysis_sends_its_replays_in_flight_with_the_sequential_results(ha
     assert a.batch == b.batch and a.agent_calls == b.agent_calls == seq.calls == par.calls
     assert a.residual == b.residual and a.collateral == b.collateral and a.budget == b.budget
     assert b.budget["by_stage"]["expansion"] > 1 and seq.peak == 1 and par.peak > 1
+
+
+def test_memories_answered_alone_in_flight_give_the_sequential_outputs_cache_and_counts(hashing_embedder):
+    """`answer_alone_each` (pattern expansion's sufficiency test, f(q, {m}) for several m): the
+    outputs, cache entries and call/hit counts of `answer_alone` one by one, the calls in flight
+    under the agent's bound; the budget is all or none, as for a batch of replays."""
+    from audits.engine.replay import BudgetExhausted
+    from audits.engine.retriever import RetrievedMemory
+
+    sc, retriever, events, _ = _jobs(hashing_embedder)
+    asks = [(ev.query, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), None)
+            for ev in events for m in sc.memories[:6]]
+    asks += asks[:3]  # repeats: one call, then hits
+    seq_agent, par_agent = SlowAgent(delay=0.0), SlowAgent(limit=8)
+    seq, par = Replayer(seq_agent, retriever, 5), Replayer(par_agent, retriever, 5)
+    expected = [seq.answer_alone(q, m, c) for q, m, c in asks]
+    assert par.answer_alone_each(asks) == expected
+    assert dict(par.cache) == dict(seq.cache)
+    assert (par.calls, par.cache_hits) == (seq.calls, seq.cache_hits) == (len(asks) - 3, 3)
+    assert 1 < par_agent.peak <= 8
+    short = Replayer(SlowAgent(delay=0.0), retriever, 5)
+    short.limit = len(asks) - 4
+    with pytest.raises(BudgetExhausted):
+        short.answer_alone_each(asks)
+    assert short.calls == 0
