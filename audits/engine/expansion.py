@@ -294,15 +294,17 @@ def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retrieve
     content names the harm target without asserting it (a chat turn addressed to the redirect:
     "Maria: Yeah, John! That's so important."), and their removal lowered the harm only by
     letting another record into the agent's top k (TUNE locomo-minja-bridge, every probe
-    observed, 2,000 records: seven such turns joined). The caller asks it only of records
-    without an answer slot: a slot that meets the harm is what the record answers, while a
-    text may name the target in passing. One agent call each (cached), in flight together."""
-    asks = []
+    observed, 2,000 records: seven such turns joined). Only records without an answer slot are
+    asked: a slot that meets the harm is what the record answers, while a text may name the
+    target in passing. One agent call each (cached), in flight together."""
+    bare, asks = [], []
     for mid in mids:
         m = retriever.memories[retriever.index[mid]]
-        asks.append((record_query(m), RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), cands[mid].candidates))
+        if not answer_slot(m.metadata, m.text):
+            bare.append(mid)
+            asks.append((record_query(m), RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), cands[mid].candidates))
     out = []
-    for mid, (q, _, _), alone in zip(mids, asks, replayer.answer_alone_each(asks)):
+    for mid, (q, _, _), alone in zip(bare, asks, replayer.answer_alone_each(asks)):
         ev = cands[mid]
         harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in alone.samples]
         if not harms or sum(harms) / len(harms) < HARMFUL:
@@ -428,26 +430,27 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             break
         res.derived.update(dmap)
         cond = combine_cmis(results, derived, groups, combine=combine, carries_harm=carries_harm)
-        added: list[str] = []
+        joining = []
         for mid, sc in cond.items():
             agree = res.agreement.get(mid, 0.0)
             if mid in in_batch or sc.cmis <= 0 or agree < agreement:
                 continue
             ds = alpha * min(sc.cmis, 1.0) + (1 - alpha) * max(cas_hat.get(mid, 0.0), agree)
             if ds >= threshold:
-                added.append(mid)
-                res.scores[mid] = sc
-                best = max(sc.per_event, key=lambda e: e["score"])
-                seeds[mid] = dmap[best["event"]]
+                joining.append((mid, sc))
         try:
-            insufficient = _insufficient([m for m in added if m in reached and not answer_slot(
-                mems[retriever.index[m]].metadata, mems[retriever.index[m]].text)], cands, retriever, replayer)
+            insufficient = _insufficient([mid for mid, _ in joining if mid in reached], cands, retriever, replayer)
         except BudgetExhausted:  # this round is not finished: it adds nothing
             res.budget_cut = True
             break
-        for mid in insufficient:
-            added.remove(mid)
-            del res.scores[mid], seeds[mid]
+        added: list[str] = []
+        for mid, sc in joining:
+            if mid in insufficient:
+                continue
+            added.append(mid)
+            res.scores[mid] = sc
+            best = max(sc.per_event, key=lambda e: e["score"])
+            seeds[mid] = dmap[best["event"]]
         res.rounds.append({"expansion": True, "candidates": len(cands), "derived_events": len(derived),
                            "replays": len(jobs), "added": sorted(added), "insufficient": sorted(insufficient)})
         if not added:

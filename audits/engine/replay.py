@@ -83,7 +83,7 @@ class Replayer:
     def answer_alone(self, query: str, memory: RetrievedMemory,
                      candidates: Sequence[str] | None = None) -> AgentOutput:
         """f(q, {m}): the agent given this one memory (cached like any replay)."""
-        return self._answer(query, [memory], [memory.id, "\x1ealone"], candidates)
+        return self.answer_alone_each([(query, memory, candidates)])[0]
 
     def _answer(self, query: str, memories: list[RetrievedMemory], key_ids: list[str],
                 candidates: Sequence[str] | None) -> AgentOutput:
