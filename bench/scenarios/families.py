@@ -20,7 +20,8 @@ attack per store. These families vary, one knob at a time:
   ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
-  value with a newer correction), no poison at all (`poisoned` is empty, the honest-error ids
+  value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
+  (StrategyQA, MS MARCO: one wrong claim, "yes" or "no", for many questions) (`poisoned` is empty, the honest-error ids
   are in ``meta["honest_errors"]``).
 
 Data sets (read from ``../shared/data`` at run time): PoisonedRAG NQ, StrategyQA, LoCoMo, and
@@ -99,6 +100,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("sqa-plain-distinct", TUNE, "sqa", "entity", "plain", "distinct", (9, 10, 11, 12, 13)),
     Family("locomo-clean-honest", TUNE, "locomo", "token", "slot", "honest", (),
            note="clean control (TUNE): honest errors and outdated records, no poison"),
+    # TUNE clean control on yes/no answers (2026-12-05): every honest slip says "yes" where
+    # StrategyQA's gold says "no", so one claim stands for many questions with no attack at all.
+    Family("sqa-clean-honest", TUNE, "sqa", "yesno", "slot", "honest", (),
+           note="clean control (TUNE): honest yes/no slips and outdated records, no poison"),
     # TUNE adversarial passages (PoisonedRAG HotpotQA, not NQ): the attack's own texts, built as
     # nq-plain-adv is; it shows the per-target adversarial shape that sqa-plain-distinct's
     # generated passages no longer do. nq-plain-adv and msmarco-plain-adv stay held out.
@@ -125,6 +130,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # bridges, ways of asking (paraphrases of the victim's questions too) and answer shapes of
     # its own, the victim drawn from every LoCoMo speaker with 40 questions.
     Family("locomo-minja-slot", HOLDOUT, "locomo", "any", "slot", "bridge", ()),
+    # Written 2026-12-05 before any run on it; pre-registered HOLDOUT: a clean control on MS
+    # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
+    # other answer (both "yes" and "no" slips), outdated records with their corrections.
+    Family("msmarco-clean-yesno", HOLDOUT, "msmarco", "yesno", "slot", "honest", (),
+           note="clean control (HOLDOUT): MS MARCO yes/no honest slips and outdated records, no poison"),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
@@ -221,6 +231,8 @@ def _targets(fam: Family, data: Path, poison_dir: Path | str | None = None) -> l
                 rows += [r for r in _nq(data) if re.search(r"\d", r["c"]) and r not in rows]
         elif fam.answer_type == "token":
             rows = [r for r in rows if len(r["c"].split()) <= 2 and not _is_number(r["c"])]
+        elif fam.answer_type == "yesno":
+            rows = [r for r in rows if {r["c"].casefold(), r["w"].casefold()} == {"yes", "no"}]
         return [r for r in rows if r["w"].casefold() not in r["c"].casefold()
                 and r["c"].casefold() not in r["w"].casefold()]
     if fam.source == "sqa":
