@@ -14,11 +14,12 @@ audit already holds, in this order:
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
    says something else (or says it corrects) — the memory is an *outdated* record.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
-   inside a window that holds no clean memory of a random reference), a provenance outlier (a
+   inside a window that holds no clean memory of a random reference, and that many records in
+   so narrow a window unlikely under the store's write rate for any of the batch's members), a provenance outlier (a
    source shared by at least three batch members, rare in the store, and more often than the
    batch's size and the source's share of the store make likely), planted redundancy (at least two other
-   batch members assert the same claim), a pattern across questions (the same claim planted
-   for several distinct questions), planted copies against the store (another record asserts
+   batch members, written with it, assert the same claim), a pattern across questions (the same claim planted
+   for several distinct questions, a claim the rest of the store gives for fewer), planted copies against the store (another record asserts
    the same claim for the same question and the store answers it otherwise; a copy is one
    written with the memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
@@ -31,8 +32,10 @@ reason but decides nothing: both kinds contradict the store.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +149,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     planted = {m: next((_norm(t) for t in targets if c and mentions(_norm(t), c)), c) for m, c in claim.items()}
     # Write-time burst: batch times whose window holds no clean reference record.
     times = {m: _time(mems[idx[m]]) for m in members}
+    n_timed = sum(1 for t in times.values() if t is not None)
     all_t = np.array([t for t in (_time(x) for x in mems) if t is not None], dtype=float)
     rng = np.random.default_rng(seed)
     ref_pool = [i for i, x in enumerate(mems) if x.id not in in_batch and _time(x) is not None]
@@ -173,6 +177,15 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         together = (known_src and sa == sb) or (known_t and any(lo <= ta <= hi and lo <= tb <= hi
                                                                  for lo, hi in bursts))
         return not together
+
+    outside_claims: Counter[str] | None = None
+
+    def common(c: str) -> int:
+        """How many records outside the batch give `c` as their answer slot."""
+        nonlocal outside_claims
+        if outside_claims is None:
+            outside_claims = Counter(_norm(answer_slot(_meta(x), x.text)) for x in mems if x.id not in in_batch)
+        return outside_claims.get(c, 0)
 
     out: dict[str, Verdict] = {}
     for m in members:
@@ -210,22 +223,33 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # 3. attack shape
         shape: list[str] = []
         if t is not None and span > 0:
-            # The burst is as wide as the gap to the second-nearest suspect in time; it is a
-            # burst when no clean reference record was written inside it.
+            # The burst is as wide as the gap to the k-th nearest suspect in time (k >= 2, each k
+            # up to the first clean reference record sampled in the window); it is a burst when
+            # the store's own write rate makes that many records in so narrow a window unlikely:
+            # three honest notes on one question written within a few days of each other are not
+            # a burst in a store that gets one record a day. The least likely k is reported, and
+            # it must be unlikely for the batch as a whole (times the batch's timed members):
+            # among 128 honest errors three fall within 0.03 days by chance (TUNE
+            # locomo-clean-honest with 60 targets at 2,000 records), while planted records
+            # written within minutes stay far below.
             gaps = sorted(abs(times[p] - t) for p in members if p != m and times[p] is not None)
-            if len(gaps) >= 2:
-                width = max(gaps[1], 1e-9)
-                clean_near = int(np.sum(np.abs(ref_t - t) <= width)) if len(ref_t) else 0
-                near = sum(1 for g in gaps if g <= width)
-                # ...and when the store's own write rate makes that many records in so narrow
-                # a window unlikely: three honest notes on one question written within a few
-                # days of each other are not a burst in a store that gets one record a day.
+            clean_gap = float(np.min(np.abs(ref_t - t))) if len(ref_t) else math.inf
+            best = None
+            for k in range(2, len(gaps) + 1):
+                width = max(gaps[k - 1], 1e-9)
+                if width >= clean_gap:
+                    break  # a clean record sampled in it: every wider window holds it too
+                near = bisect.bisect_right(gaps, width)
                 expected = len(all_t) / span * 2 * width
                 p_burst = _poisson_tail(near + 1, expected)
-                if clean_near == 0 and p_burst < BURST_P:
-                    shape.append(f"write-time burst: written with {near} other suspects within "
-                                 f"{width:.3g} time units, no clean record sampled there "
-                                 f"(store rate predicts {expected:.2g}, p = {p_burst:.1g})")
+                if best is None or p_burst < best[0]:
+                    best = (p_burst, near, width, expected)
+            if best is not None and best[0] * n_timed < BURST_P:
+                p_burst, near, width, expected = best
+                shape.append(f"write-time burst: written with {near} other suspects within "
+                             f"{width:.3g} time units, no clean record sampled there (store rate "
+                             f"predicts {expected:.2g}, p = {p_burst:.1g}; {p_burst * n_timed:.1g} "
+                             f"over the batch's {n_timed} timed members)")
         src = source_of(_meta(rec))
         if src is not None:
             shared = sum(1 for p in members if p != m and source_of(_meta(mems[idx[p]])) == src)
@@ -239,7 +263,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 shape.append(f"provenance outlier: source '{src}' shared by {shared} other suspects, "
                              f"{sources[src]} records in the store (its share predicts {expected:.2g}, "
                              f"p = {p_src:.1g})")
-        same = [p for p in members if p != m and claim[m] and claim[p] == claim[m]]
+        # Planted redundancy: near-duplicate suspects of one claim, planted together (not
+        # written apart: one source or one write-time burst, where the store records them, as the
+        # copies against the store below). Honest records of one answer written in four sessions
+        # over 100 days are the store agreeing with itself (TUNE locomo-clean-honest, 60 targets).
+        same = [p for p in members if p != m and claim[m] and claim[p] == claim[m] and not apart(m, p)]
         if len(same) >= 2:
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
@@ -247,7 +275,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
         if len(alike) >= 2:
             qs = {query[p] or p for p in [m, *alike]}
-            if len(qs) >= 3:  # a correction of one fact does not explain one claim planted everywhere
+            # A correction of one fact does not explain one claim planted everywhere; a claim the
+            # rest of the store gives as often is a common answer, not a planted one ("yes" for
+            # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).
+            if len(qs) >= 3 and common(planted[m]) < len(qs):
                 named = "" if planted[m] == claim[m] else f" (its answer names '{planted[m]}')"
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
                              f"distinct questions{named}")

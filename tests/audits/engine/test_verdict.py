@@ -279,3 +279,80 @@ def test_honest_errors_sharing_a_session_by_chance_in_a_large_batch_are_no_prove
                              "source": "session:999"}) for i in range(3)]
     v = judge(["p0", "p1", "p2", "c5", "c10"], _retriever(mems + planted, hashing_embedder))
     assert all(any("provenance outlier" in r for r in v[f"p{i}"].reasons) for i in range(3))
+
+
+def _year_store(n: int = 1000) -> list[MemoryRecord]:
+    """n records, one a day on average over a year (0.36 days apart), each of its own session."""
+    return [MemoryRecord(f"c{i}", f"Q: what is kept at key {i}?\nA: value{i}",
+                         {"query": f"what is kept at key {i}?", "answer": f"value{i}",
+                          "written_at": 1000.0 + 0.36 * i + 0.01, "source": f"session:{i}"}) for i in range(n)]
+
+
+def test_three_of_a_large_batch_of_honest_errors_written_close_by_chance_are_no_burst(hashing_embedder):
+    """TUNE locomo-clean-honest with 60 targets in a store of 2,000: 128 honest errors, most
+    written in the same two months, and 11 were poison-like for a "write-time burst" alone:
+    three of them within 0.014-0.047 days, a window the store's rate gives 0.05-0.2 records. Among
+    128 suspects some three fall that close by chance; the burst must be unlikely for the batch as a
+    whole, not for one member looked at alone. The same three in a batch of five stay a burst,
+    and so do five planted records written within minutes in the large batch."""
+    mems = _year_store()
+    # Three honest errors written within 0.014 days, in a gap between two store records.
+    for j, i in enumerate((500, 501, 502)):
+        mems[i].metadata["written_at"] = 1180.1 + 0.007 * j
+    errs = [f"c{i}" for i in range(0, 1000, 8)][:125] + ["c500", "c501", "c502"]
+    v = judge(errs, _retriever(mems, hashing_embedder))
+    for m in ("c500", "c501", "c502"):
+        assert not any("write-time burst" in r for r in v[m].reasons), v[m].reasons
+    v = judge(["c500", "c501", "c502", "c8", "c16"], _retriever(mems, hashing_embedder))
+    assert all(any("write-time burst" in r for r in v[m].reasons) for m in ("c500", "c501", "c502"))
+    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
+                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
+                             "written_at": 1300.05 + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
+    v = judge(errs + [f"p{i}" for i in range(5)], _retriever(mems + planted, hashing_embedder))
+    assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
+
+
+def test_honest_records_of_one_answer_written_apart_are_no_planted_redundancy(hashing_embedder):
+    """TUNE locomo-clean-honest with 60 targets: four honest records answer "coconut milk" to one
+    question, written in four sessions over 100 days; a mix-up gave another question's honest
+    error that answer, so the four were credited, and each was poison-like for "planted
+    redundancy" alone. Redundancy is planted together (one source or one write-time burst, as
+    the copies against the store); records written apart are the store agreeing with itself."""
+    q = "what ingredient made the ice cream lactose-free?"
+    forms = ["Q: {q}?\nA: coconut milk", "Q: {q} (from the reference)\nA: coconut milk",
+             "Question: {q}\nA: coconut milk", "Q: {q}\nA: coconut milk"]
+    mems = _year_store(400) + [
+        MemoryRecord(f"h{i}", f.format(q=q), {"query": q, "answer": "coconut milk", "source": f"session:h{i}",
+                                              "written_at": 1004.7 + 33.3 * i})
+        for i, f in enumerate(forms)]
+    batch = [f"h{i}" for i in range(4)] + ["c10", "c20"]
+    v = judge(batch, _retriever(mems, hashing_embedder))
+    for i in range(4):
+        assert not any(r.startswith("planted redundancy:") for r in v[f"h{i}"].reasons), v[f"h{i}"].reasons
+        assert v[f"h{i}"].verdict == HONEST_ERROR
+    # The same four from one source are planted together.
+    for m in mems[-4:]:
+        m.metadata["source"] = "session:h"
+    v = judge(batch, _retriever(mems, hashing_embedder))
+    assert all(any(r.startswith("planted redundancy:") for r in v[f"h{i}"].reasons) for i in range(4))
+
+
+def test_a_common_answer_given_for_several_questions_is_no_pattern_across_questions(hashing_embedder):
+    """TUNE sqa-clean-honest: honest slips answer "yes" to four gold-"no" questions, and each was
+    poison-like for "pattern across questions" alone (12-15 poison suspects in a clean store of
+    400). In a store where hundreds of records answer "yes", one claim for four questions is a
+    common answer; a claim the rest of the store never gives is still a planted pattern."""
+    yes_store = [MemoryRecord(f"y{i}", f"Q: is fact {i} {'true' if i % 2 else 'so'}?\nA: {'yes' if i % 3 else 'no'}",
+                              {"query": f"is fact {i} true?", "answer": "yes" if i % 3 else "no"})
+                 for i in range(300)]
+
+    def slips(answer: str) -> list[MemoryRecord]:
+        return [MemoryRecord(f"s{i}", f"Q: does topic {i} {'qrs' * i} hold?\nA: {answer}",
+                             {"query": f"does topic {i} hold?", "answer": answer}) for i in range(4)]
+
+    v = judge([f"s{i}" for i in range(4)], _retriever(yes_store + slips("yes"), hashing_embedder))
+    for i in range(4):
+        assert v[f"s{i}"].verdict == HONEST_ERROR, v[f"s{i}"].reasons
+    v = judge([f"s{i}" for i in range(4)], _retriever(yes_store + slips("Varnholt"), hashing_embedder))
+    for i in range(4):
+        assert any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons), v[f"s{i}"].reasons
