@@ -130,11 +130,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # bridges, ways of asking (paraphrases of the victim's questions too) and answer shapes of
     # its own, the victim drawn from every LoCoMo speaker with 40 questions.
     Family("locomo-minja-slot", HOLDOUT, "locomo", "any", "slot", "bridge", ()),
-    # Written 2026-12-05 before any run on it; pre-registered HOLDOUT: a clean control on MS
+    # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
-    # other answer (both "yes" and "no" slips), outdated records with their corrections.
-    Family("msmarco-clean-yesno", HOLDOUT, "msmarco", "yesno", "slot", "honest", (),
-           note="clean control (HOLDOUT): MS MARCO yes/no honest slips and outdated records, no poison"),
+    # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
+    # once (docs/benchmarks.md section 9, session of 2026-12-05 05:53): its misses were read,
+    # so it is TUNE from then on; ``hotpot-clean-yesno`` below is the held-out stand-in.
+    Family("msmarco-clean-yesno", TUNE, "msmarco", "yesno", "slot", "honest", (),
+           note="clean control (TUNE since its one HOLDOUT run): MS MARCO yes/no honest slips and outdated records"),
+    # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: the same recipe on
+    # HotpotQA's yes/no questions (PoisonedRAG's file, 14 of 100 targets).
+    Family("hotpot-clean-yesno", HOLDOUT, "hotpotqa", "yesno", "slot", "honest", (),
+           note="clean control (HOLDOUT): HotpotQA yes/no honest slips and outdated records, no poison"),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
