@@ -361,7 +361,7 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
                            dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
                            group_thresholds=p.group_thresholds, combine=p.combine,
                            carries_harm=_carries_harm(retriever.memories)
-                           if p.group_credit_filter else None)
+                           if p.group_credit_filter else None, support_cos=p.support_cos)
     if exp.budget_cut:
         budget.cut.append("expansion")
     if not exp.added:

@@ -16,7 +16,10 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    meets that seed's event harm when the harm is cheap to apply.
 3. Derived events: each candidate's own query (`metadata.query`, else its text) is replayed
    over M \\ B with the seed event's harm; a harmful replay is what a victim asking that
-   question would get, so it becomes an event.
+   question would get, so it becomes an event. Where the harm's target is a common answer of the
+   rest of the store ("yes": `_common_harms`), only when the store's own records on that question
+   include one that answers otherwise (`_answers_otherwise`), and the group removals of step 4
+   credit only the members the event's question can retrieve.
 4. CMIS on the derived events in M \\ B: leave-one-out, near-duplicate groups, and the pattern
    group (every candidate removed together, so planted records cannot back each other up).
    A memory joins when its CMIS there is positive, its agreement reaches the bar and
@@ -67,7 +70,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import same_question
+from .words import same_question, stated_question
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -312,6 +315,54 @@ def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retrieve
     return out
 
 
+def _common_harms(cands: Mapping[str, AuditEvent], removed: Collection[str], retriever: Retriever) -> set[str]:
+    """The candidates' harms (by `config_hash`) whose target is a common answer: the rest of the
+    store (outside `removed`, the batch and the candidates) gives it as its whole answer slot no
+    less often than the candidates carry it. "yes" is the harm of the incident "is liquid asphalt
+    hazmat?" and the answer to "can you put asters in pots?", whose four records all say it
+    (TUNE msmarco-clean-yesno: the expansion took 14-130 honest records of a clean store of 400,
+    and 20-50 % of its clean questions broke). A planted entity or MINJA's redirect ("Audrey") is
+    given by no record but the planted ones."""
+    planted = Counter(e.harm.config_hash() for e in cands.values())
+    events = {e.harm.config_hash(): e for e in cands.values()}
+    given: Counter[str] = Counter()
+    for o in retriever.memories:
+        open_keys = [key for key in events if given[key] < planted[key]]
+        if not open_keys:
+            break
+        slot = answer_slot(o.metadata, o.text) if o.id not in removed else None
+        if slot:
+            for key in open_keys:
+                if _gives(events[key], slot):
+                    given[key] += 1
+    return {key for key in planted if given[key] >= planted[key]}
+
+
+def _gives(ev: AuditEvent, slot: str) -> bool:
+    """Is an answer slot the event's harm target itself (a contains-harm's target, the whole
+    slot: "Audrey's dog is Pepper" names the redirect without being it), or does it meet a harm
+    that has no target?"""
+    target = getattr(ev.harm, "target", None)
+    if isinstance(target, str) and target.strip():
+        return " ".join(slot.casefold().split()) == " ".join(target.casefold().split())
+    return ev.harm(ev.query, slot, harmful_output=ev.output) >= 0.5
+
+
+def _answers_otherwise(m: Any, q: str, ev: AuditEvent, removed: Collection[str], retriever: Retriever,
+                       k: int, support_cos: float) -> bool:
+    """Do the store's own records on record `m`'s question `q` (outside `removed`, the batch and
+    the candidates: cosine to `q` at least `support_cos`, stating `m`'s question where both state
+    one) include one that answers otherwise, its content not meeting the event's harm? Where the
+    harm's target is a common answer (`_common_harms`), only then is it a harm on `q`."""
+    asked = stated_question(m)
+    for o in retriever.retrieve(q, max(4 * k, 20), removed):
+        if o.score < support_cos:
+            break
+        if same_question(asked, stated_question(o)) and not content_meets_harm(ev, o.metadata, o.text):
+            return True
+    return False
+
+
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  retriever: Retriever, replayer: Replayer, *,
                  cas_hat: Mapping[str, float], alpha: float, threshold: float,
@@ -319,7 +370,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  dormant: bool = True,
                  group_thresholds: Sequence[float] = (0.9, 0.8), combine: str = "max",
                  carries_harm: Callable[[AuditEvent, str], bool] | None = None,
-                 harm_reach: bool = True, max_candidates: int = 200
+                 harm_reach: bool = True, max_candidates: int = 200, support_cos: float = 0.4
                  ) -> ExpansionResult:
     """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event."""
     res = ExpansionResult(batch=list(batch))
@@ -391,6 +442,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         if not cands:
             break
         # 3. derived events: the candidates' own queries, replayed over M \ B (in flight together)
+        common = _common_harms(cands, in_batch | set(cands), retriever)
         derived: list[AuditEvent] = []
         asked: dict[str, tuple[str, AuditEvent]] = {}
         for mid, ev in cands.items():
@@ -402,7 +454,9 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             for (q, (mid, ev)), (retrieved, out) in zip(asked.items(), outcomes):
                 harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
                 h = sum(harms) / len(harms) if harms else 0.0
-                if h >= HARMFUL:
+                if h >= HARMFUL and (ev.harm.config_hash() not in common or _answers_otherwise(
+                        mems[retriever.index[mid]], q, ev, in_batch | set(cands), retriever, replayer.top_k,
+                        support_cos)):
                     derived.append(AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved],
                                               ev.harm, h, ev.candidates))
             if not derived:
@@ -429,7 +483,21 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             res.budget_cut = True
             break
         res.derived.update(dmap)
-        cond = combine_cmis(results, derived, groups, combine=combine, carries_harm=carries_harm)
+        # Where the harm is a common answer, a group's removal credits only the members its
+        # event's question can retrieve: ranked within the top k plus the group's size in M \ B,
+        # so they enter the agent's top k once the others are out. The pattern group holds every
+        # candidate, of every question; honest records of another question answering "yes" did
+        # not back this one's "yes" up (TUNE msmarco-clean-yesno: all 43 candidates of seven
+        # derived events joined). A planted target's carriers back each other up across questions
+        # (MINJA's redirect: TUNE locomo-minja-slot), so there the group credits all of them.
+        depth = replayer.top_k + max(len(g.members) for g in groups)
+        reach_of = {d.id: {r.id for r in retriever.retrieve(d.query, depth, in_batch)} for d in derived
+                    if d.harm.config_hash() in common}
+
+        def credits(ev: AuditEvent, mid: str, reach_of: Mapping[str, set[str]] = reach_of) -> bool:
+            return (ev.id not in reach_of or mid in reach_of[ev.id]) and (carries_harm is None or carries_harm(ev, mid))
+
+        cond = combine_cmis(results, derived, groups, combine=combine, carries_harm=credits)
         joining = []
         for mid, sc in cond.items():
             agree = res.agreement.get(mid, 0.0)
@@ -460,7 +528,9 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
     if dormant and seeds and not res.budget_cut:
         # 6. what is left of the pattern, each record alone with its own query
         joined: list[str] = []
-        for mid, ev in candidates().items():
+        cands = candidates()
+        common = _common_harms(cands, set(res.batch) | set(cands), retriever)
+        for mid, ev in cands.items():
             m = mems[retriever.index[mid]]
             q = record_query(m)
             try:
@@ -472,7 +542,9 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
             h = sum(harms) / len(harms) if harms else 0.0
             agree = res.agreement.get(mid, 0.0)
-            if h >= HARMFUL and alpha * min(h, 1.0) + (1 - alpha) * max(
+            if h >= HARMFUL and (ev.harm.config_hash() not in common or _answers_otherwise(
+                    m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
+                    and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:
                 joined.append(mid)
                 res.scores[mid] = CmisScore(mid, h, h, h, 0.0, 0.0, 1, [

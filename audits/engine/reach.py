@@ -110,7 +110,7 @@ from .expansion import answer_slot
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import WORD, same_question, tokens, word
+from .words import WORD, same_question, stated_question, tokens, word
 
 _FUNCTION = frozenset(
     "a an the of in on at to for from by with and or but as is are was were be been being it its "
@@ -780,14 +780,6 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     return res
 
 
-_QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
-
-
-# A record that opens with a question: an optional short label ("Asked before:"), then one
-# sentence ending in "?" (a passage whose first sentence states something asks nothing).
-_ASKING_LINE = re.compile(r"^\s*(?:[^\W\d_][\w ]{0,24}:\s*)?([^\n.!?]{6,300}\?)", re.UNICODE)
-
-
 def _heading(text: str) -> str | None:
     """A record's first line when it is a heading: more lines follow, it has at most 8 words and
     does not end as a sentence does."""
@@ -807,17 +799,6 @@ def _one_article(a: Any, b: Any) -> bool:
         and stated_question(b) is None
 
 
-def stated_question(m: Any) -> str | None:
-    """The question a record states: `metadata.query`, else its `Q:`/`Question:` line, else a
-    first line that asks one (after a short label: "Asked before: When did …?")."""
-    q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-    if isinstance(q, str) and q.strip():
-        return q.strip()
-    found = _QLINE.search(m.text)
-    if found:
-        return found.group(1).strip()
-    first = _ASKING_LINE.match(m.text)
-    return first.group(1).strip() if first else None
 
 
 def carries_answer(o: Any, units: Sequence[str]) -> bool:

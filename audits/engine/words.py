@@ -7,6 +7,8 @@ must not import the reach: the reach builds on it) and the reach judge a record'
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 # A word (letters and digits, joined by an apostrophe, a period or a hyphen) or one punctuation mark.
 WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
@@ -29,3 +31,24 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return True
     ta, tb = tokens(a), tokens(b)
     return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
+
+
+_QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+
+
+# A record that opens with a question: an optional short label ("Asked before:"), then one
+# sentence ending in "?" (a passage whose first sentence states something asks nothing).
+_ASKING_LINE = re.compile(r"^\s*(?:[^\W\d_][\w ]{0,24}:\s*)?([^\n.!?]{6,300}\?)", re.UNICODE)
+
+
+def stated_question(m: Any) -> str | None:
+    """The question a record states: `metadata.query`, else its `Q:`/`Question:` line, else a
+    first line that asks one (after a short label: "Asked before: When did …?")."""
+    q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
+    if isinstance(q, str) and q.strip():
+        return q.strip()
+    found = _QLINE.search(m.text)
+    if found:
+        return found.group(1).strip()
+    first = _ASKING_LINE.match(m.text)
+    return first.group(1).strip() if first else None

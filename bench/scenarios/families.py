@@ -128,8 +128,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # Written 2026-12-03 before any run on it; pre-registered HOLDOUT (``bridge.py``): MINJA's
     # bridging in a LoCoMo memory of chat-log records with metadata (the slot layout), in
     # bridges, ways of asking (paraphrases of the victim's questions too) and answer shapes of
-    # its own, the victim drawn from every LoCoMo speaker with 40 questions.
-    Family("locomo-minja-slot", HOLDOUT, "locomo", "any", "slot", "bridge", ()),
+    # its own, the victim drawn from every LoCoMo speaker with 40 questions. TUNE since
+    # 2026-12-05: a loss there (ρ 0.5 seed 0, R 1.00 -> 0.90) was read to shape the expansion's
+    # common-answer rule (`expansion._common_harms`).
+    Family("locomo-minja-slot", TUNE, "locomo", "any", "slot", "bridge", ()),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run

@@ -101,12 +101,13 @@ def test_bridge_family_is_minja_on_one_trigger_term(rho):
 
 @pytest.mark.parametrize("rho", [0.05, 0.2, 0.5])
 def test_slot_bridge_family_is_minja_in_chat_log_records_with_metadata(rho):
-    """locomo-minja-slot (HOLDOUT): the bridge recipe in chat-log records that carry
-    ``metadata.query``/``answer`` and no ``Q:``/``A:`` line; ρ as locomo-minja-bridge's; every
-    poison's answer names the redirect; the attacker writes after the conversation's last session."""
+    """locomo-minja-slot (HOLDOUT until 2026-12-05, TUNE since): the bridge recipe in chat-log
+    records that carry ``metadata.query``/``answer`` and no ``Q:``/``A:`` line; ρ as
+    locomo-minja-bridge's; every poison's answer names the redirect; the attacker writes after
+    the conversation's last session."""
     sc = build_family("locomo-minja-slot", rho=rho, seed=2, size=400, observed=5)
     victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
-    assert sc.meta["layout"] == "slot" and sc.meta["attack"] == "bridge" and sc.meta["split"] == HOLDOUT
+    assert sc.meta["layout"] == "slot" and sc.meta["attack"] == "bridge" and sc.meta["split"] == TUNE
     poisoned = set(sc.poisoned)
     own = [m for m in sc.memories if m["text"].startswith("User: ")]  # the scenario's records, no padding
     poison = [m for m in own if m["id"] in poisoned]

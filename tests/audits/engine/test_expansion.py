@@ -201,3 +201,45 @@ def test_a_seed_alone_in_its_source_lends_it_to_no_one(hashing_embedder):
     assert "provenance" not in near.get("clean_peer", {})
     # One seed: its source is the attack's as far as the audit can tell.
     assert "provenance" in seed_affinity(["clean_seed"], ["clean_peer"], retriever)["clean_peer"]
+
+
+def test_a_common_answer_is_a_harm_only_where_the_store_answers_the_question_otherwise(hashing_embedder):
+    """TUNE msmarco-clean-yesno: an honest slip "yes" on "is liquid asphalt hazmat?" made "yes"
+    the incident's harm, and the expansion replayed every nearby record answering "yes" to its own
+    question: "can you put asters in pots?" answered "yes" met the harm, and honest records of
+    unrelated questions joined (14-130 a run in a clean store of 400). A harm target the rest of
+    the store gives as often as the candidates carry it is a common answer: a harm on a question
+    only where the store's own records on it answer otherwise. A target the store never gives
+    (planted) is no common answer."""
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.expansion import _answers_otherwise, _common_harms
+    from audits.engine.harm import make_harm
+    from audits.engine.retriever import Retriever
+
+    store = [MemoryRecord(f"y{i}", f"Q: is fact {i} true?\nA: {'yes' if i % 3 else 'no'}",
+                          {"query": f"is fact {i} true?", "answer": "yes" if i % 3 else "no"}) for i in range(120)]
+    asters = [MemoryRecord(f"a{i}", f"Q: can you put asters in pots?{'?' * i}\nA: yes",
+                           {"query": "can you put asters in pots?", "answer": "yes"}) for i in range(4)]
+    pertussis = [MemoryRecord("p0", "Q: is pertussis a communicable disease?\nA: yes",
+                              {"query": "is pertussis a communicable disease?", "answer": "yes"}),
+                 MemoryRecord("p1", "Q: is pertussis a communicable disease? (notes)\nA: no",
+                              {"query": "is pertussis a communicable disease?", "answer": "no"})]
+    varn = [MemoryRecord(f"v{i}", f"Q: can you put asters in pots?{'!' * i}\nA: Varnholt",
+                         {"query": "can you put asters in pots?", "answer": "Varnholt"}) for i in range(2)]
+    mems = store + asters + pertussis + varn
+    retriever = Retriever(mems, hashing_embedder.encode([m.text for m in mems]), None, embedder=hashing_embedder)
+
+    def event(target: str) -> AuditEvent:
+        return AuditEvent("e", "is liquid asphalt hazmat?", target, [],
+                          make_harm(HarmSpec("contains", {"target": target})), 1.0)
+
+    yes, planted = event("yes"), event("Varnholt")
+    cands = {"a0": yes, "a1": yes, "p0": yes, "v0": planted, "v1": planted}
+    assert _common_harms(cands, set(cands), retriever) == {yes.harm.config_hash()}
+
+    def otherwise(mid: str) -> bool:
+        m = mems[retriever.index[mid]]
+        return _answers_otherwise(m, m.metadata["query"], yes, set(cands), retriever, 5, 0.4)
+
+    assert not otherwise("a0")  # the asters records left say "yes" too: it is that question's answer
+    assert otherwise("p0")  # a record of the store on its question says "no"
