@@ -799,8 +799,6 @@ def _one_article(a: Any, b: Any) -> bool:
         and stated_question(b) is None
 
 
-
-
 def carries_answer(o: Any, units: Sequence[str]) -> bool:
     """A record carries an answer (its `answer_units`): its answer slot, when it has one, is one
     of them or asserts exactly them; a record without a slot mentions one as a whole word."""

@@ -15,11 +15,12 @@ audit already holds, in this order:
    says something else (or says it corrects) — the memory is an *outdated* record.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
    inside a window that holds no clean memory of a random reference, and that many records in
-   so narrow a window unlikely under the store's write rate for any of the batch's members), a provenance outlier (a
-   source shared by at least three batch members, rare in the store, and more often than the
-   batch's size and the source's share of the store make likely), planted redundancy (at least two other
-   batch members, written with it, assert the same claim), a pattern across questions (the same claim planted
-   for several distinct questions, a claim the rest of the store gives for fewer), planted copies against the store (another record asserts
+   so narrow a window unlikely under the store's write rate for the batch as a whole), a
+   provenance outlier (a source shared by at least three batch members, rare in the store, and
+   more often than the batch's size and the source's share of the store make likely), planted
+   redundancy (at least two other batch members, written with it, assert the same claim), a
+   pattern across questions (the same claim planted for several distinct questions, a claim the
+   rest of the store gives for fewer), planted copies against the store (another record asserts
    the same claim for the same question and the store answers it otherwise; a copy is one
    written with the memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
