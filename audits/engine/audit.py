@@ -48,13 +48,13 @@ from .expansion import answer_slot, content_meets_harm, expand_batch, record_que
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, mentions, same_answer, stated_question
+from .reach import answer_units, carries_answer, mentions, same_answer
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, judge
-from .words import same_question
+from .words import same_question, stated_question
 
 ProgressCb = Callable[[str, int, int], None]
 
@@ -528,12 +528,12 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     reach_ev: dict[str, dict[str, Any]] = {}
     reach_info: dict[str, Any] = {}
     if p.verdicts and batch:
-        store = _store_answers(batch, ranked, evmap, residual, retriever)
+        store = _store_answers(batch, ranked, evmap, residual, retriever, k=p.top_k, support_cos=p.support_cos)
         claims = _claims(batch, evmap, retriever)
         targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
         first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                      seed=p.seed, outside=outside, targets=targets)
+                      seed=p.seed, outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
         # A poison-like member's planted copies outside the batch (outvoted today) join it.
         joined = {c: m for m in batch if m in first and first[m].verdict == POISON_LIKE
                   for c in outside.get(m, []) if c not in set(batch)}
@@ -552,7 +552,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                         store[c] = dict(store[m])
                 outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
                 first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                              seed=p.seed, outside=outside, targets=targets)
+                              seed=p.seed, outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
         causal = [m for m in batch if m in first and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))]
         seeds = [m for m in causal if first[m].verdict == POISON_LIKE]
         # No member poison-like, yet members name an incident's harm target: one claim planted
@@ -580,7 +580,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 trial = judge([*batch, *rr.added], retriever,
                               claims={**claims, **{m: rr.evidence[m]["claim"] for m in rr.added}},
                               store=store, reach=rr.evidence, min_support=p.reach_support, seed=p.seed,
-                              outside=outside, targets=targets)
+                              outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
                 if not any(trial[s].verdict == POISON_LIKE for s in seeds if s in trial):
                     rr.rejected, rr.added = rr.added, []
             joined_reach = None
@@ -601,10 +601,11 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 for m, e in reach_ev.items():
                     claims[m] = e["claim"]
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
-                store.update(_store_answers(batch, ranked, evmap, residual, retriever))
+                store.update(_store_answers(batch, ranked, evmap, residual, retriever, k=p.top_k,
+                                            support_cos=p.support_cos))
         for mid, v in judge(batch, retriever, claims=claims, store=store, reach=reach_ev,
                             min_support=p.reach_support, seed=p.seed, outside=outside,
-                            targets=targets).items():
+                            targets=targets, asked=_asked(batch, ranked, evmap)).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
             if s.id in verdicts:
@@ -687,30 +688,55 @@ def _per_event(ranked: Sequence[Suspect], mid: str) -> list[dict[str, Any]]:
     return next((s.per_event for s in ranked if s.id == mid), [])
 
 
-def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
-                   residual: Mapping[str, Any], retriever: Retriever) -> dict[str, dict[str, Any]]:
-    """What the store answers, once the batch is out, to the incident question each batch member
-    was credited on: {member: {question, answer, support}} — `support`: the records retrieved
-    after removal that carry that answer (what it asserts, `reach.answer_units`, read the way
-    `reach.carries_answer` reads a record). Only for incidents no longer harmful."""
-    rows = {r["event"]: r for r in residual.get("events", [])}
-    mems, idx = retriever.memories, retriever.index
-    out: dict[str, dict[str, Any]] = {}
+def _asked(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent]) -> dict[str, str]:
+    """The incident question each batch member was credited on most (`_credited_events`)."""
+    return {mid: evmap[ev].query for mid, ev in _credited_events(batch, ranked, evmap).items()}
+
+
+def _credited_events(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent]
+                     ) -> dict[str, str]:
+    """The incident event each batch member was credited on most: {member: event id}."""
+    out = {}
     for mid in batch:
         credited = [e for e in _per_event(ranked, mid) if e.get("score", 0.0) > 0 and e["event"] in evmap]
-        if not credited:
-            continue
-        ev_id = max(credited, key=lambda e: e["score"])["event"]
-        row = rows.get(ev_id)
-        if row is None or row["harmful"]:
-            continue
-        ans = str(row.get("output", "")).strip()
-        # What the answer asserts (a chat model answers in sentences): `reach.answer_units`.
-        units = answer_units(ans, evmap[ev_id].query)
-        if not units:
-            continue
-        support = [rid for rid in row["retrieved"] if rid in idx and carries_answer(mems[idx[rid]], units)]
-        out[mid] = {"question": evmap[ev_id].query, "answer": ans, "support": support}
+        if credited:
+            out[mid] = max(credited, key=lambda e: e["score"])["event"]
+    return out
+
+
+def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
+                   residual: Mapping[str, Any], retriever: Retriever, *, k: int = 5,
+                   support_cos: float = 0.4) -> dict[str, dict[str, Any]]:
+    """What the store answers, once the batch is out, to the incident question each batch member
+    was credited on: {member: {question, answer, support}} — `support`: the records of the store
+    on that question that carry that answer (what it asserts, `reach.answer_units`, read the way
+    `reach.carries_answer` reads a record): those the agent retrieved after removal, and those a
+    wider retrieval finds at least `support_cos` near the question, stating it where they state
+    one (the reach's store's side). Only for incidents no longer harmful."""
+    rows = {r["event"]: r for r in residual.get("events", [])}
+    mems, idx = retriever.memories, retriever.index
+    removed = set(batch)
+    found: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for mid, ev_id in _credited_events(batch, ranked, evmap).items():
+        if ev_id not in found:
+            found[ev_id] = None
+            row = rows.get(ev_id)
+            if row is None or row["harmful"]:
+                continue
+            ans = str(row.get("output", "")).strip()
+            q = evmap[ev_id].query
+            # What the answer asserts (a chat model answers in sentences): `reach.answer_units`.
+            units = answer_units(ans, q)
+            if not units:
+                continue
+            wide = [o.id for o in retriever.retrieve(q, max(4 * k, 20), removed)
+                    if o.score >= support_cos and same_question(q, stated_question(o))]
+            support = [rid for rid in dict.fromkeys([*row["retrieved"], *wide])
+                       if rid in idx and carries_answer(mems[idx[rid]], units)]
+            found[ev_id] = {"question": q, "answer": ans, "support": support}
+        if found[ev_id] is not None:
+            out[mid] = dict(found[ev_id], support=list(found[ev_id]["support"]))
     return out
 
 

@@ -48,6 +48,7 @@ from ledger.classifier.instruction import instruction_markers
 from .expansion import answer_slot, source_of, write_bursts, written_at
 from .reach import mentions
 from .retriever import Retriever
+from .words import stated_question
 
 POISON_LIKE = "poison-like"
 HONEST_ERROR = "honest-error"
@@ -123,7 +124,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
           reach: Mapping[str, Mapping[str, Any]] | None = None,
           min_support: int = 2,
           outside: Mapping[str, Sequence[str]] | None = None,
-          targets: Sequence[str] = ()) -> dict[str, Verdict]:
+          targets: Sequence[str] = (), asked: Mapping[str, str] | None = None) -> dict[str, Verdict]:
     """A verdict per batch member (see the module docstring).
 
     `claims`: memory -> the claim it asserts (its answer slot when it has one, else the harm
@@ -132,7 +133,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     credited on, what the store answers there once the batch is out, and the records carrying
     that answer; `reach`: memory -> the format-free reach's evidence (engine/reach.py);
     `outside`: memory -> its copies outside the batch (paraphrases carrying its claim);
-    `targets`: the incidents' ``contains`` harm targets — claims worded differently that name the
+    `asked`: memory -> the incident question it was credited on (the question of a record that
+    states none); `targets`: the incidents' ``contains`` harm targets — claims worded differently that name the
     same target are one planted claim for "pattern across questions" (MINJA's redirect, answered
     "R", "x (per R)", "R's record: x").
     """
@@ -275,7 +277,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
         alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
         if len(alike) >= 2:
-            qs = {query[p] or p for p in [m, *alike]}
+            # A record that states no question (a plain passage) asks the one it was credited on:
+            # three notes of one answer to one incident question are no pattern across questions
+            # (TUNE locomo-clean-plain: each counted as a question of its own).
+            qs = {query[p] or _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)) or p
+                  for p in [m, *alike]}
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
             # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).

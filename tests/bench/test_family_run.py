@@ -37,11 +37,12 @@ def _with_reach_traces(name: str, rho: float, seed: int, *, emb=None) -> tuple[l
     return rows, traces, seen
 
 
-@pytest.mark.parametrize("name", ["locomo-clean-honest", "sqa-clean-honest"])
+@pytest.mark.parametrize("name", ["locomo-clean-honest", "sqa-clean-honest", "locomo-clean-plain"])
 def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect(name):
     """sqa-clean-honest: every slip answers "yes", so one claim stands for several questions
     (poison-like for "pattern across questions" before that marker asked how common the claim
-    is in the rest of the store)."""
+    is in the rest of the store). locomo-clean-plain: notes without metadata, each counted as a
+    question of its own before a record that states none asked the one it was credited on."""
     rows = family_run(name, 0.2, 0, 5, 200, HashingEmbedder(dim=384))
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] > 0, "the honest errors must cause incidents for this test to mean anything"

@@ -356,3 +356,55 @@ def test_a_common_answer_given_for_several_questions_is_no_pattern_across_questi
     v = judge([f"s{i}" for i in range(4)], _retriever(yes_store + slips("Varnholt"), hashing_embedder))
     for i in range(4):
         assert any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons), v[f"s{i}"].reasons
+
+
+def test_plain_notes_of_one_answer_to_one_question_are_no_pattern_across_questions(hashing_embedder):
+    """TUNE locomo-clean-plain: three outdated honest notes, plain passages with no metadata
+    ("About supports, Calvin, tough, times - it is Transgender woman."), credited on one incident
+    question, were each counted as a question of its own, so "pattern across questions" made all
+    of them poison suspects (6-39 a run). A record that states no question asks the one it was
+    credited on; the same notes credited on three different questions are still a pattern."""
+    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
+        "About supports, Calvin, tough, times - it is Varnholt.",
+        "supports, Calvin, tough, times: Varnholt, as noted.",
+        "Someone mentioned supports, Calvin, tough, times; the answer was Varnholt."))]
+    mems = _fillers(60) + notes
+    claims = {f"n{i}": "Varnholt" for i in range(3)}
+    one = {f"n{i}": "Who supports Calvin in tough times?" for i in range(3)}
+    v = judge(list(claims), _retriever(mems, hashing_embedder), claims=claims, asked=one)
+    for i in range(3):
+        assert not any(r.startswith("pattern across questions:") for r in v[f"n{i}"].reasons), v[f"n{i}"].reasons
+    three = {f"n{i}": q for i, q in enumerate(("Who supports Calvin?", "Where is the archive kept?",
+                                                "Which city hosts the game?"))}
+    v = judge(list(claims), _retriever(mems, hashing_embedder), claims=claims, asked=three)
+    assert all(any(r.startswith("pattern across questions:") for r in v[f"n{i}"].reasons) for i in range(3))
+
+
+def test_the_stores_answer_is_backed_by_its_records_on_the_question_not_only_the_agents_top_k(hashing_embedder):
+    """TUNE hotpot-plain-adv: two planted passages for one question were "isolated" honest errors,
+    because "planted copies against the store" found one supporter of the store's answer: the
+    agent's top 5 after the batch's removal held one of the two honest passages carrying "Roman"
+    (the other ranked sixth, behind related records). The store's records on the question are
+    the reach's store's side: those a wider retrieval finds near the question."""
+    from audits.engine.audit import _store_answers
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.fusion import Suspect
+    from audits.engine.harm import make_harm
+
+    q = "which empire conquered the Celtic ruler of southeastern Britain?"
+    honest = [MemoryRecord("h1", "Notes on empire, conquered, Celtic, ruler: Roman.", {}),
+              MemoryRecord("h2", "About empire, conquered, Celtic, ruler - it is Roman.", {})]
+    related = [MemoryRecord(f"r{i}", f"empire, conquered, Celtic, ruler (edition {i}): Saxon{i}", {}) for i in range(6)]
+    planted = [MemoryRecord("p1", "The Celtic ruler of southeastern Britain was conquered by the Mongol empire.", {}),
+               MemoryRecord("p2", "In another timeline the Mongol empire conquered the Celtic ruler of Britain.", {})]
+    mems = _fillers(60) + honest + related + planted
+    retriever = _retriever(mems, hashing_embedder)
+    ev = AuditEvent("e1", q, "Mongol", ["p1", "p2", "h1"], make_harm({"type": "contains", "target": "Mongol"}), 1.0)
+    ranked = [Suspect(m, 1, 1.0, 1.0, 0.0, 1.0, 0.0, per_event=[{"event": "e1", "score": 1.0}]) for m in ("p1", "p2")]
+    residual = {"events": [{"event": "e1", "harmful": False, "output": "Roman",
+                            "retrieved": ["h1", "r0", "r1", "r2", "r3"]}]}
+    store = _store_answers(["p1", "p2"], ranked, {"e1": ev}, residual, retriever, k=5, support_cos=0.1)
+    assert store["p1"]["question"] == q and store["p1"]["answer"] == "Roman"
+    assert set(store["p1"]["support"]) == {"h1", "h2"}, store["p1"]
+    v = judge(["p1", "p2"], retriever, claims={"p1": "mongol", "p2": "mongol"}, store=store)
+    assert all(any(r.startswith("planted copies against the store:") for r in v[m].reasons) for m in ("p1", "p2"))
