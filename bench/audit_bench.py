@@ -36,6 +36,7 @@ import random
 import sys
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,11 @@ class CachedEmbedder:
         self.store: dict[str, np.ndarray] = {}
         self.encoded = 0
         if CACHE.exists() and not cold:
-            with np.load(CACHE) as z:
-                self.store = {k: z[k] for k in z.files}
+            try:
+                with np.load(CACHE) as z:
+                    self.store = {k: z[k] for k in z.files}
+            except (OSError, ValueError, zipfile.BadZipFile) as exc:  # a cache: encode again
+                print(f"embedding cache {CACHE} unreadable ({exc}); starting empty", file=sys.stderr)
 
     @property
     def dim(self) -> int:
@@ -100,8 +104,13 @@ class CachedEmbedder:
         return np.stack([self.store[h] for h in hs]) if hs else np.zeros((0, self.dim), np.float32)
 
     def save(self) -> None:
+        """Written to a temporary file and renamed over the cache: a run reading it, or another
+        saving at the same time, sees a whole file (two runs saving at once left a torn zip)."""
         CACHE.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(CACHE, **self.store)
+        tmp = CACHE.with_name(f".{CACHE.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **self.store)
+        os.replace(tmp, CACHE)
 
 
 def to_engine(sc) -> EngineScenario:
