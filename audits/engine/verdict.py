@@ -277,11 +277,12 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
         alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
         if len(alike) >= 2:
-            # A record that states no question (a plain passage) asks the one it was credited on:
-            # three notes of one answer to one incident question are no pattern across questions
-            # (TUNE locomo-clean-plain: each counted as a question of its own).
-            qs = {query[p] or _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)) or p
-                  for p in [m, *alike]}
+            # A record that states no question (a plain passage) asks the incident question it was
+            # credited on; one credited on none asks no question known: three notes of one answer
+            # to one question are no pattern across questions (TUNE locomo-clean-plain: each
+            # counted as a question of its own).
+            qs = {q for p in [m, *alike]
+                  if (q := query[p] or _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)))}
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
             # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).
