@@ -44,7 +44,7 @@ from .cmis import (
     run_replays,
 )
 from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
-from .expansion import answer_slot, content_meets_harm, expand_batch, record_query
+from .expansion import answer_slot, content_meets_harm, expand_batch, record_query, records_on
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
@@ -658,7 +658,7 @@ def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retrieve
             copy_cos: float = 0.7) -> dict[str, list[str]]:
     """Per batch member with a claim, its copies outside the batch: near it (cosine ≥ copy_cos)
     and asserting the same claim (the same answer slot, or the claim as a whole word in a plain
-    text) for the same question (when both state one: `reach.stated_question`)."""
+    text) for the same question (when both state one: `words.stated_question`)."""
     E, mems, idx = retriever.embeddings, retriever.memories, retriever.index
     allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
     in_batch = set(batch)
@@ -705,14 +705,14 @@ def _credited_events(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Map
 
 
 def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
-                   residual: Mapping[str, Any], retriever: Retriever, *, k: int = 5,
-                   support_cos: float = 0.4) -> dict[str, dict[str, Any]]:
+                   residual: Mapping[str, Any], retriever: Retriever, *, k: int,
+                   support_cos: float) -> dict[str, dict[str, Any]]:
     """What the store answers, once the batch is out, to the incident question each batch member
     was credited on: {member: {question, answer, support}} — `support`: the records of the store
     on that question that carry that answer (what it asserts, `reach.answer_units`, read the way
     `reach.carries_answer` reads a record): those the agent retrieved after removal, and those a
-    wider retrieval finds at least `support_cos` near the question, stating it where they state
-    one (the reach's store's side). Only for incidents no longer harmful."""
+    wider retrieval finds on the question (`expansion.records_on`, the reach's store's side).
+    Only for incidents no longer harmful."""
     rows = {r["event"]: r for r in residual.get("events", [])}
     mems, idx = retriever.memories, retriever.index
     removed = set(batch)
@@ -730,8 +730,7 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             units = answer_units(ans, q)
             if not units:
                 continue
-            wide = [o.id for o in retriever.retrieve(q, max(4 * k, 20), removed)
-                    if o.score >= support_cos and same_question(q, stated_question(o))]
+            wide = [o.id for o in records_on(q, q, retriever, removed, k=k, support_cos=support_cos)]
             support = [rid for rid in dict.fromkeys([*row["retrieved"], *wide])
                        if rid in idx and carries_answer(mems[idx[rid]], units)]
             found[ev_id] = {"question": q, "answer": ans, "support": support}

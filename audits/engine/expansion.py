@@ -70,7 +70,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import same_question, stated_question
+from .words import normalized, same_question, stated_question
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -315,6 +315,11 @@ def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retrieve
     return out
 
 
+def outside_answers(mems: Sequence[Any], exclude: Collection[str]) -> Counter[str]:
+    """How many records outside `exclude` give each answer slot (as written; `answer_slot`)."""
+    return Counter(slot for m in mems if m.id not in exclude and (slot := answer_slot(m.metadata, m.text)))
+
+
 def _common_harms(cands: Mapping[str, AuditEvent], removed: Collection[str], retriever: Retriever) -> set[str]:
     """The candidates' harms (by `config_hash`) whose target is a common answer: the rest of the
     store (outside `removed`, the batch and the candidates) gives it as its whole answer slot no
@@ -325,17 +330,9 @@ def _common_harms(cands: Mapping[str, AuditEvent], removed: Collection[str], ret
     given by no record but the planted ones."""
     planted = Counter(e.harm.config_hash() for e in cands.values())
     events = {e.harm.config_hash(): e for e in cands.values()}
-    given: Counter[str] = Counter()
-    for o in retriever.memories:
-        open_keys = [key for key in events if given[key] < planted[key]]
-        if not open_keys:
-            break
-        slot = answer_slot(o.metadata, o.text) if o.id not in removed else None
-        if slot:
-            for key in open_keys:
-                if _gives(events[key], slot):
-                    given[key] += 1
-    return {key for key in planted if given[key] >= planted[key]}
+    slots = outside_answers(retriever.memories, removed)
+    return {key for key, ev in events.items()
+            if sum(n for slot, n in slots.items() if _gives(ev, slot)) >= planted[key]}
 
 
 def _gives(ev: AuditEvent, slot: str) -> bool:
@@ -344,23 +341,26 @@ def _gives(ev: AuditEvent, slot: str) -> bool:
     that has no target?"""
     target = getattr(ev.harm, "target", None)
     if isinstance(target, str) and target.strip():
-        return " ".join(slot.casefold().split()) == " ".join(target.casefold().split())
+        return normalized(slot) == normalized(target)
     return ev.harm(ev.query, slot, harmful_output=ev.output) >= 0.5
+
+
+def records_on(q: str, asked: str | None, retriever: Retriever, removed: Collection[str], *, k: int,
+               support_cos: float) -> list[RetrievedMemory]:
+    """The store's records on question `q` (the reach's store's side): a wide retrieval outside
+    `removed`, at least `support_cos` near `q`, stating the question `asked` where both state one."""
+    return [o for o in retriever.retrieve(q, max(4 * k, 20), removed)
+            if o.score >= support_cos and same_question(asked, stated_question(o))]
 
 
 def _answers_otherwise(m: Any, q: str, ev: AuditEvent, removed: Collection[str], retriever: Retriever,
                        k: int, support_cos: float) -> bool:
-    """Do the store's own records on record `m`'s question `q` (outside `removed`, the batch and
-    the candidates: cosine to `q` at least `support_cos`, stating `m`'s question where both state
-    one) include one that answers otherwise, its content not meeting the event's harm? Where the
-    harm's target is a common answer (`_common_harms`), only then is it a harm on `q`."""
-    asked = stated_question(m)
-    for o in retriever.retrieve(q, max(4 * k, 20), removed):
-        if o.score < support_cos:
-            break
-        if same_question(asked, stated_question(o)) and not content_meets_harm(ev, o.metadata, o.text):
-            return True
-    return False
+    """Do the store's own records on record `m`'s question `q` (`records_on`, outside `removed`:
+    the batch and the candidates) include one that answers otherwise, its content not meeting the
+    event's harm? Where the harm's target is a common answer (`_common_harms`), only then is it a
+    harm on `q`."""
+    return any(not content_meets_harm(ev, o.metadata, o.text)
+               for o in records_on(q, stated_question(m), retriever, removed, k=k, support_cos=support_cos))
 
 
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],

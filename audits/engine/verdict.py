@@ -45,9 +45,10 @@ import numpy as np
 
 from ledger.classifier.instruction import instruction_markers
 
-from .expansion import answer_slot, source_of, write_bursts, written_at
+from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
 from .reach import mentions
 from .retriever import Retriever
+from .words import normalized as _norm
 from .words import stated_question
 
 POISON_LIKE = "poison-like"
@@ -96,10 +97,6 @@ def _meta(m: Any) -> Mapping[str, Any]:
 
 def _time(m: Any) -> float | None:
     return written_at(_meta(m))
-
-
-def _norm(s: str | None) -> str:
-    return " ".join((s or "").casefold().split())
 
 
 def dup_cut(retriever: Retriever, *, sample: int = 200, seed: int = 0) -> float:
@@ -187,7 +184,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         """How many records outside the batch give `c` as their answer slot."""
         nonlocal outside_claims
         if outside_claims is None:
-            outside_claims = Counter(_norm(answer_slot(_meta(x), x.text)) for x in mems if x.id not in in_batch)
+            outside_claims = Counter()
+            for slot, n in outside_answers(mems, in_batch).items():
+                outside_claims[_norm(slot)] += n
         return outside_claims.get(c, 0)
 
     out: dict[str, Verdict] = {}
@@ -282,7 +281,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             # to one question are no pattern across questions (TUNE locomo-clean-plain: each
             # counted as a question of its own).
             qs = {q for p in [m, *alike]
-                  if (q := query[p] or _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)))}
+                  if (q := _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)))}
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
             # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).

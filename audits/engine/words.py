@@ -24,6 +24,11 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(word(w) for w in WORD.findall(text) if w[0].isalnum())
 
 
+def normalized(s: str | None) -> str:
+    """A text's identity for equality: case-folded, whitespace collapsed (None is "")."""
+    return " ".join((s or "").casefold().split())
+
+
 def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
     that states no question (a plain passage) is judged by its cosine alone."""
