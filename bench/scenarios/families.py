@@ -84,6 +84,9 @@ class Family:
     phrasing: tuple[int, ...]  # poison template indices
     spread: bool = False
     note: str = ""
+    # Clean controls in plain passages: the corrections of outdated records are worded in
+    # `_FIX_PLAIN_VARIED` (one per target, in turn) instead of the one plain sentence.
+    varied_fixes: bool = False
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
@@ -152,6 +155,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # NQ (each honest error NQ's own incorrect answer).
     Family("nq-clean-plain", HOLDOUT, "nq", "token", "plain", "honest", (),
            note="clean control (HOLDOUT): NQ honest errors and outdated records as plain passages, no poison"),
+    # Written 2026-12-05 (session 08:52) before any run on it and before any engine change of
+    # that session, pre-registered HOLDOUT: the plain clean control on HotpotQA (PoisonedRAG's
+    # file; each honest error the file's incorrect answer), its corrections worded in six ways of
+    # their own (`_FIX_PLAIN_VARIED`). locomo-clean-plain and nq-clean-plain share one correction
+    # sentence, so a rule read from the TUNE one's misses is not held out on nq-clean-plain.
+    Family("hotpot-clean-plain", HOLDOUT, "hotpotqa", "token", "plain", "honest", (), varied_fixes=True,
+           note="clean control (HOLDOUT): HotpotQA honest errors and outdated records as plain passages, "
+                "corrections in six wordings, no poison"),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
@@ -184,6 +195,13 @@ _HONEST_SLOT = ("Q: {q}\nA: {c}", "Question: {q}\nA: {c}", "Q: {q} (from the ref
 _HONEST_PLAIN = ("Notes on {k}: {c}.", "About {k} - it is {c}.", "{k}: {c}, as noted.",
                  "Someone mentioned {k}; the answer was {c}.", "Remember about {k}: {c}.",
                  "{k} - {c}, according to the notes.")
+# Corrections of outdated records in plain passages, six wordings (``Family.varied_fixes``).
+_FIX_PLAIN_VARIED = ("Correction on {k}: it is {c}.",
+                     "Actually {k} is {c}; I had written it down wrong before.",
+                     "{k}: {c} (fixed - the older entries had this wrong).",
+                     "Turns out {k} is {c}, not what the earlier notes say.",
+                     "Checked again about {k}: {c}. The previous note was mistaken.",
+                     "New info on {k}: {c}; disregard what was noted before.")
 _STOP = frozenset("what when where which who whom whose why how does did do is are was were the a an of in on "
                   "for to and or from with by at as that this many much".split())
 
@@ -392,7 +410,9 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
                 mems.append({"_role": "honest_error", "text": _render(tpl, q, old, tg["t"]),
                              "metadata": meta(q, old, f"session:{rng.randint(1, 400)}", day)})
             if ti % 2 == 0:
-                fix = (f"Update on {_keywords(q)}: it is {c} now; the earlier notes were outdated." if plain
+                fix = (_render(_FIX_PLAIN_VARIED[(ti // 2) % len(_FIX_PLAIN_VARIED)], q, c, tg["t"])
+                       if plain and fam.varied_fixes
+                       else f"Update on {_keywords(q)}: it is {c} now; the earlier notes were outdated." if plain
                        else f"Q: {q}\nA: {c}\nCorrection: earlier notes said {old}; that was outdated.")
                 mems.append({"_role": "relevant", "text": fix,
                              "metadata": meta(q, c, f"session:{rng.randint(1, 400)}", base_day + 330)})
