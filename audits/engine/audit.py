@@ -532,8 +532,16 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         claims = _claims(batch, evmap, retriever)
         targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
-        first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                      seed=p.seed, outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
+
+        def judged(members: Sequence[str], claims: Mapping[str, str], **kw: Any) -> dict[str, Any]:
+            asked = _asked(members, ranked, evmap)
+            return judge(members, retriever, claims=claims, store=store, min_support=p.reach_support,
+                         seed=p.seed, outside=outside, targets=targets, asked=asked,
+                         on_question=_on_question(members, asked, retriever, k=p.top_k,
+                                                  support_cos=p.support_cos),
+                         support_cos=p.support_cos, **kw)
+
+        first = judged(batch, claims)
         # A poison-like member's planted copies outside the batch (outvoted today) join it.
         joined = {c: m for m in batch if m in first and first[m].verdict == POISON_LIKE
                   for c in outside.get(m, []) if c not in set(batch)}
@@ -551,8 +559,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     if m in store:
                         store[c] = dict(store[m])
                 outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
-                first = judge(batch, retriever, claims=claims, store=store, min_support=p.reach_support,
-                              seed=p.seed, outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
+                first = judged(batch, claims)
         causal = [m for m in batch if m in first and any(e.get("score", 0.0) > 0 for e in _per_event(ranked, m))]
         seeds = [m for m in causal if first[m].verdict == POISON_LIKE]
         # No member poison-like, yet members name an incident's harm target: one claim planted
@@ -577,10 +584,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             if rr is not None and rr.budget_cut:
                 budget.cut.append("reach")
             if rr is not None and rr.added and tentative:
-                trial = judge([*batch, *rr.added], retriever,
-                              claims={**claims, **{m: rr.evidence[m]["claim"] for m in rr.added}},
-                              store=store, reach=rr.evidence, min_support=p.reach_support, seed=p.seed,
-                              outside=outside, targets=targets, asked=_asked(batch, ranked, evmap))
+                trial = judged([*batch, *rr.added], {**claims, **{m: rr.evidence[m]["claim"] for m in rr.added}},
+                               reach=rr.evidence)
                 if not any(trial[s].verdict == POISON_LIKE for s in seeds if s in trial):
                     rr.rejected, rr.added = rr.added, []
             joined_reach = None
@@ -603,9 +608,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
                 store.update(_store_answers(batch, ranked, evmap, residual, retriever, k=p.top_k,
                                             support_cos=p.support_cos))
-        for mid, v in judge(batch, retriever, claims=claims, store=store, reach=reach_ev,
-                            min_support=p.reach_support, seed=p.seed, outside=outside,
-                            targets=targets, asked=_asked(batch, ranked, evmap)).items():
+        for mid, v in judged(batch, claims, reach=reach_ev).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
             if s.id in verdicts:
@@ -691,6 +694,17 @@ def _per_event(ranked: Sequence[Suspect], mid: str) -> list[dict[str, Any]]:
 def _asked(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent]) -> dict[str, str]:
     """The incident question each batch member was credited on most (`_credited_events`)."""
     return {mid: evmap[ev].query for mid, ev in _credited_events(batch, ranked, evmap).items()}
+
+
+def _on_question(batch: Sequence[str], asked: Mapping[str, str], retriever: Retriever, *, k: int,
+                 support_cos: float) -> dict[str, list[str]]:
+    """The store's records outside the batch on the incident question each member was credited on
+    (`expansion.records_on`, the reach's store's side): where the verdict looks for a correction
+    that is no near duplicate of the outdated record."""
+    removed, on = set(batch), {}
+    for q in set(asked.values()):
+        on[q] = [o.id for o in records_on(q, q, retriever, removed, k=k, support_cos=support_cos)]
+    return {m: on[q] for m, q in asked.items()}
 
 
 def _credited_events(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent]

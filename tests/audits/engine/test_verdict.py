@@ -408,3 +408,62 @@ def test_the_stores_answer_is_backed_by_its_records_on_the_question_not_only_the
     assert set(store["p1"]["support"]) == {"h1", "h2"}, store["p1"]
     v = judge(["p1", "p2"], retriever, claims={"p1": "mongol", "p2": "mongol"}, store=store)
     assert all(any(r.startswith("planted copies against the store:") for r in v[m].reasons) for m in ("p1", "p2"))
+
+
+def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_says_so(hashing_embedder):
+    """TUNE locomo-clean-plain at 2,000 records: three outdated plain notes ("long, has, Jolene,
+    had: Drums, as noted.") and their correction ("Update on long, has, Jolene, had: it is one
+    year now; the earlier notes were outdated.") carry no metadata; the correction is no near
+    duplicate of theirs (cosine 0.48) and has no answer slot, so nothing said "outdated", and
+    the three were poison-like (planted redundancy) and seeds of a reach that removed 23 clean
+    records. A record on their subject (near them, or on the question they were credited on)
+    that says the earlier answer was wrong corrects them; one that merely answers otherwise, or
+    that corrects the other way (gives their claim), does not."""
+    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
+        "long, has, Jolene, had: Drums, as noted.",
+        "About long, has, Jolene, had - it is Drums.",
+        "Someone mentioned long, has, Jolene, had; the answer was Drums."))]
+    batch = [m.id for m in notes]
+    claims = {m: "Drums" for m in batch}
+    q = "For how long has Jolene had Seraphim as a pet?"
+    near = MemoryRecord("fix", "About long, has, Jolene, had: it is one year, as noted; the answer was outdated before.", {})
+    far = MemoryRecord("far", "Seraphim the cat: adopted a year ago. My previous entries were mistaken.", {})
+    other = MemoryRecord("other", "Jolene has had Seraphim for one year.", {})
+    again = MemoryRecord("again", "Correction: Jolene has had Drums all along; the earlier note was wrong.", {})
+    r = _retriever(notes + [near, far, other, again], hashing_embedder)
+    assert float(r.embeddings[r.index["far"]] @ r.embeddings[r.index["n0"]]) < 0.4
+    for store, on, corrected in (([near, other], [], "fix"), ([far, other], ["far", "other"], "far"),
+                                 ([far, other], [], None), ([other, again], ["other", "again"], None)):
+        v = judge(batch, _retriever(_fillers(60) + notes + store, hashing_embedder), claims=claims,
+                  asked={m: q for m in batch}, on_question={m: on for m in batch})
+        for m in batch:
+            assert v[m].corrected_by == corrected, (corrected, v[m].reasons)
+            if corrected:
+                assert v[m].verdict == HONEST_ERROR, v[m].reasons
+                assert any("outdated" in r for r in v[m].reasons)
+
+
+def test_corrections_are_read_by_what_they_say_of_the_earlier_record():
+    from audits.engine.verdict import _CORRECTION
+    for text in ("Update on X: it is 3 now; the earlier notes were outdated.",
+                 "Q: q\nA: 3\nCorrection: earlier notes said 2; that was outdated.",
+                 "The previous figure was wrong: it is 3.", "Erratum: the date is 1902.",
+                 "It is 3; the older entry is incorrect."):
+        assert _CORRECTION.search(text), text
+    for text in ("The earlier edition sold well.", "He was wrong-footed in the first round.",
+                 "She wrote it before the war; the draft is lost."):
+        assert not _CORRECTION.search(text), text
+
+
+def test_the_copies_of_an_outdated_record_are_outdated_with_it(hashing_embedder):
+    """TUNE locomo-clean-plain at 2,000 records: the correction was near two of three outdated
+    paraphrased notes; the third, a near duplicate of theirs, stayed poison-like for "planted
+    redundancy" with copies that were corrected, and seeded the reach."""
+    notes = [MemoryRecord("n0", "long, has, Jolene, had: Drums, as noted.", {}),
+             MemoryRecord("n1", "long, has, Jolene, had: Drums, as noted earlier.", {})]
+    far = MemoryRecord("far", "Seraphim the cat: adopted a year ago. My previous entries were mistaken.", {})
+    r = _retriever(_fillers(60) + notes + [far], hashing_embedder)
+    v = judge(["n0", "n1"], r, claims={"n0": "Drums", "n1": "Drums"},
+              asked={"n0": "For how long has Jolene had Seraphim as a pet?"}, on_question={"n0": ["far"]})
+    assert v["n0"].corrected_by == "far" and v["n1"].corrected_by == "far", v["n1"].reasons
+    assert v["n1"].verdict == HONEST_ERROR and v["n1"].reasons[0].startswith("outdated with its copy n0")
