@@ -49,6 +49,7 @@ import numpy as np
 
 from ledger.classifier.instruction import instruction_markers
 
+from .corrections import corrects, says_corrected
 from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
 from .reach import mentions
 from .retriever import Retriever
@@ -77,16 +78,6 @@ def _poisson_tail(k: int, lam: float) -> float:
         below += term
         term *= lam / (i + 1)
     return max(0.0, 1.0 - below)
-
-
-# A correction says so: a correction's own words, or a judgement of an earlier record (wrong,
-# outdated, …) in the sentence that names it, either way round.
-_EARLIER = r"(earlier|previous|prior|older|old|before|formerly)"
-_WRONG = r"(wrong|mistaken|incorrect|in error|outdated|out of date|superseded)"
-_CORRECTION = re.compile(
-    r"\b(correction|corrected|no longer|was outdated|updated to|erratum|errata|retract(ed|ion))\b"
-    rf"|\b{_EARLIER}\b[^.;!?\n]{{0,60}}\b{_WRONG}\b|\b{_WRONG}\b[^.;!?\n]{{0,60}}\b{_EARLIER}\b",
-    re.IGNORECASE)
 
 
 @dataclass
@@ -219,19 +210,18 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             newer = t is not None and ot is not None and ot > t
             other_claim = _norm(answer_slot(_meta(other), other.text))
             differs = bool(other_claim) and other_claim != claim[m]
-            if (newer and differs) or (differs and _CORRECTION.search(other.text)):
+            if (newer and differs) or (differs and says_corrected(other.text)):
                 return other.id, f"a newer record answers the same question differently ({other.id})"
         # ...or a record of the store on its subject (on the question it was credited on, or at
         # least `support_cos` near the record itself) that says an earlier answer was wrong and
-        # does not give its claim: a plain correction has no answer slot and no time, and is no
+        # does not give its claim (`corrections.corrects`): a plain correction has no answer slot and no time, and is no
         # near duplicate of the outdated notes (TUNE locomo-clean-plain at 2,000 records: "Update
         # on long, has, Jolene, had: it is one year now; the earlier notes were outdated." is 0.48
         # near its notes, 0.39 near the incident question).
         subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos)]
         for sid in dict.fromkeys(subject) if claim[m] else ():
-            text = mems[idx[sid]].text if sid in idx and sid not in in_batch else ""
-            fix = _CORRECTION.search(text)
-            if fix and not mentions(claim[m], text):
+            fix = corrects(mems[idx[sid]].text, claim[m]) if sid in idx and sid not in in_batch else None
+            if fix:
                 return sid, (f"outdated: a record on its subject says the earlier answer was wrong "
                              f"({sid}: '{fix.group(0)[:80]}')")
         return None

@@ -426,7 +426,7 @@ def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_sa
     batch = [m.id for m in notes]
     claims = {m: "Drums" for m in batch}
     q = "For how long has Jolene had Seraphim as a pet?"
-    near = MemoryRecord("fix", "About long, has, Jolene, had: it is one year, as noted; the answer was outdated before.", {})
+    near = MemoryRecord("fix", "About long, has, Jolene, had - it is one year; the answer was outdated earlier.", {})
     far = MemoryRecord("far", "Seraphim the cat: adopted a year ago. My previous entries were mistaken.", {})
     other = MemoryRecord("other", "Jolene has had Seraphim for one year.", {})
     again = MemoryRecord("again", "Correction: Jolene has had Drums all along; the earlier note was wrong.", {})
@@ -441,18 +441,6 @@ def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_sa
             if corrected:
                 assert v[m].verdict == HONEST_ERROR, v[m].reasons
                 assert any("outdated" in r for r in v[m].reasons)
-
-
-def test_corrections_are_read_by_what_they_say_of_the_earlier_record():
-    from audits.engine.verdict import _CORRECTION
-    for text in ("Update on X: it is 3 now; the earlier notes were outdated.",
-                 "Q: q\nA: 3\nCorrection: earlier notes said 2; that was outdated.",
-                 "The previous figure was wrong: it is 3.", "Erratum: the date is 1902.",
-                 "It is 3; the older entry is incorrect."):
-        assert _CORRECTION.search(text), text
-    for text in ("The earlier edition sold well.", "He was wrong-footed in the first round.",
-                 "She wrote it before the war; the draft is lost."):
-        assert not _CORRECTION.search(text), text
 
 
 def test_the_copies_of_an_outdated_record_are_outdated_with_it(hashing_embedder):
