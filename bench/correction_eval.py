@@ -1,4 +1,4 @@
-"""How well the verdict reads corrections in plain notes (`audits/engine/corrections.py`, issue 16).
+"""How well the verdict reads corrections in plain notes (`audits/engine/correction_words.py`, issue 16).
 
 A plain note has no metadata: whether a later record *corrects* an earlier one (the earlier one is
 then an outdated record, a correction and not a poison suspect) is read from its words alone. The
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audits.engine.corrections import says_corrected  # noqa: E402
+from audits.engine.correction_words import says_corrected  # noqa: E402
 
 TUNE_CORRECTIONS = (
     "Correction: Maya's birthday is March 14, not March 4. I had the day wrong.",

@@ -49,7 +49,7 @@ import numpy as np
 
 from ledger.classifier.instruction import instruction_markers
 
-from .corrections import corrects, says_corrected
+from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
 from .reach import mentions
 from .retriever import Retriever
@@ -214,7 +214,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 return other.id, f"a newer record answers the same question differently ({other.id})"
         # ...or a record of the store on its subject (on the question it was credited on, or at
         # least `support_cos` near the record itself) that says an earlier answer was wrong and
-        # does not give its claim (`corrections.corrects`): a plain correction has no answer slot and no time, and is no
+        # does not give its claim (`correction_words.corrects`): a plain correction has no answer slot and no time, and is no
         # near duplicate of the outdated notes (TUNE locomo-clean-plain at 2,000 records: "Update
         # on long, has, Jolene, had: it is one year now; the earlier notes were outdated." is 0.48
         # near its notes, 0.39 near the incident question).

@@ -1,8 +1,8 @@
-"""Corrections read from a plain note's words (engine/corrections.py, issue 16)."""
+"""Corrections read from a plain note's words (engine/correction_words.py, issue 16)."""
 
 from __future__ import annotations
 
-from audits.engine.corrections import corrects, says_corrected
+from audits.engine.correction_words import corrects, says_corrected
 
 
 def test_corrections_are_read_by_what_they_say_of_the_earlier_record():
