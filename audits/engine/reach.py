@@ -17,9 +17,11 @@ answers what the rest of the store says. The reach:
    records a seed-like one at cosine ≥ `copy_cos` names one of its answer-like spans (a planted
    group is written several times, in shapes the seeds need not share: TUNE hotpot-plain-adv,
    one target's eight passages at 0.65–0.76 to the seeds' shape against a cut of 0.85). Two
-   sentences of one padding article back each other as well, so for these the store's side of
-   step 5 counts only records about the candidate's subject: naming one of its other names, or
-   sharing a word at most 5% of the store contains (`keyword_query`'s rule), outside the claim.
+   sentences of one padding article back each other as well, so the store's side of step 5
+   counts only records about the candidate's subject (for every candidate: a clean fact kept in
+   four paraphrases was "confirmed" by records about something else, TUNE locomo-clean-plain):
+   naming one of its other names, or sharing a word at most 5% of the store contains
+   (`keyword_query`'s rule), outside the claim.
    When the seeds set a subject (step 4), a record whose answer names a harm target they carry,
    on a question about that subject, is a candidate whatever its shape, and is tested first
    (MINJA's last records carry no bridge: "Q: … A: R" looks like the store's own records).
@@ -478,10 +480,10 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                ) -> tuple[dict[str, Any] | None, bool]:
         """(evidence, whether the store's side was seen at all after removing the group).
         `strict`: ranked past the first `max_candidates`, it needs the store's majority
-        (`min_support` supporters, about its subject as a `backed` one's), not a chat model's
-        one record or echo, and a statement's heading is no claim of it.
-        `backed`: a candidate admitted by its copies, not by the shape cut; its store's side
-        must be about its subject (`about`)."""
+        (`min_support` supporters), not a chat model's one record or echo, and a statement's
+        heading is no claim of it. `backed`: a candidate admitted by its copies, not by the
+        shape cut (marked in the trace). Every candidate's store's side must be about its
+        subject (`about`)."""
         m = mems[idx[mid]]
         row: dict[str, Any] = {"memory": mid, "query": q[:200]}
         if backed:
@@ -600,13 +602,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # claim; the supporters among them carry the new answer.
         side = [o for o in wide if o.score >= support_cos and not attack(o)
                 and same_question(asked, stated_question(o)) and not carrier(o)]
-        if backed or strict:
-            # Admitted by its copies alone, not by its shape (or ranked past the first
-            # `max_candidates`, where padding crowds the shape cut): two sentences of one padding
-            # article back each other too, and without them the agent answers from records about
-            # other things (TUNE hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim"
-            # against other nobles' records at cosine 0.43). Its store's side must be about it.
-            side = [o for o in side if about(o, m, said)]
+        # Its store's side must be about it: two sentences of one padding article back each other
+        # too, and without them the agent answers from records about other things (TUNE
+        # hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim" against other nobles'
+        # records at cosine 0.43); a clean fact kept in four plain paraphrases, read as "Evan" for
+        # "sports, activity, has, Evan: Swimming, as noted.", against records of Andrew's outdoor
+        # activities (TUNE locomo-clean-plain at 2,000, honest errors as seeds).
+        side = [o for o in side if about(o, m, said)]
         support = [o.id for o in side if carries_answer(o, units)]
         row["support"] = support
         row["side"] = len(side)

