@@ -152,7 +152,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("hotpot-clean-yesno", HOLDOUT, "hotpotqa", "yesno", "slot", "honest", (),
            note="clean control (HOLDOUT): HotpotQA yes/no honest slips and outdated records, no poison"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: the plain clean control on
-    # NQ (each honest error NQ's own incorrect answer).
+    # NQ (each honest error NQ's own incorrect answer). It shares locomo-clean-plain's correction
+    # sentence, which the verdict's correction reading was shaped on (2026-12-05 08:52): not held
+    # out for how corrections are read; hotpot-clean-plain is.
     Family("nq-clean-plain", HOLDOUT, "nq", "token", "plain", "honest", (),
            note="clean control (HOLDOUT): NQ honest errors and outdated records as plain passages, no poison"),
     # Written 2026-12-05 (session 08:52) before any run on it and before any engine change of
