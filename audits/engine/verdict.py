@@ -214,10 +214,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 return other.id, f"a newer record answers the same question differently ({other.id})"
         # ...or a record of the store on its subject (on the question it was credited on, or at
         # least `support_cos` near the record itself) that says an earlier answer was wrong and
-        # does not give its claim (`correction_words.corrects`): a plain correction has no answer slot and no time, and is no
-        # near duplicate of the outdated notes (TUNE locomo-clean-plain at 2,000 records: "Update
-        # on long, has, Jolene, had: it is one year now; the earlier notes were outdated." is 0.48
-        # near its notes, 0.39 near the incident question).
+        # does not give its claim (`correction_words.corrects`): a plain correction has no answer
+        # slot and no time, and is no near duplicate of the outdated notes (TUNE
+        # locomo-clean-plain at 2,000 records: "Update on long, has, Jolene, had: it is one year
+        # now; the earlier notes were outdated." is 0.48 near its notes, 0.39 near the question).
         subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos)]
         for sid in dict.fromkeys(subject) if claim[m] else ():
             fix = corrects(mems[idx[sid]].text, claim[m]) if sid in idx and sid not in in_batch else None
@@ -227,12 +227,17 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         return None
 
     direct = {m: correction(m) for m in members}
-    # An outdated record's copies (its claim, near duplicates, written with it) are outdated with
-    # it: the correction is near one of three paraphrased notes and not the others.
-    fixes = {m: direct[m] or (next(((direct[p][0], f"outdated with its copy {p}: {direct[p][1]}")
-                                    for p in members if p != m and direct[p] and claim[m] and claim[p] == claim[m]
-                                    and not apart(m, p) and float(E[idx[p]] @ E[idx[m]]) >= cut), None))
-             for m in members}
+
+    def copy_corrected(m: str) -> tuple[str, str] | None:
+        """An outdated record's copies (its claim, near duplicates, written with it) are outdated
+        with it: the correction is near one of three paraphrased notes and not the others."""
+        for p in members:
+            if (p != m and direct[p] and claim[m] and claim[p] == claim[m] and not apart(m, p)
+                    and float(E[idx[p]] @ E[idx[m]]) >= cut):
+                return direct[p][0], f"outdated with its copy {p}: {direct[p][1]}"
+        return None
+
+    fixes = {m: direct[m] or copy_corrected(m) for m in members}
 
     out: dict[str, Verdict] = {}
     for m in members:

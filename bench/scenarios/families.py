@@ -412,10 +412,12 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
                 mems.append({"_role": "honest_error", "text": _render(tpl, q, old, tg["t"]),
                              "metadata": meta(q, old, f"session:{rng.randint(1, 400)}", day)})
             if ti % 2 == 0:
-                fix = (_render(_FIX_PLAIN_VARIED[(ti // 2) % len(_FIX_PLAIN_VARIED)], q, c, tg["t"])
-                       if plain and fam.varied_fixes
-                       else f"Update on {_keywords(q)}: it is {c} now; the earlier notes were outdated." if plain
-                       else f"Q: {q}\nA: {c}\nCorrection: earlier notes said {old}; that was outdated.")
+                if plain and fam.varied_fixes:
+                    fix = _render(_FIX_PLAIN_VARIED[(ti // 2) % len(_FIX_PLAIN_VARIED)], q, c, tg["t"])
+                elif plain:
+                    fix = f"Update on {_keywords(q)}: it is {c} now; the earlier notes were outdated."
+                else:
+                    fix = f"Q: {q}\nA: {c}\nCorrection: earlier notes said {old}; that was outdated."
                 mems.append({"_role": "relevant", "text": fix,
                              "metadata": meta(q, c, f"session:{rng.randint(1, 400)}", base_day + 330)})
             harm_target = old
