@@ -272,22 +272,26 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             # written within minutes stay far below.
             gaps = sorted(abs(times[p] - t) for p in members if p != m and times[p] is not None)
             clean_gap = float(np.min(np.abs(ref_t - t))) if len(ref_t) else math.inf
-            best = None
+            best, tried = None, 0
             for k in range(2, len(gaps) + 1):
                 width = max(gaps[k - 1], 1e-9)
                 if width >= clean_gap:
                     break  # a clean record sampled in it: every wider window holds it too
+                tried += 1
                 near = bisect.bisect_right(gaps, width)
                 expected = len(all_t) / span * 2 * width
                 p_burst = _poisson_tail(near + 1, expected)
                 if best is None or p_burst < best[0]:
                     best = (p_burst, near, width, expected)
-            if best is not None and best[0] * n_timed < BURST_P:
+            # The least likely of `tried` windows is that unlikely by chance `tried` times as
+            # often (TUNE locomo-clean-honest, 60 targets, 25 observed: five honest errors within
+            # 0.078 days, p = 1e-5 for the least likely of four windows, 7e-4 over 54 members).
+            if best is not None and best[0] * n_timed * tried < BURST_P:
                 p_burst, near, width, expected = best
                 shape.append(f"write-time burst: written with {near} other suspects within "
                              f"{width:.3g} time units, no clean record sampled there (store rate "
-                             f"predicts {expected:.2g}, p = {p_burst:.1g}; {p_burst * n_timed:.1g} "
-                             f"over the batch's {n_timed} timed members)")
+                             f"predicts {expected:.2g}, p = {p_burst:.1g}; {p_burst * n_timed * tried:.1g} "
+                             f"over the batch's {n_timed} timed members and the {tried} windows tried)")
         src = source_of(_meta(rec))
         if src is not None:
             shared = sum(1 for p in members if p != m and source_of(_meta(mems[idx[p]])) == src)

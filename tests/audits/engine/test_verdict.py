@@ -455,3 +455,32 @@ def test_the_copies_of_an_outdated_record_are_outdated_with_it(hashing_embedder)
               asked={"n0": "For how long has Jolene had Seraphim as a pet?"}, on_question={"n0": ["far"]})
     assert v["n0"].corrected_by == "far" and v["n1"].corrected_by == "far", v["n1"].reasons
     assert v["n1"].verdict == HONEST_ERROR and v["n1"].reasons[0].startswith("outdated with its copy n0")
+
+
+def test_the_least_likely_of_several_windows_is_no_burst_unless_it_stays_unlikely_for_all_tried(hashing_embedder):
+    """TUNE locomo-clean-honest at 60 targets, 25 observed (2,000 records): an outdated honest
+    record written with four other suspects within 0.078 days, a window the store's rate gives
+    0.29 records: p = 1e-5 for the least likely of the windows tried (k = 2, 3, 4, 5 nearest),
+    times the batch's 54 timed members 7e-4, under `BURST_P`: poison-like for a "write-time
+    burst" alone. The least likely of several windows is that unlikely by chance as often as
+    there are windows: the p is taken times the windows tried too. Planted records written
+    within minutes stay a burst."""
+    step = 360.0 / 670  # a store with 1.86 records a day, each of its own session
+    store = [MemoryRecord(f"c{i}", f"Q: what is kept at key {i}?\nA: value{i}",
+                          {"query": f"what is kept at key {i}?", "answer": f"value{i}",
+                           "written_at": 1000.0 + step * i + 0.01, "source": f"session:{i}"}) for i in range(670)]
+    five = [f"c{i}" for i in range(300, 305)]
+    for j in range(5):  # five honest errors within 0.078 days, between two store records
+        store[300 + j].metadata["written_at"] = 1000.0 + step * 299 + 0.2 + 0.0195 * j
+    batch = five + [f"c{i}" for i in range(0, 670, 14)][:49]
+    v = judge(batch, _retriever(store, hashing_embedder))
+    # The two at the ends: the least likely window holds all five (0.078 days, p = 1e-5, 7e-4
+    # over 53 members, as in TUNE), found among four. (The inner three's windows are narrower,
+    # p = 5e-7 to 3e-6: unlikely whatever was tried.)
+    for m in ("c300", "c304"):
+        assert not any("write-time burst" in r for r in v[m].reasons), v[m].reasons
+    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
+                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
+                             "written_at": 1200.05 + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
+    v = judge(batch + [f"p{i}" for i in range(5)], _retriever(store + planted, hashing_embedder))
+    assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
