@@ -528,18 +528,28 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     reach_ev: dict[str, dict[str, Any]] = {}
     reach_info: dict[str, Any] = {}
     if p.verdicts and batch:
-        store = _store_answers(batch, ranked, evmap, residual, retriever, k=p.top_k, support_cos=p.support_cos)
+        asked_of: dict[tuple[str, ...], tuple[dict[str, str], dict[str, list[str]]]] = {}
+
+        def asked_on(members: Sequence[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+            """The incident question each member was credited on, and the store's records on it
+            outside `members` (once per batch: the store's answers and every verdict read them)."""
+            key = tuple(members)
+            if key not in asked_of:
+                asked = _asked(members, ranked, evmap)
+                asked_of[key] = asked, _on_question(members, asked, retriever, k=p.top_k,
+                                                    support_cos=p.support_cos)
+            return asked_of[key]
+
+        store = _store_answers(batch, ranked, evmap, residual, retriever, on_question=asked_on(batch)[1])
         claims = _claims(batch, evmap, retriever)
         targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
 
         def judged(members: Sequence[str], claims: Mapping[str, str], **kw: Any) -> dict[str, Any]:
-            asked = _asked(members, ranked, evmap)
+            asked, on_question = asked_on(members)
             return judge(members, retriever, claims=claims, store=store, min_support=p.reach_support,
                          seed=p.seed, outside=outside, targets=targets, asked=asked,
-                         on_question=_on_question(members, asked, retriever, k=p.top_k,
-                                                  support_cos=p.support_cos),
-                         support_cos=p.support_cos, **kw)
+                         on_question=on_question, support_cos=p.support_cos, **kw)
 
         first = judged(batch, claims)
         # A poison-like member's planted copies outside the batch (outvoted today) join it.
@@ -606,8 +616,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 for m, e in reach_ev.items():
                     claims[m] = e["claim"]
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
-                store.update(_store_answers(batch, ranked, evmap, residual, retriever, k=p.top_k,
-                                            support_cos=p.support_cos))
+                store.update(_store_answers(batch, ranked, evmap, residual, retriever,
+                                            on_question=asked_on(batch)[1]))
         for mid, v in judged(batch, claims, reach=reach_ev).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
@@ -719,17 +729,16 @@ def _credited_events(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Map
 
 
 def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
-                   residual: Mapping[str, Any], retriever: Retriever, *, k: int,
-                   support_cos: float) -> dict[str, dict[str, Any]]:
+                   residual: Mapping[str, Any], retriever: Retriever, *,
+                   on_question: Mapping[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
     """What the store answers, once the batch is out, to the incident question each batch member
     was credited on: {member: {question, answer, support}} — `support`: the records of the store
     on that question that carry that answer (what it asserts, `reach.answer_units`, read the way
     `reach.carries_answer` reads a record): those the agent retrieved after removal, and those a
-    wider retrieval finds on the question (`expansion.records_on`, the reach's store's side).
-    Only for incidents no longer harmful."""
+    wider retrieval finds on the question (`on_question`, from `_on_question`: the reach's store's
+    side). Only for incidents no longer harmful."""
     rows = {r["event"]: r for r in residual.get("events", [])}
     mems, idx = retriever.memories, retriever.index
-    removed = set(batch)
     found: dict[str, dict[str, Any] | None] = {}
     out: dict[str, dict[str, Any]] = {}
     for mid, ev_id in _credited_events(batch, ranked, evmap).items():
@@ -744,8 +753,7 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             units = answer_units(ans, q)
             if not units:
                 continue
-            wide = [o.id for o in records_on(q, q, retriever, removed, k=k, support_cos=support_cos)]
-            support = [rid for rid in dict.fromkeys([*row["retrieved"], *wide])
+            support = [rid for rid in dict.fromkeys([*row["retrieved"], *on_question[mid]])
                        if rid in idx and carries_answer(mems[idx[rid]], units)]
             found[ev_id] = {"question": q, "answer": ans, "support": support}
         if found[ev_id] is not None:

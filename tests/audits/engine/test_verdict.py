@@ -386,7 +386,7 @@ def test_the_stores_answer_is_backed_by_its_records_on_the_question_not_only_the
     agent's top 5 after the batch's removal held one of the two honest passages carrying "Roman"
     (the other ranked sixth, behind related records). The store's records on the question are
     the reach's store's side: those a wider retrieval finds near the question."""
-    from audits.engine.audit import _store_answers
+    from audits.engine.audit import _asked, _on_question, _store_answers
     from audits.engine.cmis import AuditEvent
     from audits.engine.fusion import Suspect
     from audits.engine.harm import make_harm
@@ -403,7 +403,9 @@ def test_the_stores_answer_is_backed_by_its_records_on_the_question_not_only_the
     ranked = [Suspect(m, 1, 1.0, 1.0, 0.0, 1.0, 0.0, per_event=[{"event": "e1", "score": 1.0}]) for m in ("p1", "p2")]
     residual = {"events": [{"event": "e1", "harmful": False, "output": "Roman",
                             "retrieved": ["h1", "r0", "r1", "r2", "r3"]}]}
-    store = _store_answers(["p1", "p2"], ranked, {"e1": ev}, residual, retriever, k=5, support_cos=0.1)
+    batch = ["p1", "p2"]
+    on = _on_question(batch, _asked(batch, ranked, {"e1": ev}), retriever, k=5, support_cos=0.1)
+    store = _store_answers(batch, ranked, {"e1": ev}, residual, retriever, on_question=on)
     assert store["p1"]["question"] == q and store["p1"]["answer"] == "Roman"
     assert set(store["p1"]["support"]) == {"h1", "h2"}, store["p1"]
     v = judge(["p1", "p2"], retriever, claims={"p1": "mongol", "p2": "mongol"}, store=store)
