@@ -23,7 +23,8 @@ attack per store. These families vary, one knob at a time:
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
   (StrategyQA, MS MARCO, HotpotQA: one wrong claim, "yes" or "no", for many questions), in the
   slot layout and as plain passages (``*-clean-plain``) (`poisoned` is empty, the honest-error ids
-  are in ``meta["honest_errors"]``).
+  are in ``meta["honest_errors"]``); ``msmarco-clean-plain`` in wording written by someone who
+  never read this project (``wordings/``).
 
 Data sets (read from ``../shared/data`` at run time): PoisonedRAG NQ, StrategyQA, LoCoMo, and
 2WikiMultihopQA / LoCoMo / StrategyQA as padding. Every family is a *simulation*; the agents are
@@ -87,6 +88,10 @@ class Family:
     # Clean controls in plain passages: the corrections of outdated records are worded in
     # `_FIX_PLAIN_VARIED` (one per target, in turn) instead of the one plain sentence.
     varied_fixes: bool = False
+    # Plain clean controls whose wording is someone else's: the name of a JSON file in
+    # ``wordings/`` ({"honest": [...], "fixes": [...]}, placeholders {k} and {c}) whose honest
+    # passages replace `_HONEST_PLAIN` and whose corrections are used in turn (`_wordings`).
+    wordings: str = ""
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
@@ -162,9 +167,20 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # file; each honest error the file's incorrect answer), its corrections worded in six ways of
     # their own (`_FIX_PLAIN_VARIED`). locomo-clean-plain and nq-clean-plain share one correction
     # sentence, so a rule read from the TUNE one's misses is not held out on nq-clean-plain.
-    Family("hotpot-clean-plain", HOLDOUT, "hotpotqa", "token", "plain", "honest", (), varied_fixes=True,
-           note="clean control (HOLDOUT): HotpotQA honest errors and outdated records as plain passages, "
-                "corrections in six wordings, no poison"),
+    # Its misses at 2,000 records were read in the session of 2026-12-05 11:30 (after its three
+    # HOLDOUT runs of the session before): TUNE since.
+    Family("hotpot-clean-plain", TUNE, "hotpotqa", "token", "plain", "honest", (), varied_fixes=True,
+           note="clean control (TUNE since 2026-12-05 11:30, HOLDOUT before): HotpotQA honest errors and "
+                "outdated records as plain passages, corrections in six wordings, no poison"),
+    # Written 2026-12-05 (session 11:30) before any run on it and before any engine change of that
+    # session, pre-registered HOLDOUT: the plain clean control on MS MARCO (PoisonedRAG's file;
+    # each honest error the file's incorrect answer) in wording nobody on the project has read:
+    # its honest passages and its corrections were written by a helper told not to read the
+    # repository (`wordings/holdout_clean_plain_1.json`), loaded by `_wordings`, never printed.
+    Family("msmarco-clean-plain", HOLDOUT, "msmarco", "token", "plain", "honest", (),
+           wordings="holdout_clean_plain_1",
+           note="clean control (HOLDOUT): MS MARCO honest errors and outdated records as plain passages "
+                "in a blind writer's wording, no poison"),
 )}
 
 # Poison phrasings, by layout-free index: {q} question, {w} planted answer, {t} topic.
@@ -206,6 +222,28 @@ _FIX_PLAIN_VARIED = ("Correction on {k}: it is {c}.",
                      "New info on {k}: {c}; disregard what was noted before.")
 _STOP = frozenset("what when where which who whom whose why how does did do is are was were the a an of in on "
                   "for to and or from with by at as that this many much".split())
+
+
+_WORDINGS = Path(__file__).resolve().parent / "wordings"
+
+
+def _wordings(fam: Family) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The plain honest passages and the corrections of ``fam``: its ``wordings`` file's, else
+    `_HONEST_PLAIN` and the one correction sentence (an empty tuple: `build_family` writes it)."""
+    if not fam.wordings:
+        return _HONEST_PLAIN, ()
+    path = _WORDINGS / f"{fam.wordings}.json"
+    try:
+        d = json.loads(path.read_text())
+        honest, fixes = tuple(d["honest"]), tuple(d["fixes"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ScenarioError(f"family {fam.name}: wordings file {path} unreadable: {e}") from e
+    for t in honest + fixes:
+        if not isinstance(t, str) or t.count("{k}") != 1 or t.count("{c}") != 1:
+            raise ScenarioError(f"family {fam.name}: every template in {path.name} needs one {{k}} and one {{c}}")
+    if not honest or not fixes:
+        raise ScenarioError(f"family {fam.name}: {path.name} needs honest and fixes templates")
+    return honest, fixes
 
 
 def _keywords(q: str) -> str:
@@ -359,8 +397,11 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             return {}
         return {"query": q, "answer": a, "source": source, "written_at": round(day, 3)}
 
+    plain_tpls, fixes = _wordings(fam)
+
     def honest(q: str, c: str, t: str, k: int, role: str = "relevant") -> dict:
-        tpl = (_HONEST_PLAIN if plain else _HONEST_SLOT)[k % 6]
+        tpls = plain_tpls if plain else _HONEST_SLOT
+        tpl = tpls[k % len(tpls)]
         text = _render(tpl, q, c, t)
         if fam.layout == "aline" and not text.startswith("Q"):
             text = f"Q: {q}\nA: {c}"
@@ -408,11 +449,13 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             n_err = 3 if ti % 2 == 0 else 1
             for j in range(n_err):
                 day = base_day + rng.uniform(0, 60) if ti % 2 == 0 else base_day + rng.uniform(0, 360)
-                tpl = _HONEST_PLAIN[(j + 1) % len(_HONEST_PLAIN)] if plain else _HONEST_SLOT[j + 1]
+                tpl = plain_tpls[(j + 1) % len(plain_tpls)] if plain else _HONEST_SLOT[j + 1]
                 mems.append({"_role": "honest_error", "text": _render(tpl, q, old, tg["t"]),
                              "metadata": meta(q, old, f"session:{rng.randint(1, 400)}", day)})
             if ti % 2 == 0:
-                if plain and fam.varied_fixes:
+                if plain and fixes:
+                    fix = _render(fixes[(ti // 2) % len(fixes)], q, c, tg["t"])
+                elif plain and fam.varied_fixes:
                     fix = _render(_FIX_PLAIN_VARIED[(ti // 2) % len(_FIX_PLAIN_VARIED)], q, c, tg["t"])
                 elif plain:
                     fix = f"Update on {_keywords(q)}: it is {c} now; the earlier notes were outdated."

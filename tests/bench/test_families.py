@@ -149,3 +149,24 @@ def test_the_aline_bridge_families_refuse_the_slot_layout_elsewhere():
 
     with pytest.raises(ScenarioError):
         build_bridge("x", TUNE, "ehr", rho=0.2, seed=0, size=400, observed=5, data=DEFAULT_DATA, layout="slot")
+
+
+def test_a_family_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
+    """msmarco-clean-plain's passages and corrections come from its wordings file (written
+    blind), none from the project's own templates; a malformed file is refused by name."""
+    import dataclasses
+    import json
+
+    from bench.scenarios import families as fm
+
+    fam = dataclasses.replace(fm.FAMILIES["locomo-clean-plain"], name="w", wordings="w")
+    monkeypatch.setitem(fm.FAMILIES, "w", fam)
+    monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
+    (tmp_path / "w.json").write_text(json.dumps({"honest": ["Zq7 {k} said {c}"], "fixes": ["Xv9 {k} fixed {c}"]}))
+    sc = build_family("w", seed=0, size=300)
+    own = [m["text"] for m in sc.memories if m["text"].startswith(("Zq7 ", "Xv9 "))]
+    assert sum(t.startswith("Xv9 ") for t in own) == sc.meta["targets"] // 2  # one correction per outdated target
+    assert not any(t.startswith(("Notes on", "Correction on", "Update on")) for t in (m["text"] for m in sc.memories))
+    (tmp_path / "w.json").write_text(json.dumps({"honest": ["no placeholders"], "fixes": ["{k} {c}"]}))
+    with pytest.raises(ScenarioError, match="w.json needs one"):
+        build_family("w", seed=0, size=300)
