@@ -70,7 +70,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import normalized, same_question, stated_question
+from .words import mentions, normalized, same_question, stated_question
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -331,8 +331,20 @@ def _common_harms(cands: Mapping[str, AuditEvent], removed: Collection[str], ret
     planted = Counter(e.harm.config_hash() for e in cands.values())
     events = {e.harm.config_hash(): e for e in cands.values()}
     slots = outside_answers(retriever.memories, removed)
-    return {key for key, ev in events.items()
-            if sum(n for slot, n in slots.items() if _gives(ev, slot)) >= planted[key]}
+    # A record with no answer slot (a plain passage) gives what its content asserts: "…: no, as
+    # noted." gives "no" (TUNE hotpot-clean-plain at 2,000: with no slot anywhere, "no" counted
+    # as given by nobody, and the honest records of four other questions answering it joined).
+    plain = [m for m in retriever.memories if m.id not in removed and answer_slot(m.metadata, m.text) is None]
+    common = set()
+    for key, ev in events.items():
+        given = sum(n for slot, n in slots.items() if _gives(ev, slot))
+        for m in plain:
+            if given >= planted[key]:
+                break
+            given += content_meets_harm(ev, m.metadata, m.text)
+        if given >= planted[key]:
+            common.add(key)
+    return common
 
 
 def _gives(ev: AuditEvent, slot: str) -> bool:
@@ -359,7 +371,14 @@ def _answers_otherwise(m: Any, q: str, ev: AuditEvent, removed: Collection[str],
     the batch and the candidates) include one that answers otherwise, its content not meeting the
     event's harm? Where the harm's target is a common answer (`_common_harms`), only then is it a
     harm on `q`."""
+    # A passage (no answer slot) that does not say the harm's target need not answer anything:
+    # where the event has candidate answers, it answers otherwise by naming another of them
+    # (TUNE hotpot-clean-plain at 2,000: a padding passage near "Laleli, Mosque, …: no" counted
+    # as the store answering otherwise, and that question's four honest records joined).
+    others = [c for c in ev.candidates or () if c.strip() and not _gives(ev, c)]
     return any(not content_meets_harm(ev, o.metadata, o.text)
+               and (not ev.candidates or answer_slot(o.metadata, o.text) is not None
+                    or any(mentions(c, o.text) for c in others))
                for o in records_on(q, stated_question(m), retriever, removed, k=k, support_cos=support_cos))
 
 

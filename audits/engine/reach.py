@@ -112,7 +112,7 @@ from .expansion import answer_slot
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import WORD, same_question, stated_question, tokens, word
+from .words import WORD, mentions, same_question, stated_question, tokens, word
 
 _FUNCTION = frozenset(
     "a an the of in on at to for from by with and or but as is are was were be been being it its "
@@ -124,6 +124,7 @@ _OPENERS = _FUNCTION | frozenset("notes note about according among asked someone
                                  "if writers several most many some people".split())
 # The first person is capitalised everywhere and names nobody ("I", "I'm", "I’ll").
 _I = frozenset("i" + a for a in ("", "'m", "'ve", "'ll", "'d", "’m", "’ve", "’ll", "’d"))
+_YES_NO = frozenset(("yes", "no"))
 _CONNECT = frozenset("of the and de da del la le du von van der di y".split())
 _DIM = 512
 
@@ -199,8 +200,11 @@ def answer_spans(text: str) -> list[str]:
             flush()
         prev = w
     flush()
+    # A lone function word names nothing, wherever it is capitalised ("He" opening a line of a
+    # passage whose title ends the line before).
     return list(dict.fromkeys(sp for sp, lone_opener in spans
-                              if sp.strip() and (not lone_opener or sp in inner_caps)))
+                              if sp.strip() and (not lone_opener or sp in inner_caps)
+                              and not (" " not in sp and sp.casefold() in _FUNCTION)))
 
 
 # A chat model's lead-in before the answer proper ("Answer:", "The answer is", "Based on the
@@ -234,6 +238,8 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
         tok = tokens(unit)
         if words:  # a clause of a longer answer: it needs a content word the question lacks
             tok = frozenset(t for t in tok if t not in _FUNCTION)
+        elif tok <= _FUNCTION and not tok <= _YES_NO:  # "He", "The": no answer; "no" is one
+            return
         if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
             out.append(unit)
 
@@ -262,11 +268,6 @@ def same_answer(a: str, b: str) -> bool:
     if not ua and not ub:
         return a.strip().casefold() == b.strip().casefold()
     return {u.casefold() for u in ua} == {u.casefold() for u in ub}
-
-
-def mentions(span: str, text: str) -> bool:
-    """`span` occurs in `text` as a whole word or phrase (case-insensitive)."""
-    return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
 
 
 def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str | None) -> list[str]:
@@ -299,6 +300,21 @@ def synth_query(m: Any) -> str:
 
 
 _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic
+
+
+def doc_freq(texts: Sequence[str]) -> dict[str, int]:
+    """How many of the texts contain each word (`words.tokens`)."""
+    df: dict[str, int] = {}
+    for t in texts:
+        for tok in tokens(t):
+            df[tok] = df.get(tok, 0) + 1
+    return df
+
+
+def rare_words(text: str, df: Mapping[str, int], n: int) -> frozenset[str]:
+    """A text's content words that few of the store's `n` records contain (`keyword_query`'s
+    rule): its topic, not its template."""
+    return frozenset(w for w in tokens(text) if w not in _FUNCTION and df.get(w, 0) <= max(2.0, _RARE_SHARE * n))
 
 
 def keyword_query(text: str, df: Mapping[str, int], n: int, *, share: float = _RARE_SHARE) -> str:
@@ -430,10 +446,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return like[o.id]
 
     E = retriever.embeddings
-    df: dict[str, int] = {}
-    for x in mems:
-        for tok in tokens(x.text):
-            df[tok] = df.get(tok, 0) + 1
+    df = doc_freq([x.text for x in mems])
 
     # One claim planted across questions about one subject (MINJA's trigger term): the content
     # words every seed naming a target states in its question, when those seeds state at least
@@ -465,16 +478,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return seedlike(o) and float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos and _carries_claim(o, claims) \
             and not _one_article(o, mems[idx[mid]])
 
-    rare = max(2.0, _RARE_SHARE * len(mems))
-
     def about(o: Any, m: Any, said: Sequence[str]) -> bool:
         """o is about m's subject: it names one of m's names other than the claim, or shares
         with m a content word the store rarely uses (`keyword_query`'s rule), outside the claim."""
         if any(mentions(sp, o.text) for sp in answer_spans(m.text) if sp not in said):
             return True
         ctok = set().union(*(tokens(c) for c in said)) if said else set()
-        mine = {w for w in tokens(m.text) - ctok if w not in _FUNCTION and df.get(w, 0) <= rare}
-        return bool(mine & tokens(o.text))
+        return bool((rare_words(m.text, df, len(mems)) - ctok) & tokens(o.text))
 
     def verify(mid: str, q: str, question: str | None, backed: bool = False, strict: bool = False
                ) -> tuple[dict[str, Any] | None, bool]:

@@ -24,6 +24,11 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(word(w) for w in WORD.findall(text) if w[0].isalnum())
 
 
+def mentions(span: str, text: str) -> bool:
+    """`span` occurs in `text` as a whole word or phrase (case-insensitive)."""
+    return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
+
+
 def normalized(s: str | None) -> str:
     """A text's identity for equality: case-folded, whitespace collapsed (None is "")."""
     return " ".join((s or "").casefold().split())

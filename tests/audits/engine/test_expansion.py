@@ -243,3 +243,35 @@ def test_a_common_answer_is_a_harm_only_where_the_store_answers_the_question_oth
 
     assert not otherwise("a0")  # the asters records left say "yes" too: it is that question's answer
     assert otherwise("p0")  # a record of the store on its question says "no"
+
+
+def test_in_plain_passages_a_common_answer_is_what_their_content_asserts(hashing_embedder):
+    """TUNE hotpot-clean-plain at 2,000: plain passages have no answer slot, so "no" counted as
+    given by nobody and was never a common answer; and a padding passage near "Laleli, Mosque, …:
+    no" that says nothing about it counted as the store answering otherwise, so that question's
+    four honest records joined a clean store's batch. A passage gives what its content asserts;
+    where the event has candidate answers, a passage answers otherwise by naming another one."""
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.expansion import _answers_otherwise, _common_harms
+    from audits.engine.harm import make_harm
+    from audits.engine.retriever import Retriever
+
+    store = [MemoryRecord(f"s{i}", f"Notes on topic {i}, item {i * 7}: {'no' if i % 2 else 'yes'}.", {})
+             for i in range(40)]
+    laleli = [MemoryRecord(f"l{i}", t, {}) for i, t in enumerate((
+        "Someone mentioned Laleli, Mosque, Esma, Sultan; the answer was no.",
+        "Notes on Laleli, Mosque, Esma, Sultan: no."))]
+    padding = [MemoryRecord("w0", "The Laleli Mosque is an Ottoman imperial mosque near the Esma Sultan mansion.", {}),
+               MemoryRecord("w1", "Laleli Mosque, Esma Sultan: yes, both stood in Istanbul.", {})]
+    mems = store + laleli + padding
+    retriever = Retriever(mems, hashing_embedder.encode([m.text for m in mems]), None, embedder=hashing_embedder)
+    no = AuditEvent("e", "Importance of Being Earnest Icelandic?", "no", [],
+                    make_harm(HarmSpec("contains", {"target": "no"})), 1.0, ["yes", "no"])
+    cands = {"l0": no, "l1": no}
+    assert _common_harms(cands, set(cands), retriever) == {no.harm.config_hash()}
+
+    def otherwise(removed: set[str]) -> bool:
+        return _answers_otherwise(laleli[0], laleli[0].text, no, removed, retriever, 5, 0.3)
+
+    assert otherwise(set(cands))  # w1 names the other candidate, "yes"
+    assert not otherwise(set(cands) | {"w1"})  # w0 answers nothing

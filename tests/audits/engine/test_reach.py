@@ -215,3 +215,15 @@ def test_a_heading_is_a_short_first_line_that_is_no_sentence():
     assert _heading("The harbour serves Norvik.\nIt is old.") is None
     assert _heading("Gang War (1958 film)") is None  # nothing follows
     assert _heading("Q: When did Ann move?\nA: May") is None
+
+
+def test_a_lone_function_word_is_no_answer():
+    """TUNE hotpot-clean-plain at 2,000: "He" opening the line after a padding passage's title was
+    an answer-like span, and the reader's "He" (or "The") without a clean group read as the store's
+    answer, which "confirmed" four paraphrases of a clean fact. "no" stays an answer."""
+    from audits.engine.reach import answer_spans, answer_units
+
+    text = "Archduke Rainer of Austria (1895–1930)\nHe was the eldest son of Archduke Leopold Salvator."
+    assert "He" not in answer_spans(text) and "Archduke Rainer of Austria" in answer_spans(text)
+    assert answer_units("He") == [] and answer_units("The") == []
+    assert answer_units("no") == ["no"] and answer_units("The Fast and the Furious")[0] == "The Fast and the Furious"
