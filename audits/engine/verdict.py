@@ -13,8 +13,8 @@ audit already holds, in this order:
 2. A newer correction: a memory outside the batch that answers the same question (same
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
    says something else (or says it corrects) — the memory is an *outdated* record; so is one
-   a record of the store on its subject (on the question it was credited on, or at least
-   `support_cos` near it) corrects: one that says an earlier answer was wrong and does not give
+   a record of the store on its subject (on the question it was credited on, at least
+   `support_cos` near it, or among its nearest and naming two of its rare words) corrects: one that says an earlier answer was wrong and does not give
    its claim (plain passages: no answer slot, no time). A corrected record's copies (its claim,
    near duplicates, written with it) are outdated with it.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
@@ -51,10 +51,10 @@ from ledger.classifier.instruction import instruction_markers
 
 from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
-from .reach import mentions
+from .reach import doc_freq, rare_words
 from .retriever import Retriever
+from .words import mentions, stated_question, tokens
 from .words import normalized as _norm
-from .words import stated_question
 
 POISON_LIKE = "poison-like"
 HONEST_ERROR = "honest-error"
@@ -218,13 +218,31 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # slot and no time, and is no near duplicate of the outdated notes (TUNE
         # locomo-clean-plain at 2,000 records: "Update on long, has, Jolene, had: it is one year
         # now; the earlier notes were outdated." is 0.48 near its notes, 0.39 near the question).
-        subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos)]
+        # Among its nearest records, one below `support_cos` is on its subject when it shares two
+        # of its rare words (`reach.rare_words`) outside the claim: the correction "Update on
+        # Evan, suggest, Sam, try: it is Painting now; …" is 0.27-0.34 near its three notes
+        # (TUNE locomo-clean-plain at 2,000, seed 2).
+        subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos),
+                   *(mems[j].id for j in nearest if sims[j] < support_cos and shares_subject(m, j))]
         for sid in dict.fromkeys(subject) if claim[m] else ():
             fix = corrects(mems[idx[sid]].text, claim[m]) if sid in idx and sid not in in_batch else None
             if fix:
                 return sid, (f"outdated: a record on its subject says the earlier answer was wrong "
                              f"({sid}: '{fix.group(0)[:80]}')")
         return None
+
+    df: dict[str, int] | None = None
+
+    def shares_subject(m: str, j: int) -> bool:
+        """Record j names two of member m's rare words, outside m's claim (the store's word
+        counts are taken once, when first needed)."""
+        nonlocal df
+        if not claim[m] or mems[j].id in in_batch or not says_corrected(mems[j].text):
+            return False
+        if df is None:
+            df = doc_freq([x.text for x in mems])
+        mine = rare_words(mems[idx[m]].text, df, len(mems)) - tokens(claim[m])
+        return len(mine & tokens(mems[j].text)) >= 2
 
     direct = {m: correction(m) for m in members}
 

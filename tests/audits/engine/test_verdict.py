@@ -486,3 +486,28 @@ def test_the_least_likely_of_several_windows_is_no_burst_unless_it_stays_unlikel
                              "written_at": 1200.05 + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
     v = judge(batch + [f"p{i}" for i in range(5)], _retriever(store + planted, hashing_embedder))
     assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
+
+
+def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_two_of_its_rare_words(hashing_embedder):
+    """TUNE locomo-clean-plain at 2,000, seed 2: "Update on Evan, suggest, Sam, try: it is Painting
+    now; the earlier notes were outdated." is among the nearest records of its three outdated
+    notes but 0.27-0.34 near them (under `support_cos`) and not among the question's records, so
+    the three stayed poison-like (planted redundancy). A correction among a member's nearest
+    records that names two of its rare words (outside the claim) is on its subject; one that
+    names one of them is not."""
+    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
+        "Evan, suggest, Sam, try: bottle caps, as noted.",
+        "About Evan, suggest, Sam, try - it is bottle caps.",
+        "Someone mentioned Evan, suggest, Sam, try; the answer was bottle caps."))]
+    batch = [m.id for m in notes]
+    claims = {m: "bottle caps" for m in batch}
+    words = "quietly over many long evenings with paints brushes canvas easel colours and patience"
+    two = MemoryRecord("two", f"Update on what Evan told Sam: it is Painting now, {words}; the earlier notes were outdated.", {})
+    one = MemoryRecord("one", f"Update on what Evan said: it is Painting now, {words}; the earlier notes were outdated.", {})
+    more = [MemoryRecord(f"g{i}", f"Q: where is parcel {i} kept?\nA: shelf{i}", {}) for i in range(100)]
+    for fix, corrected in ((two, "two"), (one, None)):
+        r = _retriever(_fillers(60) + more + notes + [fix], hashing_embedder)
+        assert max(float(r.embeddings[r.index[fix.id]] @ r.embeddings[r.index[m]]) for m in batch) < 0.4
+        v = judge(batch, r, claims=claims)
+        for m in batch:
+            assert v[m].corrected_by == corrected, (fix.id, v[m].reasons)
