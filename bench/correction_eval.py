@@ -7,7 +7,11 @@ repository), in two rounds:
 
 - ``TUNE`` (2026-12-05, 30 corrections, 30 hard negatives): read while the rules were written.
 - ``HOLDOUT`` (2026-12-05, 40 + 40, written by another helper into a file, committed here before
-  it was read or scored): measured once; never tune on it.
+  it was read or scored): measured once (session 08:52); its misses were read in the session of
+  11:30, so it is a tuning set since (``tune2``).
+- ``HOLDOUT2`` (2026-12-05, 80 + 80, ``correction_sets/holdout2.json``, written by a third helper
+  told not to read the repository, committed before it was read or scored): never tune on it;
+  this script scores it and never prints its notes.
 
 Hard negatives use the same vocabulary (earlier, previous, wrong, typo, update, no longer, ...) in
 an ordinary sense. Usage::
@@ -180,7 +184,16 @@ HOLDOUT_NEGATIVES = (
     "The user's fixed-rate savings bond matures in May 2027.",
 )
 
-SETS = {"tune": (TUNE_CORRECTIONS, TUNE_NEGATIVES), "holdout": (HOLDOUT_CORRECTIONS, HOLDOUT_NEGATIVES)}
+HOLDOUT2 = Path(__file__).resolve().parent / "correction_sets" / "holdout2.json"
+
+
+def _holdout2() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    d = json.loads(HOLDOUT2.read_text())
+    return tuple(d["corrections"]), tuple(d["hard_negatives"])
+
+
+SETS = {"tune": (TUNE_CORRECTIONS, TUNE_NEGATIVES), "tune2": (HOLDOUT_CORRECTIONS, HOLDOUT_NEGATIVES),
+        "holdout2": _holdout2()}
 
 
 def score(corrections: tuple[str, ...], negatives: tuple[str, ...]) -> dict:

@@ -7,11 +7,12 @@ import json
 from bench.correction_eval import HOLDOUT_CORRECTIONS, HOLDOUT_NEGATIVES, TUNE_CORRECTIONS, TUNE_NEGATIVES, main
 
 
-def test_the_eval_scores_both_sets_and_the_tune_set_is_read_as_written(tmp_path):
+def test_the_eval_scores_every_set_and_the_tune_set_is_read_as_written(tmp_path):
     out = tmp_path / "corr.json"
     assert main(["--json", str(out)]) == 0
     got = json.loads(out.read_text())
     assert (len(TUNE_CORRECTIONS), len(TUNE_NEGATIVES), len(HOLDOUT_CORRECTIONS), len(HOLDOUT_NEGATIVES)) == (30, 30, 40, 40)
     # The TUNE set was read while the rules were written: every correction read, no negative.
     assert got["tune"] == {"corrections": 30, "read": 30, "negatives": 30, "false": 0}
-    assert got["holdout"]["corrections"] == 40 and 0 <= got["holdout"]["read"] <= 40
+    assert got["tune2"]["corrections"] == 40 and 0 <= got["tune2"]["read"] <= 40
+    assert (got["holdout2"]["corrections"], got["holdout2"]["negatives"]) == (80, 80)
