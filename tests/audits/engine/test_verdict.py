@@ -488,13 +488,13 @@ def test_the_least_likely_of_several_windows_is_no_burst_unless_it_stays_unlikel
     assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
 
 
-def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_two_of_its_rare_words(hashing_embedder):
+def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_most_of_its_rare_words(hashing_embedder):
     """TUNE locomo-clean-plain at 2,000, seed 2: "Update on Evan, suggest, Sam, try: it is Painting
     now; the earlier notes were outdated." is among the nearest records of its three outdated
     notes but 0.27-0.34 near them (under `support_cos`) and not among the question's records, so
     the three stayed poison-like (planted redundancy). A correction among a member's nearest
-    records that names two of its rare words (outside the claim) is on its subject; one that
-    names one of them is not."""
+    records that names at least two and half of its rare words (outside the claim) is on its
+    subject; one that names fewer is not (two words of a long passage's many are chance)."""
     notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
         "Evan, suggest, Sam, try: bottle caps, as noted.",
         "About Evan, suggest, Sam, try - it is bottle caps.",
@@ -502,7 +502,8 @@ def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_t
     batch = [m.id for m in notes]
     claims = {m: "bottle caps" for m in batch}
     words = "quietly over many long evenings with paints brushes canvas easel colours and patience"
-    two = MemoryRecord("two", f"Update on what Evan told Sam: it is Painting now, {words}; the earlier notes were outdated.", {})
+    two = MemoryRecord("two", f"Update on what Evan would suggest Sam try: it is Painting now, {words}; the earlier "
+                              "notes were outdated.", {})
     one = MemoryRecord("one", f"Update on what Evan said: it is Painting now, {words}; the earlier notes were outdated.", {})
     more = [MemoryRecord(f"g{i}", f"Q: where is parcel {i} kept?\nA: shelf{i}", {}) for i in range(100)]
     for fix, corrected in ((two, "two"), (one, None)):
