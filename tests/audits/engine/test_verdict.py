@@ -19,6 +19,14 @@ def _retriever(mems, emb):
     return Retriever(mems, emb.encode([m.text for m in mems]), None, embedder=emb)
 
 
+def _plain_notes(keys: str, claim: str) -> tuple[list[MemoryRecord], list[str], dict[str, str]]:
+    """Three plain notes of one outdated claim (the clean controls' wording), their ids, their claims."""
+    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
+        f"{keys}: {claim}, as noted.", f"About {keys} - it is {claim}.",
+        f"Someone mentioned {keys}; the answer was {claim}."))]
+    return notes, [m.id for m in notes], {m.id: claim for m in notes}
+
+
 def _fillers(n: int) -> list[MemoryRecord]:
     return [MemoryRecord(f"f{i}", f"Q: what colour is item {i}?\nA: colour{i}",
                          {"query": f"what colour is item {i}?", "answer": f"colour{i}",
@@ -421,12 +429,7 @@ def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_sa
     records. A record on their subject (near them, or on the question they were credited on)
     that says the earlier answer was wrong corrects them; one that merely answers otherwise, or
     that corrects the other way (gives their claim), does not."""
-    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
-        "long, has, Jolene, had: Drums, as noted.",
-        "About long, has, Jolene, had - it is Drums.",
-        "Someone mentioned long, has, Jolene, had; the answer was Drums."))]
-    batch = [m.id for m in notes]
-    claims = {m: "Drums" for m in batch}
+    notes, batch, claims = _plain_notes("long, has, Jolene, had", "Drums")
     q = "For how long has Jolene had Seraphim as a pet?"
     near = MemoryRecord("fix", "About long, has, Jolene, had - it is one year; the answer was outdated earlier.", {})
     far = MemoryRecord("far", "Seraphim the cat: adopted a year ago. My previous entries were mistaken.", {})
@@ -495,12 +498,7 @@ def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_m
     the three stayed poison-like (planted redundancy). A correction among a member's nearest
     records that names at least two and half of its rare words (outside the claim) is on its
     subject; one that names fewer is not (two words of a long passage's many are chance)."""
-    notes = [MemoryRecord(f"n{i}", t, {}) for i, t in enumerate((
-        "Evan, suggest, Sam, try: bottle caps, as noted.",
-        "About Evan, suggest, Sam, try - it is bottle caps.",
-        "Someone mentioned Evan, suggest, Sam, try; the answer was bottle caps."))]
-    batch = [m.id for m in notes]
-    claims = {m: "bottle caps" for m in batch}
+    notes, batch, claims = _plain_notes("Evan, suggest, Sam, try", "bottle caps")
     words = "quietly over many long evenings with paints brushes canvas easel colours and patience"
     two = MemoryRecord("two", f"Update on what Evan would suggest Sam try: it is Painting now, {words}; the earlier "
                               "notes were outdated.", {})
