@@ -172,6 +172,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("hotpot-clean-plain", TUNE, "hotpotqa", "token", "plain", "honest", (), varied_fixes=True,
            note="clean control (TUNE since 2026-12-05 11:30, HOLDOUT before): HotpotQA honest errors and "
                 "outdated records as plain passages, corrections in six wordings, no poison"),
+    # TUNE (2026-12-05 11:30): hotpot-clean-plain in a second blind helper's wording
+    # (`wordings/tune_clean_plain_2.json`, written like the HOLDOUT's by a helper told not to read
+    # the repository), to find on a tuning family what someone else's wording breaks.
+    Family("hotpot-clean-plain-w2", TUNE, "hotpotqa", "token", "plain", "honest", (),
+           wordings="tune_clean_plain_2",
+           note="clean control (TUNE): HotpotQA honest errors and outdated records as plain passages "
+                "in a blind writer's wording, no poison"),
     # Written 2026-12-05 (session 11:30) before any run on it and before any engine change of that
     # session, pre-registered HOLDOUT: the plain clean control on MS MARCO (PoisonedRAG's file;
     # each honest error the file's incorrect answer) in wording nobody on the project has read:
