@@ -3,7 +3,7 @@
 A plain note has no metadata: whether a later record *corrects* an earlier one (the earlier one is
 then an outdated record, a correction and not a poison suspect) is read from its words alone. The
 sets below were written by a model that never saw the rules (a helper agent told not to read the
-repository), in two rounds:
+repository), in three rounds:
 
 - ``TUNE`` (2026-12-05, 30 corrections, 30 hard negatives): read while the rules were written.
 - ``HOLDOUT`` (2026-12-05, 40 + 40, written by another helper into a file, committed here before
