@@ -179,6 +179,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            wordings="tune_clean_plain_2",
            note="clean control (TUNE): HotpotQA honest errors and outdated records as plain passages "
                 "in a blind writer's wording, no poison"),
+    # TUNE (2026-12-05 11:30): the same wording on MS MARCO's targets (another draw of them: the
+    # family's name seeds it), to read on a tuning family what MS MARCO's answers do to the plain
+    # clean control; msmarco-clean-plain stays held out (its wording is its own).
+    Family("msmarco-clean-plain-w2", TUNE, "msmarco", "token", "plain", "honest", (),
+           wordings="tune_clean_plain_2",
+           note="clean control (TUNE): MS MARCO honest errors and outdated records as plain passages "
+                "in a blind writer's wording (not the HOLDOUT's), no poison"),
     # Written 2026-12-05 (session 11:30) before any run on it and before any engine change of that
     # session, pre-registered HOLDOUT: the plain clean control on MS MARCO (PoisonedRAG's file;
     # each honest error the file's incorrect answer) in wording nobody on the project has read:
