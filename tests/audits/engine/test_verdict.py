@@ -27,6 +27,16 @@ def _plain_notes(keys: str, claim: str) -> tuple[list[MemoryRecord], list[str], 
     return notes, [m.id for m in notes], {m.id: claim for m in notes}
 
 
+def _assert_a_planted_burst_stays_one(batch: list[str], store: list[MemoryRecord], start: float, emb) -> None:
+    """Five planted records written within minutes (0.002 days apart, from `start`), each of its
+    own session, joined to `batch`: every one is a write-time burst."""
+    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
+                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
+                             "written_at": start + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
+    v = judge(batch + [f"p{i}" for i in range(5)], _retriever(store + planted, emb))
+    assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
+
+
 def _fillers(n: int) -> list[MemoryRecord]:
     return [MemoryRecord(f"f{i}", f"Q: what colour is item {i}?\nA: colour{i}",
                          {"query": f"what colour is item {i}?", "answer": f"colour{i}",
@@ -313,11 +323,7 @@ def test_three_of_a_large_batch_of_honest_errors_written_close_by_chance_are_no_
         assert not any("write-time burst" in r for r in v[m].reasons), v[m].reasons
     v = judge(["c500", "c501", "c502", "c8", "c16"], _retriever(mems, hashing_embedder))
     assert all(any("write-time burst" in r for r in v[m].reasons) for m in ("c500", "c501", "c502"))
-    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
-                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
-                             "written_at": 1300.05 + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
-    v = judge(errs + [f"p{i}" for i in range(5)], _retriever(mems + planted, hashing_embedder))
-    assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
+    _assert_a_planted_burst_stays_one(errs, mems, 1300.05, hashing_embedder)
 
 
 def test_honest_records_of_one_answer_written_apart_are_no_planted_redundancy(hashing_embedder):
@@ -484,11 +490,7 @@ def test_the_least_likely_of_several_windows_is_no_burst_unless_it_stays_unlikel
     # p = 5e-7 to 3e-6: unlikely whatever was tried.)
     for m in ("c300", "c304"):
         assert not any("write-time burst" in r for r in v[m].reasons), v[m].reasons
-    planted = [MemoryRecord(f"p{i}", f"Q: what is kept in box {i}?\nA: value{i}x",
-                            {"query": f"what is kept in box {i}?", "answer": f"value{i}x",
-                             "written_at": 1200.05 + 0.002 * i, "source": f"session:p{i}"}) for i in range(5)]
-    v = judge(batch + [f"p{i}" for i in range(5)], _retriever(store + planted, hashing_embedder))
-    assert all(any("write-time burst" in r for r in v[f"p{i}"].reasons) for i in range(5))
+    _assert_a_planted_burst_stays_one(batch, store, 1200.05, hashing_embedder)
 
 
 def test_a_correction_below_the_support_cosine_is_on_the_subject_when_it_names_most_of_its_rare_words(hashing_embedder):
