@@ -90,7 +90,8 @@ class Family:
     varied_fixes: bool = False
     # Plain clean controls whose wording is someone else's: the name of a JSON file in
     # ``wordings/`` ({"honest": [...], "fixes": [...]}, placeholders {k} and {c}) whose honest
-    # passages replace `_HONEST_PLAIN` and whose corrections are used in turn (`_wordings`).
+    # passages replace `_HONEST_PLAIN` and whose corrections are used in turn (`_wordings`);
+    # for a bridge family in the slot layout, its records' wording (`bridge.slot_wording`).
     wordings: str = ""
 
 
@@ -145,6 +146,20 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # 2026-12-05: a loss there (ρ 0.5 seed 0, R 1.00 -> 0.90) was read to shape the expansion's
     # common-answer rule (`expansion._common_harms`).
     Family("locomo-minja-slot", TUNE, "locomo", "any", "slot", "bridge", ()),
+    # Written 2026-12-05 (session 13:53) before any run on it and before any engine change of that
+    # session, pre-registered HOLDOUT: the MINJA recipe of locomo-minja-slot (chat-log records with
+    # metadata, the builtin-vote agent) in wording nobody on the project has read: its honest
+    # records, bridges, ways of asking and answer shapes were written by a helper told not to read
+    # the repository (`wordings/holdout_minja_slot_1.json`, `bridge.slot_wording`), never printed.
+    Family("locomo-minja-slot-w1", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+           wordings="holdout_minja_slot_1",
+           note="MINJA bridging in chat-log records with metadata, in a blind writer's wording (HOLDOUT)"),
+    # TUNE twin (the same session): the same recipe in a second blind writer's wording
+    # (`wordings/tune_minja_slot_2.json`), so that what someone else's wording breaks can be read
+    # on a tuning family; the victim is drawn anew (the family's name seeds the draw).
+    Family("locomo-minja-slot-w2", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_2",
+           note="MINJA bridging in chat-log records with metadata, in a second blind writer's wording (TUNE)"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
@@ -380,7 +395,7 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
     data = Path(data) if data else DEFAULT_DATA
     if fam.attack == "bridge":
         return build_bridge(name, fam.split, fam.source, rho=rho, seed=seed, size=size, observed=observed, data=data,
-                            layout=fam.layout)
+                            layout=fam.layout, wordings=_WORDINGS / f"{fam.wordings}.json" if fam.wordings else None)
     rng = random.Random(f"family:{name}:{seed}")
     pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)

@@ -170,3 +170,61 @@ def test_a_family_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monk
     (tmp_path / "w.json").write_text(json.dumps({"honest": ["no placeholders"], "fixes": ["{k} {c}"]}))
     with pytest.raises(ScenarioError, match="w.json needs one"):
         build_family("w", seed=0, size=300)
+
+
+def _slot_wording(**over):
+    w = {"honest": ["Hq7 {q} | {speaker} on {date}: {turn} => {a}"], "honest_bare": ["Hb7 {q} => {a}"],
+         "bridges": ["Br1 {q} | {v} lives under {r} now, read {r}. => {ans}", "Br2 {q} | {v}~{r} => {ans}",
+                     "Br3 {q} => {ans}"],
+         "asked": ["{q}", "{p}"], "answers": ["{r}", "{a} says {r}"]}
+    return {**w, **over}
+
+
+def test_a_bridge_family_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
+    """locomo-minja-slot-w1 / -w2 read their records' wording from their files (written blind):
+    honest records, bridges (longest first, none last), ways of asking and answer shapes, none of
+    the project's own; a malformed file is refused by name and key."""
+    import dataclasses
+    import json
+
+    from bench.scenarios import families as fm
+
+    fam = dataclasses.replace(fm.FAMILIES["locomo-minja-slot-w2"], name="w", wordings="w")
+    monkeypatch.setitem(fm.FAMILIES, "w", fam)
+    monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
+    (tmp_path / "w.json").write_text(json.dumps(_slot_wording()))
+    sc = build_family("w", rho=0.5, seed=0, size=400, observed=5)
+    victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
+    own = [m for m in sc.memories if m["text"][:3] in ("Hq7", "Hb7", "Br1", "Br2", "Br3")]
+    poison = [m for m in own if m["id"] in set(sc.poisoned)]
+    assert len(poison) == sc.meta["injected"] and not any(m["text"].startswith("User: ") for m in sc.memories)
+    assert {m["text"][:3] for m in poison} == {"Br1", "Br2", "Br3"}
+    by_time = sorted(poison, key=lambda m: m["metadata"]["written_at"])  # the attacker's order
+    assert by_time[0]["text"].startswith("Br1") and by_time[-1]["text"].startswith("Br3")
+    assert all(redirect in m["metadata"]["answer"] and m["text"].endswith(m["metadata"]["answer"]) for m in poison)
+    assert {m["text"][:3] for m in own if m not in poison} == {"Hq7", "Hb7"}
+    assert all(victim in p["query"] for p in sc.probes)
+    for bad, key in ((_slot_wording(bridges=["Br1 {q} {v} => {ans}", "{q} => {ans}"]), "bridge"),
+                     (_slot_wording(bridges=["{q} {v} {r} => {ans}", "{q} {r} => {ans}"]), "bridge"),
+                     (_slot_wording(answers=["{a} only"]), "'answers'"),
+                     (_slot_wording(asked=["{question}"]), "'asked'"),
+                     ({k: v for k, v in _slot_wording().items() if k != "honest_bare"}, "unreadable")):
+        (tmp_path / "w.json").write_text(json.dumps(bad))
+        with pytest.raises(ScenarioError, match=f"family w: .*{key}"):
+            build_family("w", rho=0.2, seed=0, size=300)
+
+
+@pytest.mark.parametrize("name", ["locomo-minja-slot-w1", "locomo-minja-slot-w2"])
+def test_the_blind_minja_families_are_the_slot_recipe_in_their_own_wording(name):
+    """Structure only (the HOLDOUT's wording is never printed): ρ as locomo-minja-slot's, every
+    poison's answer naming the redirect, no record in the project's own slot wording."""
+    from bench.scenarios.bridge import SLOT_WORDING
+
+    sc = build_family(name, rho=0.2, seed=0, size=400, observed=5)
+    poisoned = set(sc.poisoned)
+    assert sc.meta["split"] == FAMILIES[name].split and sc.agent["connector"] == "builtin-vote"
+    poison = [m for m in sc.memories if m["id"] in poisoned]
+    assert len(poison) == sc.meta["injected"] and abs(sc.meta["rho"] - 0.2) < 0.02
+    assert all(sc.meta["redirect"] in m["metadata"]["answer"] for m in poison)
+    heads = {t.split("{", 1)[0] for t in SLOT_WORDING.honest + SLOT_WORDING.bridges if t.split("{", 1)[0]}
+    assert not any(m["text"].startswith(h) for h in heads - {"User: "} for m in sc.memories)
