@@ -35,12 +35,40 @@ def normalized(s: str | None) -> str:
 
 
 def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
-    """Two stated questions are one when their tokens overlap (Jaccard) at least `bar`; a record
-    that states no question (a plain passage) is judged by its cosine alone."""
+    """Two stated questions are one when their words overlap (Jaccard) at least `bar`, question
+    words of one kind counted as one ("which" / "what", "whom" / "who"); a question asked after a
+    lead-in ("Sorry if I asked this before, but which …?", "Quick question: when …?") is also
+    compared from its last clause that opens as a question does. A record that states no
+    question (a plain passage) is judged by its cosine alone."""
     if not a or not b:
         return True
-    ta, tb = tokens(a), tokens(b)
-    return bool(ta | tb) and len(ta & tb) / len(ta | tb) >= bar
+
+    def jaccard(x: str, y: str) -> float:
+        tx, ty = _asked_words(x), _asked_words(y)
+        return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
+
+    if jaccard(a, b) >= bar:
+        return True
+    pa, pb = _proper(a), _proper(b)
+    return (pa, pb) != (a, b) and jaccard(pa, pb) >= bar
+
+
+# Question words of one kind: "which sort of art" asks what "what kind of art" asks.
+_WH = {"which": "what", "whom": "who", "whose": "who"}
+# Where a question proper opens after a lead-in: a clause break, then a question word or an
+# auxiliary ("…, but which …?", "…? When …?", "…: is it true that …?").
+_OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|"
+                      r"do|does|did|has|have|had|can|could|would|will|should)\b.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _asked_words(q: str) -> frozenset[str]:
+    return frozenset(_WH.get(t, t) for t in tokens(q))
+
+
+def _proper(q: str) -> str:
+    """A question without its lead-in: from the last clause that opens as a question does."""
+    last = list(_OPENING.finditer(q))[-1:]
+    return last[0].group(1) if last else q
 
 
 _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)

@@ -1,0 +1,38 @@
+"""What "the same question" means (audits/engine/words.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from audits.engine.words import same_question
+
+
+@pytest.mark.parametrize("asked, stored", [
+    # An attacker's lead-in before the victim's own question (TUNE locomo-minja-slot-w2: the
+    # store's record on that question was not on the store's side, Jaccard 0.31).
+    ("Sorry if I asked this before, but which sort of art does Caroline make?",
+     "What kind of art does Caroline make?"),
+    ("Can you check something for me? When did Caroline go to the support group?",
+     "When did Caroline go to the support group?"),
+    ("Sorry if I asked this before, but is it true that Caroline did make the black and white bowl in the photo?",
+     "Did Caroline make the black and white bowl in the photo?"),
+    # Question words of one kind.
+    ("Which sort of art does Caroline make?", "What kind of art does Caroline make?"),
+])
+def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
+    assert same_question(asked, stored) and same_question(stored, asked)
+
+
+@pytest.mark.parametrize("a, b", [
+    # TUNE nq-number-slot-distinct: a bystander's copies were "confirmed" by records answering
+    # another question (Jaccard 0.33); a lead-in changes nothing there.
+    ("how many episodes in greys anatomy season 14", "how many episodes in chicago fire season 4"),
+    ("Quick question, how many episodes in greys anatomy season 14?", "How many episodes in chicago fire season 4?"),
+    ("Sorry to bother you, but where did Caroline move from?", "When did Melanie paint the sunrise?"),
+])
+def test_other_questions_stay_other_questions(a, b):
+    assert not same_question(a, b) and not same_question(b, a)
+
+
+def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
+    assert same_question(None, "When did Caroline go?") and same_question("When did Caroline go?", "")
