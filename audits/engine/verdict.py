@@ -52,7 +52,7 @@ from ledger.classifier.instruction import instruction_markers
 
 from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
-from .reach import doc_freq, rare_words
+from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
 from .words import mentions, stated_question, tokens
 from .words import normalized as _norm
@@ -65,6 +65,38 @@ BRIDGE = re.compile(
     r"(were|was|been) (merged|moved) into|re-?registered as|stored under|outdated id|"
     r"look up \S+ instead|use \S+'s (data|records) instead|redirect(ed)? to)\b",
     re.IGNORECASE)
+# A bridging step in any wording: a sentence of the record (its question aside) that names the
+# question's subject and the planted answer's entity together, and relates them as one ("V and R
+# turn out to be the same person", "V is the name R goes by", "V = R") or as where the other's
+# records are kept ("filed under R", "folded into R's profile"). The relation words are a closed
+# class; both names must stand in that sentence, so "time goes by" or a bed something was kept
+# under is no bridge (TUNE locomo-minja-slot-w2: none of its bridges matched `BRIDGE`, so a lone
+# seed at ρ 0.05 was judged an isolated honest error).
+_RELATION = re.compile(
+    r"\b(?:(?:one and )?the same|alias|aka|a\.k\.a\.|(?:also )?known as|goes by|go by|nickname|"
+    r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
+    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to)\b|=|→|->",
+    re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def bridge_sentence(text: str, question: str | None, target: str | None) -> str | None:
+    """The sentence of `text` that bridges its question's subject to `target` (see `_RELATION`),
+    if any: `question` is the record's stated question, `target` the planted entity its answer
+    names (a name, not yes/no or a number)."""
+    if not question or not target or not any(ch.isalpha() for ch in target) or target.casefold() in ("yes", "no"):
+        return None
+    subjects = [v for v in answer_spans(question) if not v[0].isdigit()
+                and not mentions(target, v) and not mentions(v, target)]
+    if not subjects:
+        return None
+    for sentence in _SENTENCE.split(text.replace(question, " ")):
+        if mentions(target, sentence) and any(mentions(v, sentence) for v in subjects) \
+                and _RELATION.search(sentence):
+            return sentence.strip()
+    return None
+
+
 # A write-time burst, or suspects sharing one source, must be unlikely under the store's own
 # write rate or spread of sources (Poisson tail).
 BURST_P = 1e-3
@@ -271,8 +303,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             rule, matched = instruction[0]
             reasons.append(f"carries an injected instruction ({rule}): '{matched[:120]}'")
             poison = True
-        if BRIDGE.search(rec.text):
-            reasons.append(f"bridging/redirect statement: '{BRIDGE.search(rec.text).group(0)}'")
+        bridge = BRIDGE.search(rec.text)
+        said = bridge.group(0) if bridge else bridge_sentence(rec.text, stated_question(rec), planted[m])
+        if said:
+            reasons.append(f"bridging/redirect statement: '{said[:160]}'")
             poison = True
         # 2. a newer correction outside the batch (`correction` above)
         t = times[m]
