@@ -53,8 +53,14 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     return (pa, pb) != (a, b) and jaccard(pa, pb) >= bar
 
 
-# Question words of one kind: "which sort of art" asks what "what kind of art" asks.
+# Question words of one kind: "which sort of art" asks what "what kind of art" asks, "on what
+# date" what "when" asks.
 _WH = {"which": "what", "whom": "who", "whose": "who"}
+_WH_PHRASE = ((re.compile(r"\b(?:(?:on|at|in|by) )?(?:what|which) (?:date|day|time|year|month)\b", re.I), "when"),
+              (re.compile(r"\b(?:(?:in|at|to) )?(?:what|which) (?:place|location)\b", re.I), "where"),
+              (re.compile(r"\b(?:what|which) (?:person|people)\b", re.I), "who"),
+              (re.compile(r"\b(?:in )?(?:what|which) (?:way|manner)\b", re.I), "how"),
+              (re.compile(r"\b(?:what|which) number of\b", re.I), "how many"))
 # Where a question proper opens after a lead-in: a clause break, then a question word or an
 # auxiliary ("…, but which …?", "…? When …?", "…: is it true that …?").
 _OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|"
@@ -62,6 +68,8 @@ _OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|w
 
 
 def _asked_words(q: str) -> frozenset[str]:
+    for phrase, wh in _WH_PHRASE:
+        q = phrase.sub(wh, q)
     return frozenset(_WH.get(t, t) for t in tokens(q))
 
 

@@ -16,8 +16,10 @@ from audits.engine.words import same_question
      "When did Caroline go to the support group?"),
     ("Sorry if I asked this before, but is it true that Caroline did make the black and white bowl in the photo?",
      "Did Caroline make the black and white bowl in the photo?"),
-    # Question words of one kind.
+    # Question words of one kind, and question phrases that ask what one word asks.
     ("Which sort of art does Caroline make?", "What kind of art does Caroline make?"),
+    ("On what date did Caroline draw a self-portrait?", "When did Caroline draw a self-portrait?"),
+    ("In which place did Caroline grow up?", "Where did Caroline grow up?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
