@@ -48,6 +48,11 @@ it tests generalisation rather than the wording above:
   cycled per record so that every ρ sees all of them;
 - answer shapes of its own (``_ANSWER_SLOT``), R inside a longer phrase or a possessive
   ("It was R's: …", "R did — …", "According to R's entries, …", "R, per the combined profile").
+
+``locomo-minja-slot-w1`` (HOLDOUT) and ``locomo-minja-slot-w2`` (TUNE), 2026-12-05: the slot
+recipe with every template (honest records, bridges, ways of asking, answer shapes) read from a
+wordings file written by a helper told not to read the repository (`slot_wording` checks the
+placeholders each may and must use); which file is held out was fixed before either was read.
 """
 
 from __future__ import annotations

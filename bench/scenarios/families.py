@@ -16,8 +16,10 @@ attack per store. These families vary, one knob at a time:
 - a shared attacker answer across targets (MINJA's redirect) or one per target (PoisonedRAG);
 - MINJA's bridging steps against one trigger term (``bridge.py``): ``locomo-minja-bridge``
   (HOLDOUT until 2026-12-03, TUNE since) and its TUNE twin ``ehr-minja-bridge`` in the ``aline`` layout, and
-  ``locomo-minja-slot`` (HOLDOUT, pre-registered 2026-12-03): chat-log records with
-  ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
+  ``locomo-minja-slot`` (HOLDOUT, pre-registered 2026-12-03, TUNE since 2026-12-05): chat-log
+  records with ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
+  ``locomo-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-05) and ``-w2`` (TUNE): the same
+  recipe in two blind writers' wordings (``wordings/``, ``bridge.slot_wording``);
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
