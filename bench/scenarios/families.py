@@ -83,7 +83,7 @@ class Family:
     source: str  # nq | hotpotqa | msmarco | sqa | locomo | ehr
     answer_type: str  # token | number | yesno | sentence | entity | any
     layout: str  # slot | aline | plain
-    attack: str  # distinct | shared | instruction | adv | honest
+    attack: str  # distinct | shared | instruction | adv | honest | bridge | bridge-clean
     phrasing: tuple[int, ...]  # poison template indices
     spread: bool = False
     note: str = ""
@@ -162,6 +162,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-minja-slot-w2", TUNE, "locomo", "any", "slot", "bridge", (),
            wordings="tune_minja_slot_2",
            note="MINJA bridging in chat-log records with metadata, in a second blind writer's wording (TUNE)"),
+    # Clean controls of that memory (2026-12-05, session 13:53): no attack, honest errors on ten of
+    # the victim's questions (outdated records and isolated slips, mix-ups of the two speakers'
+    # facts among them), in the two blind wordings' honest records. -w1 is a HOLDOUT, written and
+    # committed before any run on it; -w2 is TUNE.
+    Family("locomo-clean-slot-w1", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="holdout_minja_slot_1",
+           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a blind writer's wording"),
+    Family("locomo-clean-slot-w2", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_2",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a second blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
@@ -395,9 +405,10 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
         raise ScenarioError(f"rho must be in (0, 1), got {rho}")
     fam = FAMILIES[name]
     data = Path(data) if data else DEFAULT_DATA
-    if fam.attack == "bridge":
+    if fam.attack in ("bridge", "bridge-clean"):
         return build_bridge(name, fam.split, fam.source, rho=rho, seed=seed, size=size, observed=observed, data=data,
-                            layout=fam.layout, wordings=_WORDINGS / f"{fam.wordings}.json" if fam.wordings else None)
+                            layout=fam.layout, wordings=_WORDINGS / f"{fam.wordings}.json" if fam.wordings else None,
+                            clean=fam.attack == "bridge-clean")
     rng = random.Random(f"family:{name}:{seed}")
     pool = _targets(fam, data, poison_dir)
     rng.shuffle(pool)

@@ -38,7 +38,7 @@ def test_a_family_builds_with_its_layout_and_truth(name):
     if fam.layout == "plain":
         assert sc.agent["connector"] == "builtin-reader"
         assert all(p.get("candidates") for p in sc.probes)
-    if fam.attack == "honest":
+    if fam.attack in ("honest", "bridge-clean"):
         assert sc.poisoned == [] and sc.meta["honest_errors"]
     else:
         assert sc.poisoned and not sc.meta["honest_errors"]
@@ -228,3 +228,29 @@ def test_the_blind_minja_families_are_the_slot_recipe_in_their_own_wording(name)
     assert all(sc.meta["redirect"] in m["metadata"]["answer"] for m in poison)
     heads = {t.split("{", 1)[0] for t in SLOT_WORDING.honest + SLOT_WORDING.bridges if t.split("{", 1)[0]}
     assert not any(m["text"].startswith(h) for h in heads - {"User: "} for m in sc.memories)
+
+
+@pytest.mark.parametrize("name", ["locomo-clean-slot-w1", "locomo-clean-slot-w2"])
+def test_the_minja_memorys_clean_control_has_honest_errors_and_no_attack(name):
+    """Structure only (the HOLDOUT's wording is never printed): the MINJA chat-log memory with no
+    poison, honest errors on the victim's questions (two outdated records written in the
+    conversation's first days, or one slip), each error's question probed for its wrong value."""
+    sc = build_family(name, seed=1, size=400, observed=5)
+    assert sc.poisoned == [] and sc.meta["attack"] == "honest" and sc.agent["connector"] == "builtin-vote"
+    errors = [m for m in sc.memories if m["id"] in set(sc.meta["honest_errors"])]
+    assert 10 <= len(errors) <= 15
+    victim = sc.meta["trigger"]
+    assert all(victim in m["metadata"]["query"] for m in errors)
+    by_q = {}
+    for m in errors:
+        by_q.setdefault(m["metadata"]["query"], []).append(m)
+    honest_times = [m["metadata"]["written_at"] for m in sc.memories
+                    if "written_at" in m["metadata"] and m["id"] not in set(sc.meta["honest_errors"])]
+    for q, ms in by_q.items():
+        assert len(ms) in (1, 2)
+        store_record = [m for m in sc.memories if m["metadata"].get("query") == q and m not in ms]
+        assert store_record and all(m["metadata"]["answer"] != store_record[0]["metadata"]["answer"] for m in ms)
+        if len(ms) == 2:  # outdated: older than the store's record on that question
+            assert all(m["metadata"]["written_at"] < min(honest_times) + 3.01 for m in ms)
+    assert {p["harm"]["target"] for p in sc.probes} == {m["metadata"]["answer"] for m in errors}
+    assert sum(p["observed"] for p in sc.probes) == 5
