@@ -244,13 +244,17 @@ def test_the_minja_memorys_clean_control_has_honest_errors_and_no_attack(name):
     by_q = {}
     for m in errors:
         by_q.setdefault(m["metadata"]["query"], []).append(m)
-    honest_times = [m["metadata"]["written_at"] for m in sc.memories
-                    if "written_at" in m["metadata"] and m["id"] not in set(sc.meta["honest_errors"])]
+    stamps = {(m["metadata"]["written_at"], m["metadata"]["session"]) for m in sc.memories
+              if m["id"] not in set(sc.meta["honest_errors"]) and "written_at" in m["metadata"]
+              and "session" in m["metadata"]}
     for q, ms in by_q.items():
         assert len(ms) in (1, 2)
         store_record = [m for m in sc.memories if m["metadata"].get("query") == q and m not in ms]
         assert store_record and all(m["metadata"]["answer"] != store_record[0]["metadata"]["answer"] for m in ms)
-        if len(ms) == 2:  # outdated: older than the store's record on that question
-            assert all(m["metadata"]["written_at"] < min(honest_times) + 3.01 for m in ms)
+        # Every error bears one of the conversation's session stamps; an outdated pair is older
+        # than the store's record on its question.
+        assert all((m["metadata"]["written_at"], m["metadata"]["session"]) in stamps for m in ms)
+        if len(ms) == 2:
+            assert all(m["metadata"]["written_at"] < store_record[0]["metadata"]["written_at"] for m in ms)
     assert {p["harm"]["target"] for p in sc.probes} == {m["metadata"]["answer"] for m in errors}
     assert sum(p["observed"] for p in sc.probes) == 5
