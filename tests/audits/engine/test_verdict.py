@@ -549,3 +549,33 @@ def test_a_lone_bridge_in_another_wording_is_poison_like(hashing_embedder):
     store = [rec] + _fillers(60)
     v = judge(["b"], _retriever(store, hashing_embedder), targets=["Melanie"])
     assert v["b"].verdict == POISON_LIKE and any("Caroline = Melanie" in r for r in v["b"].reasons)
+
+
+def _session_store(sessions: int = 30, per: int = 12) -> list[MemoryRecord]:
+    """A memory that stamps every record with its session's date: `sessions` sessions a week
+    apart, `per` records each, all of one session alike in time."""
+    return [MemoryRecord(f"s{s}r{j}", f"Q: what did we say about topic {s}-{j}?\nA: answer {s}-{j}",
+                         {"query": f"what did we say about topic {s}-{j}?", "answer": f"answer {s}-{j}",
+                          "written_at": 19500.0 + 7.0 * s, "session": f"session_{s}"})
+            for s in range(sessions) for j in range(per)]
+
+
+def test_records_of_one_session_stamped_alike_are_no_write_time_burst(hashing_embedder):
+    """TUNE locomo-clean-slot-w2: the chat memory stamps each record with its session's date, and
+    six honest records of one session in the batch (their answers were what honest mix-ups on
+    other questions said) read as "written with 5 other suspects within 1e-09 time units": the
+    256-record reference had missed that session's other records, and the store's rate says a
+    window of no width holds nothing. Records the store's clock cannot tell apart are no burst
+    for sharing one stamp — as many as a stamp holds on average are expected there, and a record
+    outside the batch with that very stamp breaks the window. Planted records written minutes
+    apart stay a burst."""
+    store = _session_store()
+    batch = [f"s7r{j}" for j in range(6)] + [f"s{s}r0" for s in (2, 11, 19, 25)]
+    v = judge(batch, _retriever(store, hashing_embedder))
+    for m in batch:
+        assert not any("write-time burst" in r for r in v[m].reasons), v[m].reasons
+    # The whole session in the batch: still as many as a stamp holds on average, no burst.
+    whole = [f"s7r{j}" for j in range(12)]
+    v = judge(whole + ["s2r0", "s11r0"], _retriever(store, hashing_embedder))
+    assert not any(any("write-time burst" in r for r in v[m].reasons) for m in whole)
+    _assert_a_planted_burst_stays_one(batch, store, 19500.0 + 7.0 * 12 + 3.0, hashing_embedder)
