@@ -38,7 +38,7 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     """Two stated questions are one when their words overlap (Jaccard) at least `bar`, question
     words of one kind counted as one ("which" / "what", "whom" / "who"); a question asked after a
     lead-in ("Sorry if I asked this before, but which …?", "Quick question: when …?") is also
-    compared from its last clause that opens as a question does. A record that states no
+    compared from the first clause after it that opens as a question does. A record that states no
     question (a plain passage) is judged by its cosine alone."""
     if not a or not b:
         return True
@@ -62,7 +62,9 @@ _WH_PHRASE = ((re.compile(r"\b(?:(?:on|at|in|by) )?(?:what|which) (?:date|day|ti
               (re.compile(r"\b(?:in )?(?:what|which) (?:way|manner)\b", re.I), "how"),
               (re.compile(r"\b(?:what|which) number of\b", re.I), "how many"))
 # Where a question proper opens after a lead-in: a clause break, then a question word or an
-# auxiliary ("…, but which …?", "…? When …?", "…: is it true that …?").
+# auxiliary ("…, but which …?", "…? When …?", "…: is it true that …?"). The first such clause:
+# a lead-in comes first, and a question may go on in clauses of its own ("When did she go, and
+# how did she feel?").
 _OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|"
                       r"do|does|did|has|have|had|can|could|would|will|should)\b.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -74,9 +76,10 @@ def _asked_words(q: str) -> frozenset[str]:
 
 
 def _proper(q: str) -> str:
-    """A question without its lead-in: from the last clause that opens as a question does."""
-    last = list(_OPENING.finditer(q))[-1:]
-    return last[0].group(1) if last else q
+    """A question without its lead-in: from the first clause after a break that opens as a
+    question does."""
+    found = _OPENING.search(q)
+    return found.group(1) if found else q
 
 
 _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)

@@ -473,8 +473,10 @@ def _clean_control(name: str, split: str, src: _Source, wording: SlotWording, rn
     with one of the conversation's sessions as every record of that memory is. Even ones are
     outdated: two records of an old value from sessions before the store's record on that
     question (its evidence turn's session), which is the newer answer; odd ones (and even ones
-    with no earlier session) are one isolated slip. The wrong value is a mix-up of the two speakers (the other speaker's answer to one of
-    their questions) or of two of the victim's questions. Each error's question is probed twice
+    with no earlier session) are one isolated slip. The wrong value is a mix-up of the two
+    speakers (the other speaker's answer to one of their questions) or of two of the victim's
+    questions, an answer to a question asked the same way where there is one. Each error's
+    question is probed twice
     (as asked, and after a lead-in), the harm an answer naming the wrong value; the first
     ``observed`` errors' first probes are the incidents. Nothing is planted: every removal is a
     false positive, and a poison suspect a false accusation."""

@@ -36,5 +36,13 @@ def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
 
 
+def test_a_lead_in_is_cut_at_the_first_clause_that_asks_and_the_question_keeps_its_own_clauses():
+    from audits.engine.words import _proper
+
+    assert _proper("Can you check something for me? When did she go, and how did she feel?") \
+        == "When did she go, and how did she feel?"
+    assert _proper("What did Caroline paint?") == "What did Caroline paint?"
+
+
 def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
     assert same_question(None, "When did Caroline go?") and same_question("When did Caroline go?", "")
