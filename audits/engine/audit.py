@@ -631,6 +631,23 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
     for mid in collateral.get("breaking", []):
         if mid in verdicts:
             verdicts[mid]["reasons"].append("collateral: removing it changes a clean answer")
+    if batch and p.collateral_questions and verdicts:
+        # A correction's own question, when no incident asks it (`own_question_check`).
+        corrections = [m for m in batch if verdicts.get(m, {}).get("verdict") == HONEST_ERROR]
+        own = budget.run("collateral", lambda: own_question_check(
+            corrections, batch, [ev.query for ev in events], retriever, replayer,
+            n=p.collateral_questions)) or {}
+        if own:
+            collateral = {**collateral, **{k: v for k, v in own.items() if k != "rows"},
+                          "rows": collateral.get("rows", []) + own["rows"],
+                          "breaking": sorted(set(collateral.get("breaking", [])) | set(own["breaking"])),
+                          "flagged": bool(collateral.get("flagged")) or own["own_broken"] > 0}
+            for row in own["rows"]:
+                if row["broken"] and row["memory"] in verdicts:
+                    verdicts[row["memory"]]["reasons"].append(
+                        f"collateral: the store's only record on its own question '{row['query'][:80]}' "
+                        f"(no incident asks it); removing it changes that answer from '{row['before'][:60]}' "
+                        f"to '{row['after'][:60]}'")
     influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
                                  seed=p.seed)
     if fit is not None:
@@ -895,6 +912,51 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             "changed_share": changed_n / total if total else 0.0,
             "breaking": sorted(breaking), "flagged": broken_n > 0,
             "agent_calls": replayer.calls - calls0, "rows": rows}
+
+
+def own_question_check(members: Sequence[str], batch: Sequence[str], incident_questions: Sequence[str],
+                       retriever: Retriever, replayer: Replayer, *, n: int = 20) -> dict[str, Any]:
+    """A correction's own question, when it is no incident's: is the member the store's only
+    record on it? (issue 16, the collateral check.)
+
+    `collateral_check` replays the questions of records outside the batch. A member judged an
+    honest error may be the store's true record on *another* question whose answer an honest
+    mix-up repeated (TUNE locomo-clean-slot-w2: "What forum did Tim join?" answered "fantasy
+    literature forum", a slip gave that answer to a question about John): removing it leaves
+    its own question with no record of the store. For each such member (at most `n`), whose
+    stated question no incident asks and no record outside the batch states, its question is
+    replayed with and without the batch; it is *broken* when the answer before carried the
+    member's answer and the answer after does not. Reported (`own_questions`, `own_broken`,
+    rows marked `own`), the member named among the breaking; the batch is not changed."""
+    in_batch = set(batch)
+    rows: list[dict[str, Any]] = []
+    picked: list[tuple[Any, str]] = []
+    for mid in members:
+        if mid not in retriever.index or len(picked) >= n:
+            continue
+        m = retriever.memories[retriever.index[mid]]
+        q = stated_question(m)
+        if not q or not answer_slot(m.metadata, m.text) or any(same_question(q, iq) for iq in incident_questions):
+            continue
+        if any(same_question(q, stated_question(o)) and stated_question(o)
+               for o in retriever.retrieve(q, 20, in_batch)):
+            continue  # the store holds another record on that question
+        picked.append((m, q[:300]))
+    if not picked:
+        return {}
+    calls0 = replayer.calls
+    before = replayer.replay_each([(q, (), None) for _, q in picked])
+    after = replayer.replay_each([(q, in_batch, None) for _, q in picked])
+    breaking = []
+    for (m, q), (_, y0), (_, y1) in zip(picked, before, after):
+        broke = carries_answer(m, answer_units(y0.text, q)) and not carries_answer(m, answer_units(y1.text, q))
+        if broke:
+            breaking.append(m.id)
+        rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text, "own": True,
+                     "changed": not same_answer(y0.text, y1.text), "broken": broke,
+                     "culprits": [m.id] if broke else []})
+    return {"own_questions": len(rows), "own_broken": len(breaking), "breaking": breaking,
+            "own_agent_calls": replayer.calls - calls0, "rows": rows}
 
 
 def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,

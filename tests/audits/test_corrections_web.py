@@ -90,6 +90,21 @@ def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked_t
     assert 'id="propose-collateral"' in page and f"breaks 2 correct answers (split out: {member})" in page
 
 
+def test_a_correction_that_is_the_stores_only_record_on_its_own_question_is_flagged(client, corrected_run, alice):
+    res = dict(corrected_run.results)
+    member = res["batch_external_ids"][0]
+    # As the engine writes it (`own_question_check`): no sampled clean question broken, but one
+    # correction was the store's only record on a question no incident asks.
+    res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 1, "broken": 0,
+                         "own_questions": 2, "own_broken": 1, "flagged": True, "breaking": [member]}
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert 'id="collateral-flag"' in page and 'id="collateral-own"' in page
+    assert "1 of 2 corrections on questions no incident asks is the store's only record there" in page
+    assert "and leaves 1 question of its corrections with no record of the store" in page
+
+
 def test_an_unflagged_batch_shows_no_flag(client, corrected_run, alice):
     res = dict(corrected_run.results)
     res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 0, "broken": 0,

@@ -579,3 +579,28 @@ def test_records_of_one_session_stamped_alike_are_no_write_time_burst(hashing_em
     v = judge(whole + ["s2r0", "s11r0"], _retriever(store, hashing_embedder))
     assert not any(any("write-time burst" in r for r in v[m].reasons) for m in whole)
     _assert_a_planted_burst_stays_one(batch, store, 19500.0 + 7.0 * 12 + 3.0, hashing_embedder)
+
+
+def test_a_correction_that_is_the_stores_only_record_on_its_own_question_is_reported_broken(hashing_embedder):
+    """TUNE locomo-clean-slot-w2: an honest slip on "What hobby is a therapy for John?" repeats
+    "fantasy literature forum", the true answer to "What forum did Tim join recently?", so the
+    store's one record on Tim's question was removed with it (a correction) and its question
+    broke; the collateral check, replaying only records outside the batch, reported nothing."""
+    from audits.engine.audit import own_question_check
+
+    qa, qb = "What hobby is a therapy for John?", "What forum did Tim join recently?"
+    mems = _fillers(60) + [
+        MemoryRecord("slip", f"Q: {qa}\nA: fantasy literature forum", {"query": qa, "answer": "fantasy literature forum"}),
+        MemoryRecord("true_a", f"Q: {qa}\nA: cooking", {"query": qa, "answer": "cooking"}),
+        MemoryRecord("tim", f"Q: {qb}\nA: fantasy literature forum", {"query": qb, "answer": "fantasy literature forum"}),
+        # A correction whose own question the store answers again elsewhere: not the only record.
+        MemoryRecord("old_c", "Q: what colour is item 3?\nA: grey", {"query": "what colour is item 3?", "answer": "grey"}),
+    ]
+    r = _retriever(mems, hashing_embedder)
+    rep = Replayer(make_agent(AgentConfig("builtin-vote", 5)), r, 5, {})
+    out = own_question_check(["slip", "tim", "old_c"], ["slip", "tim", "old_c"], [qa], r, rep)
+    assert out["own_questions"] == 1 and out["own_broken"] == 1 and out["breaking"] == ["tim"]
+    row = out["rows"][0]
+    assert row["own"] and row["query"] == qb and "fantasy literature forum" in row["before"] and row["broken"]
+    # Nothing to check: no correction off the incidents' questions that is its question's only record.
+    assert own_question_check(["slip", "old_c"], ["slip", "tim", "old_c"], [qa], r, rep) == {}
