@@ -101,7 +101,7 @@ def test_a_correction_that_is_the_stores_only_record_on_its_own_question_is_flag
     client.force_login(alice)
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
     assert 'id="collateral-flag"' in page and 'id="collateral-own"' in page
-    assert "1 of 2 corrections on questions no incident asks is the store's only record there" in page
+    assert "2 corrections are the store's only record on a question no incident asks, and removing 1 of them" in page
     assert "and leaves 1 question of its corrections with no record of the store" in page
 
 
