@@ -938,7 +938,7 @@ def own_question_check(members: Sequence[str], batch: Sequence[str], incident_qu
         q = stated_question(m)
         if not q or not answer_slot(m.metadata, m.text) or any(same_question(q, iq) for iq in incident_questions):
             continue
-        if any(same_question(q, stated_question(o)) and stated_question(o)
+        if any((other := stated_question(o)) and same_question(q, other)
                for o in retriever.retrieve(q, 20, in_batch)):
             continue  # the store holds another record on that question
         picked.append((m, q[:300]))

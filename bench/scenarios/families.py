@@ -71,7 +71,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bridge import build_bridge
-from .common import DEFAULT_DATA, Scenario, ScenarioError, finish, load_strategyqa, padding_memories
+from .common import (
+    DEFAULT_DATA,
+    Scenario,
+    ScenarioError,
+    finish_listing_honest_errors,
+    load_strategyqa,
+    padding_memories,
+)
 
 TUNE, HOLDOUT = "tune", "holdout"
 
@@ -554,12 +561,7 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             # Only the slot layout keeps metadata; the others are bare texts.
             yield text, (m if fam.layout == "slot" else {})
 
-    out = finish(sc, size, pad(), rng)
-    # finish() maps injected roles to truth; honest errors are listed separately.
-    by_text = {m["text"]: m["id"] for m in out.memories}
-    honest_errors = sorted(by_text[m["text"]] for m in mems if m.get("_role") == "honest_error")
-    out.meta["honest_errors"] = honest_errors
-    return out
+    return finish_listing_honest_errors(sc, size, pad(), rng)
 
 
 def families(split: str | None = None) -> list[str]:
