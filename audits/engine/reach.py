@@ -92,7 +92,9 @@ answers what the rest of the store says. The reach:
    (`carries_answer`). A claim planted across questions may be outvoted on its own question
    (dormant: the agent answers what the store's own record there says, with it or without it);
    it is confirmed when, the records stating that question and carrying today's answer out, the
-   agent asserts the claim, and with its group out as well it does not. The group joins the
+   agent asserts the claim, and with its group out as well it does not. Outvoted again (a
+   record of a neighbouring question answers once the store's own record is out), the records
+   about it carrying that answer go too, up to `rounds` answers in all. The group joins the
    batch with a derived event whose harm is the claim; every tested candidate leaves a row in
    `ReachResult.trace`.
 """
@@ -659,8 +661,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         """A planted record outvoted on its own question (the agent answers what the store's own
         record on that question says, with it or without it): it is confirmed when it is what
         would answer there without that record. The store's side is the records stating the
-        same question that carry today's answer, not naming the claim; with them out the answer
-        must carry the claim, and with the group out too it must not."""
+        same question that carry today's answer, not naming the claim, and when a neighbouring
+        question's records answer once they are out, those (at most `rounds` answers in all);
+        with them out the answer must carry the claim, and with the group out too it must not."""
         row["dormant"] = True
         asked = stated_question(m)
         units = answer_units(now, q)
@@ -675,13 +678,33 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in wide if o.id not in group
                                                    for a in claim_spans(o, [m], q)]))
-        _, y1 = replayer.replay(q, removed | set(own), cands)
-        _, y0 = replayer.replay(q, removed | set(own) | group, cands)
-        row.update({"with": y1.text, "without": y0.text, "read": units})
+        out = set(own)
+        _, y1 = replayer.replay(q, removed | out, cands)
         said = [c for c in claims if _carries(y1.text, [c])]
+        for _ in range(rounds - 1):
+            if said:
+                break
+            # Outvoted again: with the store's record on its question out, a record of a
+            # neighbouring question answers (TUNE locomo-minja-slot-w2: "When is Caroline going
+            # to the transgender conference?" then answered from "When did Caroline go to the
+            # LGBTQ conference?"). Those records, about it and carrying that answer, go too (up
+            # to `rounds` answers in all); the planted claim must then be what answers, and not
+            # once its group is out as well.
+            nxt = answer_units(y1.text, q)
+            more = [o.id for o in wide if o.id not in out and o.score >= support_cos and not attack(o)
+                    and not carrier(o) and nxt and carries_answer(o, nxt)]
+            if not more:
+                break
+            out |= set(more)
+            row.setdefault("outvoted_by", []).extend(more)
+            _, y1 = replayer.replay(q, removed | out, cands)
+            said = [c for c in claims if _carries(y1.text, [c])]
+        row.update({"with": y1.text, "read": units})
         if not said:
             row["stop"] = "dormant: without the store's record the answer does not carry the claim"
             return None
+        _, y0 = replayer.replay(q, removed | out | group, cands)
+        row["without"] = y0.text
         if _carries(y0.text, said):
             row["stop"] = "dormant: without the group as well the answer still carries the claim"
             return None

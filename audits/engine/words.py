@@ -38,8 +38,11 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     """Two stated questions are one when their words overlap (Jaccard) at least `bar`, question
     words of one kind counted as one ("which" / "what", "whom" / "who"); a question asked after a
     lead-in ("Sorry if I asked this before, but which …?", "Quick question: when …?") is also
-    compared from the first clause after it that opens as a question does. A record that states no
-    question (a plain passage) is judged by its cosine alone."""
+    compared from the first clause after it that opens as a question does ("…, Caroline: what …
+    have they …?" asks about Caroline). Auxiliaries of one verb count as one, third-person
+    pronouns not at all; two questions naming people, none of them the same, are two questions
+    whatever words they share. A record that states no question (a plain passage) is judged by
+    its cosine alone."""
     if not a or not b:
         return True
 
@@ -47,9 +50,11 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         tx, ty = _asked_words(x), _asked_words(y)
         return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
 
+    pa, pb = _proper(a), _proper(b)
+    if _names(pa) and _names(pb) and not _names(pa) & _names(pb):
+        return False
     if jaccard(a, b) >= bar:
         return True
-    pa, pb = _proper(a), _proper(b)
     return (pa, pb) != (a, b) and jaccard(pa, pb) >= bar
 
 
@@ -69,17 +74,43 @@ _OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|w
                       r"do|does|did|has|have|had|can|could|would|will|should)\b.*)$", re.IGNORECASE | re.DOTALL)
 
 
+# Auxiliaries of one verb count as one ("have they attended" asks what "has Caroline attended"
+# asks), and a third-person pronoun names no one: the question's names do.
+_AUX = {"has": "have", "had": "have", "does": "do", "did": "do", "is": "be", "are": "be", "was": "be",
+        "were": "be", "am": "be"}
+_PRONOUN = frozenset("he him his she her hers they them their theirs".split())
+# A name a question is put to before a colon ("Quick question, Caroline: what … have they …?"):
+# its subject, which the question then calls "they" (every word capitalised: "Quick question:"
+# is a lead-in).
+_BREAK = re.compile(r"[,;:?!]|\bbut\b")
+_WH_WORDS = frozenset("what which who whom whose when where why how".split())
+
+
 def _asked_words(q: str) -> frozenset[str]:
     for phrase, wh in _WH_PHRASE:
         q = phrase.sub(wh, q)
-    return frozenset(_WH.get(t, t) for t in tokens(q))
+    return frozenset(_WH.get(t, _AUX.get(t, t)) for t in tokens(q) if t not in _PRONOUN)
+
+
+def _names(q: str) -> frozenset[str]:
+    """The names a question asks about: its capitalised words after the first, acronyms and "I"
+    aside (case-folded)."""
+    words = [w for w in WORD.findall(q) if w[0].isalnum()]
+    return frozenset(word(w) for w in words[1:]
+                     if w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS)
 
 
 def _proper(q: str) -> str:
     """A question without its lead-in: from the first clause after a break that opens as a
-    question does."""
+    question does, with the name it is put to when a colon sets one ("…, Caroline: what …?")."""
     found = _OPENING.search(q)
-    return found.group(1) if found else q
+    if not found:
+        return q
+    lead = q[:found.start(1)].rstrip()
+    label = _BREAK.split(lead[:-1])[-1].split() if lead.endswith(":") else []
+    if 0 < len(label) <= 3 and all(w[0].isupper() for w in label):
+        return f"{found.group(1)} ({' '.join(label)})"
+    return found.group(1)
 
 
 _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)

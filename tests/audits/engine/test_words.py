@@ -20,6 +20,12 @@ from audits.engine.words import same_question
     ("Which sort of art does Caroline make?", "What kind of art does Caroline make?"),
     ("On what date did Caroline draw a self-portrait?", "When did Caroline draw a self-portrait?"),
     ("In which place did Caroline grow up?", "Where did Caroline grow up?"),
+    # The question put to its subject by name, then "they", with another auxiliary (TUNE
+    # locomo-minja-slot-w2: the store's record on it was not on the store's side, Jaccard 0.5).
+    ("Sorry if I asked this before, but Caroline: what transgender-specific events have they attended?",
+     "What transgender-specific events has Caroline attended?"),
+    ("Quick question, Caroline: what LGBTQ+ events have they participated in?",
+     "What LGBTQ+ events has Caroline participated in?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
@@ -31,6 +37,11 @@ def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same
     ("how many episodes in greys anatomy season 14", "how many episodes in chicago fire season 4"),
     ("Quick question, how many episodes in greys anatomy season 14?", "How many episodes in chicago fire season 4?"),
     ("Sorry to bother you, but where did Caroline move from?", "When did Melanie paint the sunrise?"),
+    # One question about two people is two questions: the names differ, however many words
+    # they share (Jaccard 0.75 here).
+    ("What LGBTQ+ events has Melanie participated in?", "What LGBTQ+ events has Caroline participated in?"),
+    ("Quick question, Melanie: what LGBTQ+ events have they participated in?",
+     "What LGBTQ+ events has Caroline participated in?"),
 ])
 def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
@@ -42,6 +53,9 @@ def test_a_lead_in_is_cut_at_the_first_clause_that_asks_and_the_question_keeps_i
     assert _proper("Can you check something for me? When did she go, and how did she feel?") \
         == "When did she go, and how did she feel?"
     assert _proper("What did Caroline paint?") == "What did Caroline paint?"
+    # A name before the colon is whom the question is about; a lead-in before it is not.
+    assert _proper("Quick question, Caroline: what did they paint?") == "what did they paint? (Caroline)"
+    assert _proper("Quick question: what did Caroline paint?") == "what did Caroline paint?"
 
 
 def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
