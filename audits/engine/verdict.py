@@ -25,7 +25,9 @@ audit already holds, in this order:
    more often than the batch's size and the source's share of the store make likely), planted
    redundancy (at least two other batch members, written with it, assert the same claim), a
    pattern across questions (the same claim planted for several distinct questions, a claim the
-   rest of the store gives for fewer), planted copies against the store (another record asserts
+   rest of the store gives for fewer; where the store tells some of its records wrong on their own
+   question, only those count: a record nothing tells wrong where it is asked is where the claim
+   comes from), planted copies against the store (another record asserts
    the same claim for the same question and the store answers it otherwise; a copy is one
    written with the memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
@@ -54,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, stated_question, tokens
+from .words import mentions, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -284,6 +286,23 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         shared = len(mine & tokens(mems[j].text))
         return shared >= 2 and 2 * shared >= len(mine)
 
+    wrong: dict[str, bool] = {}
+
+    def told_wrong(m: str) -> bool:
+        """m states a question and a record of the store that states it too (outside the batch,
+        at least `support_cos` near it) answers otherwise. Of one claim given for several
+        questions, the records nothing tells wrong where they are asked are where it comes from:
+        an honest mix-up repeating another question's true answer made that answer look planted
+        across questions (TUNE locomo-clean-slot-w2 at 2,000: two slips answering "Omelette", each
+        told wrong by the store's record on its question, and the store's own record of the
+        cooking class, the only one on its question)."""
+        if m not in wrong:
+            q = stated_question(mems[idx[m]])
+            wrong[m] = bool(q) and bool(planted[m]) and any(
+                o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
+                and not mentions(planted[m], o.text) for o in retriever.retrieve(q, 20, in_batch))
+        return wrong[m]
+
     direct = {m: correction(m) for m in members}
 
     def copy_corrected(m: str) -> tuple[str, str] | None:
@@ -384,6 +403,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
         alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
+        # Where some of the claim's records are told wrong on their own question and others are
+        # not, those others are where the claim comes from, not where it was planted.
+        if any(map(told_wrong, [m, *alike])):
+            alike = [p for p in alike if told_wrong(p)] if told_wrong(m) else []
         if len(alike) >= 2:
             # A record that states no question (a plain passage) asks the incident question it was
             # credited on; one credited on none asks no question known: three notes of one answer

@@ -604,3 +604,27 @@ def test_a_correction_that_is_the_stores_only_record_on_its_own_question_is_repo
     assert row["own"] and row["query"] == qb and "fantasy literature forum" in row["before"] and row["broken"]
     # Nothing to check: no correction off the incidents' questions that is its question's only record.
     assert own_question_check(["slip", "old_c"], ["slip", "tim", "old_c"], [qa], r, rep) == {}
+
+
+def test_the_record_a_claim_comes_from_is_no_plant_of_it_across_questions(hashing_embedder):
+    """TUNE locomo-clean-slot-w2 at 2,000: two honest slips answered "Omelette" (the true answer
+    of another of the victim's questions), so with the store's own record on that question one
+    claim stood for three questions, and all three were poison suspects for "pattern across
+    questions". Each slip is told wrong by the store's record on its own question; nothing tells
+    the store's record wrong where it is asked: it is where the claim comes from. Three slips
+    told wrong on three questions are still a pattern; the record they repeat is not in it."""
+    def rec(i: str, q: str, a: str) -> MemoryRecord:
+        return MemoryRecord(i, f"Q: {q}\nA: {a}", {"query": q, "answer": a})
+
+    questions = ["What type of pizza is James' favorite?", "What is Max good at doing?",
+                 "Which city did James visit in May?"]
+    store = [rec("origin", "What did James cook first in the class?", "Omelette"),
+             *(rec(f"right{i}", q, f"truth{i}") for i, q in enumerate(questions))]
+    slips = [rec(f"slip{i}", q, "Omelette") for i, q in enumerate(questions)]
+    pattern = "pattern across questions:"
+    v = judge(["origin", "slip0", "slip1"], _retriever(_fillers(60) + store + slips[:2], hashing_embedder))
+    for m in ("origin", "slip0", "slip1"):
+        assert not any(r.startswith(pattern) for r in v[m].reasons), (m, v[m].reasons)
+    v = judge(["origin", "slip0", "slip1", "slip2"], _retriever(_fillers(60) + store + slips, hashing_embedder))
+    assert all(any(r.startswith(pattern) for r in v[f"slip{i}"].reasons) for i in range(3))
+    assert not any(r.startswith(pattern) for r in v["origin"].reasons), v["origin"].reasons
