@@ -648,6 +648,21 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                         f"collateral: the store's only record on its own question '{row['query'][:80]}' "
                         f"(no incident asks it); removing it changes that answer from '{row['before'][:60]}' "
                         f"to '{row['after'][:60]}'")
+        # Split: a correction whose removal breaks a clean answer, when the incidents' harm stays
+        # removed without it, is kept out of the batch.
+        breaking = [m for m in collateral.get("breaking", []) if verdicts.get(m, {}).get("verdict") == HONEST_ERROR]
+        if breaking:
+            trial = [m for m in batch if m not in set(breaking)]
+            r = budget.run("collateral", lambda: residual_harm(events, replayer, trial))
+            if r is not None and _harmful_events(r) <= _harmful_events(residual):
+                batch, residual = trial, r
+                rounds.append({"split": breaking, "batch_size": len(batch), "harmful": residual["harmful"]})
+                collateral = split_collateral(collateral, breaking)
+                for mid in breaking:
+                    verdicts[mid]["kept"] = True
+                    verdicts[mid]["reasons"].append(
+                        "kept out of the batch: removing it breaks a clean answer, and every incident's "
+                        "harm stays removed without it")
     influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
                                  seed=p.seed)
     if fit is not None:
@@ -914,6 +929,32 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             "agent_calls": replayer.calls - calls0, "rows": rows}
 
 
+def _harmful_events(residual: Mapping[str, Any]) -> set[str]:
+    return {row["event"] for row in residual["events"] if row["harmful"]}
+
+
+def split_collateral(collateral: Mapping[str, Any], kept: Sequence[str]) -> dict[str, Any]:
+    """The collateral report once `kept` (corrections whose removal broke a clean answer) are
+    split out of the batch: a question whose only batch members among its retrieved records
+    were kept now retrieves what it retrieved before, so it is no longer broken (marked
+    `kept`); the batch is flagged only while a question stays broken."""
+    out = {**collateral, "kept": sorted(kept)}
+    gone = set(kept)
+    rows = [dict(row) for row in collateral.get("rows", [])]
+    for row in rows:
+        if row.get("broken") and row.get("culprits") and set(row["culprits"]) <= gone:
+            row["broken"], row["kept"] = False, True
+    out["rows"] = rows
+    out["breaking"] = sorted(set(collateral.get("breaking", [])) - gone)
+    out["broken"] = sum(1 for row in rows if row.get("broken") and not row.get("own"))
+    total = collateral.get("questions") or 0
+    out["utility_cost"] = out["broken"] / total if total else 0.0
+    if "own_broken" in out:
+        out["own_broken"] = sum(1 for row in rows if row.get("own") and row.get("broken"))
+    out["flagged"] = any(row.get("broken") for row in rows)
+    return out
+
+
 def own_question_check(members: Sequence[str], batch: Sequence[str], incident_questions: Sequence[str],
                        retriever: Retriever, replayer: Replayer, *, n: int = 20) -> dict[str, Any]:
     """A correction's own question, when it is no incident's: is the member the store's only
@@ -927,7 +968,9 @@ def own_question_check(members: Sequence[str], batch: Sequence[str], incident_qu
     stated question no incident asks and no record outside the batch states, its question is
     replayed with and without the batch; it is *broken* when the answer before carried the
     member's answer and the answer after does not. Reported (`own_questions`, `own_broken`,
-    rows marked `own`), the member named among the breaking; the batch is not changed."""
+    rows marked `own`), the member named among the breaking; `run_audit` then keeps a breaking
+    correction out of the batch when every incident's harm stays removed without it
+    (`split_collateral`)."""
     in_batch = set(batch)
     rows: list[dict[str, Any]] = []
     picked: list[tuple[Any, str]] = []

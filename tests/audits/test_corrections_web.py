@@ -73,8 +73,7 @@ def test_the_results_page_shows_the_honest_errors_with_the_correcting_memory_and
     assert "Collateral check" in page and f"of {coll['questions']} clean questions" in page
 
 
-def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked_to_split(client, corrected_run,
-                                                                                         alice):
+def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked(client, corrected_run, alice):
     res = dict(corrected_run.results)
     member = res["batch_external_ids"][0]
     # As the engine's collateral check writes it when removing a member changes a supported answer.
@@ -85,9 +84,9 @@ def test_a_batch_that_breaks_correct_answers_is_flagged_and_its_members_marked_t
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
     assert 'id="collateral-flag"' in page and "This batch breaks correct answers" in page
     assert "2 of 20 clean questions (10.0%)" in page and "3 (15.0%)" in page
-    assert f'id="collateral-breaking">{member}<' in page and "split: breaks a clean answer" in page
+    assert f'id="collateral-breaking">{member}<' in page and ">breaks a clean answer<" in page
     # ... and beside the button that proposes the batch.
-    assert 'id="propose-collateral"' in page and f"breaks 2 correct answers (split out: {member})" in page
+    assert 'id="propose-collateral"' in page and f"breaks 2 correct answers (breaking: {member})" in page
 
 
 def test_a_correction_that_is_the_stores_only_record_on_its_own_question_is_flagged(client, corrected_run, alice):
@@ -179,3 +178,17 @@ def test_the_audit_export_names_each_members_verdict_and_its_correction(client, 
     assert {r["memory_id"]: (r["verdict"], r["proposal_kind"], r["corrected_by"]) for r in table
             if r["memory_id"] in outdated.stale} == {ext: ("honest-error", "correction", outdated.correcting)
                                                     for ext in outdated.stale}
+
+
+def test_corrections_split_out_of_the_batch_are_named_and_not_proposed(client, corrected_run, alice):
+    """As the engine writes it when a correction whose removal broke a clean answer is kept out
+    of the batch (every incident's harm stays removed without it): named, and the batch is not
+    flagged for it."""
+    res = dict(corrected_run.results)
+    res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 1, "broken": 0,
+                         "flagged": False, "breaking": [], "kept": ["m-kept-1", "m-kept-2"]}
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert 'id="collateral-kept"' in page and "Split out of the batch, 2 corrections" in page
+    assert "m-kept-1, m-kept-2</span> (not proposed)" in page and 'id="collateral-flag"' not in page

@@ -628,3 +628,48 @@ def test_the_record_a_claim_comes_from_is_no_plant_of_it_across_questions(hashin
     v = judge(["origin", "slip0", "slip1", "slip2"], _retriever(_fillers(60) + store + slips, hashing_embedder))
     assert all(any(r.startswith(pattern) for r in v[f"slip{i}"].reasons) for i in range(3))
     assert not any(r.startswith(pattern) for r in v["origin"].reasons), v["origin"].reasons
+
+
+def test_a_correction_the_incidents_harm_does_not_need_is_split_out_when_it_breaks_its_own_question(hashing_embedder):
+    """TUNE locomo-clean-slot-w2: an honest slip repeats another question's true answer, pattern
+    expansion follows that answer to the store's only record on that other question, and the
+    batch removed it (a correction) and broke its question (clean answers broken up to 0.30, the
+    engine flagged it). The incident's harm is removed without it: it is kept out of the batch,
+    with the reason, and the batch is no longer flagged."""
+    qa, qb = "What hobby is a therapy for John?", "What forum did John join recently?"
+    forum = "fantasy literature forum"
+    mems = _fillers(60) + [
+        MemoryRecord("slip", f"Q: {qa}\nA: {forum}", {"query": qa, "answer": forum}),
+        MemoryRecord("slip2", f"Question: {qa}\nA: {forum}", {"query": qa, "answer": forum}),
+        MemoryRecord("true_a", f"Q: {qa}\nA: cooking", {"query": qa, "answer": "cooking"}),
+        MemoryRecord("forum", f"Q: {qb}\nA: {forum}", {"query": qb, "answer": forum}),
+    ]
+    sc = Scenario(mems, None, [Probe("p", qa, HarmSpec("contains", {"target": forum}), True)],
+                  AgentConfig("builtin-vote", 5), set())
+    emb = hashing_embedder.encode([m.text for m in mems])
+    agent = make_agent(sc.agent)
+    rep = Replayer(agent, Retriever(mems, emb, None, embedder=hashing_embedder), 5, {})
+    incidents = incidents_from_probes(ProbeRunner(sc, rep, hashing_embedder).run(()))
+    assert incidents
+    res = run_audit(mems, emb, None, incidents, agent, None, AuditParams(), embedder=hashing_embedder)
+    assert any("forum" in r.get("added", []) for r in res.residual_rounds), "the expansion must reach it"
+    assert set(res.batch) == {"slip", "slip2"} and res.residual["harmful"] == 0
+    assert res.collateral["kept"] == ["forum"] and not res.collateral["flagged"]
+    assert res.verdicts["forum"]["kept"] and any(r.startswith("kept out of the batch") for r in res.verdicts["forum"]["reasons"])
+    assert "forum" not in {c["memory_id"] for c in res.corrections}
+    assert res.residual_rounds[-1]["split"] == ["forum"]
+
+
+def test_split_collateral_clears_only_the_questions_the_kept_members_alone_broke():
+    from audits.engine.audit import split_collateral
+
+    col = {"questions": 4, "broken": 2, "breaking": ["a", "b"], "flagged": True, "own_broken": 1,
+           "rows": [{"memory": "x", "broken": True, "culprits": ["a"]},
+                    {"memory": "y", "broken": True, "culprits": ["a", "b"]},
+                    {"memory": "a", "broken": True, "own": True, "culprits": ["a"]},
+                    {"memory": "z", "broken": False, "culprits": []}]}
+    out = split_collateral(col, ["a"])
+    assert out["kept"] == ["a"] and out["breaking"] == ["b"] and out["broken"] == 1 and out["own_broken"] == 0
+    assert out["utility_cost"] == 0.25 and out["flagged"]
+    assert [r["broken"] for r in out["rows"]] == [False, True, False, False]
+    assert not split_collateral(col, ["a", "b"])["flagged"]
