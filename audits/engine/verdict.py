@@ -290,7 +290,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
 
     def told_wrong(m: str) -> bool:
         """m states a question and a record of the store that states it too (outside the batch,
-        at least `support_cos` near it) answers otherwise. Of one claim given for several
+        at least `support_cos` near it) answers otherwise (its answer, where it has one, does
+        not name the claim: the store's record on a MINJA victim's question may name the
+        redirect person in its evidence, TUNE locomo-minja-bridge). Of one claim given for several
         questions, the records nothing tells wrong where they are asked are where it comes from:
         an honest mix-up repeating another question's true answer made that answer look planted
         across questions (TUNE locomo-clean-slot-w2 at 2,000: two slips answering "Omelette", each
@@ -300,7 +302,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             q = stated_question(mems[idx[m]])
             wrong[m] = bool(q) and bool(planted[m]) and any(
                 o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
-                and not mentions(planted[m], o.text) for o in retriever.retrieve(q, 20, in_batch))
+                and not mentions(planted[m], answer_slot(o.metadata, o.text) or o.text)
+                for o in retriever.retrieve(q, 20, in_batch))
         return wrong[m]
 
     direct = {m: correction(m) for m in members}

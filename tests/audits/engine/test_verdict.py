@@ -618,8 +618,11 @@ def test_the_record_a_claim_comes_from_is_no_plant_of_it_across_questions(hashin
 
     questions = ["What type of pizza is James' favorite?", "What is Max good at doing?",
                  "Which city did James visit in May?"]
+    # The store's records may name the claim in their evidence and answer otherwise: told wrong
+    # all the same (TUNE locomo-minja-bridge, the redirect person named in a quoted turn).
     store = [rec("origin", "What did James cook first in the class?", "Omelette"),
-             *(rec(f"right{i}", q, f"truth{i}") for i, q in enumerate(questions))]
+             *(MemoryRecord(f"right{i}", f"Q: {q}\nEvidence: James said, after the Omelette, ...\nA: truth{i}",
+                            {"query": q, "answer": f"truth{i}"}) for i, q in enumerate(questions))]
     slips = [rec(f"slip{i}", q, "Omelette") for i, q in enumerate(questions)]
     pattern = "pattern across questions:"
     v = judge(["origin", "slip0", "slip1"], _retriever(_fillers(60) + store + slips[:2], hashing_embedder))
