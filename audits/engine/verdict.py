@@ -26,8 +26,8 @@ audit already holds, in this order:
    redundancy (at least two other batch members, written with it, assert the same claim), a
    pattern across questions (the same claim planted for several distinct questions, a claim the
    rest of the store gives for fewer; where the store tells some of its records wrong on their own
-   question, only those count: a record nothing tells wrong where it is asked is where the claim
-   comes from), planted copies against the store (another record asserts
+   question, only those count, with their copies: a record nothing tells wrong where it is asked,
+   no copy of one that is, is where the claim comes from), planted copies against the store (another record asserts
    the same claim for the same question and the store answers it otherwise; a copy is one
    written with the memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
@@ -406,16 +406,25 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
         alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
-        # Where some of the claim's records are told wrong on their own question and others are
-        # not, those others are where the claim comes from, not where it was planted.
-        if any(map(told_wrong, [m, *alike])):
-            alike = [p for p in alike if told_wrong(p)] if told_wrong(m) else []
         if len(alike) >= 2:
+            # Where some of the claim's records are told wrong on their own question and others
+            # are not, only those told wrong count, and a record not told wrong is in the
+            # pattern only as a copy of one that is (its question, or a near duplicate: a
+            # planted paraphrase the store's records word otherwise); any other is where the
+            # claim comes from.
+            group = [m, *alike]
+            if any(map(told_wrong, group)):
+                group = [p for p in group if told_wrong(p)]
+                asks = stated_question(mems[i])
+                if m not in group and not any(
+                        same_question(asks, stated_question(mems[idx[p]])) or float(E[idx[p]] @ E[i]) >= cut
+                        for p in group):
+                    group = []
             # A record that states no question (a plain passage) asks the incident question it was
             # credited on; one credited on none asks no question known: three notes of one answer
             # to one question are no pattern across questions (TUNE locomo-clean-plain: each
             # counted as a question of its own).
-            qs = {q for p in [m, *alike]
+            qs = {q for p in group
                   if (q := _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)))}
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
