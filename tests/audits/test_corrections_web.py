@@ -187,8 +187,11 @@ def test_corrections_split_out_of_the_batch_are_named_and_not_proposed(client, c
     res = dict(corrected_run.results)
     res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 1, "broken": 0,
                          "flagged": False, "breaking": [], "kept": ["m-kept-1", "m-kept-2"]}
+    res["residual_rounds"] = [*res.get("residual_rounds", [{"batch_size": 3, "harmful": 0}]),
+                              {"split": ["m-kept-1", "m-kept-2"], "batch_size": 2, "harmful": 0}]
     AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
     client.force_login(alice)
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
     assert 'id="collateral-kept"' in page and "Split out of the batch, 2 corrections" in page
     assert "m-kept-1, m-kept-2</span> (not proposed)" in page and 'id="collateral-flag"' not in page
+    assert "batch of 2 (2 corrections that broke a clean answer split out), 0 still harmful" in page
