@@ -649,8 +649,9 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                         f"(no incident asks it); removing it changes that answer from '{row['before'][:60]}' "
                         f"to '{row['after'][:60]}'")
         # Split: a correction whose removal breaks a clean answer, when the incidents' harm stays
-        # removed without it, is kept out of the batch.
-        breaking = [m for m in collateral.get("breaking", []) if verdicts.get(m, {}).get("verdict") == HONEST_ERROR]
+        # removed without it and no record of the store tells it wrong, is kept out of the batch.
+        breaking = [m for m in collateral.get("breaking", []) if verdicts.get(m, {}).get("verdict") == HONEST_ERROR
+                    and unchallenged(m, retriever, support_cos=p.support_cos)]
         if breaking:
             trial = [m for m in batch if m not in set(breaking)]
             r = budget.run("collateral", lambda: residual_harm(events, replayer, trial))
@@ -661,8 +662,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 for mid in breaking:
                     verdicts[mid]["kept"] = True
                     verdicts[mid]["reasons"].append(
-                        "kept out of the batch: removing it breaks a clean answer, and every incident's "
-                        "harm stays removed without it")
+                        "kept out of the batch: removing it breaks a clean answer, no record of the store "
+                        "answers its question otherwise, and every incident's harm stays removed without it")
     influence = signal_influence(ranked, batch, pool, alpha=p.alpha, threshold=p.batch_threshold,
                                  seed=p.seed)
     if fit is not None:
@@ -929,6 +930,23 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             "agent_calls": replayer.calls - calls0, "rows": rows}
 
 
+def unchallenged(mid: str, retriever: Retriever, *, support_cos: float = 0.4) -> bool:
+    """The record states a question and gives an answer, and no other record of the store (in
+    the batch or not) that states that question, at least `support_cos` near it, answers
+    otherwise. Removing such a record breaks an answer nothing contradicts; one that another
+    record answers otherwise may be the wrong one of the two (an honest slip whose question's
+    true record the batch holds too), and is not split out."""
+    if mid not in retriever.index:
+        return False
+    m = retriever.memories[retriever.index[mid]]
+    q, a = stated_question(m), answer_slot(m.metadata, m.text)
+    if not q or not a:
+        return False
+    return not any(o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
+                   and not mentions(a, answer_slot(o.metadata, o.text) or o.text)
+                   for o in retriever.retrieve(q, 20, {mid}))
+
+
 def _harmful_events(residual: Mapping[str, Any]) -> set[str]:
     return {row["event"] for row in residual["events"] if row["harmful"]}
 
@@ -969,8 +987,8 @@ def own_question_check(members: Sequence[str], batch: Sequence[str], incident_qu
     replayed with and without the batch; it is *broken* when the answer before carried the
     member's answer and the answer after does not. Reported (`own_questions`, `own_broken`,
     rows marked `own`), the member named among the breaking; `run_audit` then keeps a breaking
-    correction out of the batch when every incident's harm stays removed without it
-    (`split_collateral`)."""
+    correction out of the batch when no record of the store answers its question otherwise
+    (`unchallenged`) and every incident's harm stays removed without it (`split_collateral`)."""
     in_batch = set(batch)
     rows: list[dict[str, Any]] = []
     picked: list[tuple[Any, str]] = []

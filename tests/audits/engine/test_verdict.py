@@ -676,3 +676,22 @@ def test_split_collateral_clears_only_the_questions_the_kept_members_alone_broke
     assert out["utility_cost"] == 0.25 and out["flagged"]
     assert [r["broken"] for r in out["rows"]] == [False, True, False, False]
     assert not split_collateral(col, ["a", "b"])["flagged"]
+
+
+def test_a_correction_another_record_answers_otherwise_is_not_split_out(hashing_embedder):
+    """The split keeps out of the batch only a record nothing in the store contradicts: a slip
+    whose question's true record sits in the batch too is the store's only record *outside* the
+    batch on that question, and removing it "breaks" an answer that was wrong."""
+    from audits.engine.audit import unchallenged
+
+    q, qb = "What hobby is a therapy for John?", "What forum did John join recently?"
+    mems = _fillers(60) + [
+        MemoryRecord("slip", f"Q: {q}\nA: fantasy literature forum", {"query": q, "answer": "fantasy literature forum"}),
+        MemoryRecord("truth", f"Q: {q}\nA: cooking", {"query": q, "answer": "cooking"}),
+        MemoryRecord("forum", f"Q: {qb}\nA: fantasy literature forum", {"query": qb, "answer": "fantasy literature forum"}),
+        MemoryRecord("plain", "John joined a fantasy literature forum.", {}),
+    ]
+    r = _retriever(mems, hashing_embedder)
+    assert not unchallenged("slip", r) and not unchallenged("truth", r)
+    assert unchallenged("forum", r)
+    assert not unchallenged("plain", r)  # states no question: nothing to tell it right or wrong by
