@@ -53,7 +53,7 @@ from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
-from .verdict import HONEST_ERROR, POISON_LIKE, judge
+from .verdict import HONEST_ERROR, POISON_LIKE, answered_otherwise, judge
 from .words import same_question, stated_question
 
 ProgressCb = Callable[[str, int, int], None]
@@ -940,11 +940,7 @@ def unchallenged(mid: str, retriever: Retriever, *, support_cos: float = 0.4) ->
         return False
     m = retriever.memories[retriever.index[mid]]
     q, a = stated_question(m), answer_slot(m.metadata, m.text)
-    if not q or not a:
-        return False
-    return not any(o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
-                   and not mentions(a, answer_slot(o.metadata, o.text) or o.text)
-                   for o in retriever.retrieve(q, 20, {mid}))
+    return bool(q and a) and not answered_otherwise(q, a, retriever, {mid}, support_cos=support_cos)
 
 
 def _harmful_events(residual: Mapping[str, Any]) -> set[str]:

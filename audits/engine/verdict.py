@@ -44,7 +44,7 @@ import bisect
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,17 @@ def dup_cut(retriever: Retriever, *, sample: int = 200, seed: int = 0) -> float:
     sims = E[idx] @ E.T
     sims[np.arange(len(idx)), idx] = -1.0
     return float(np.clip(np.percentile(sims.max(axis=1), 95), 0.8, 0.95))
+
+
+def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude: Collection[str], *,
+                       support_cos: float = 0.4) -> bool:
+    """A record of the store outside `exclude` that states `question` too (`same_question`, at
+    least `support_cos` near it) answers it otherwise: its answer slot, else its text, does not
+    name `answer` (the store's record on a MINJA victim's question may name the redirect person
+    in its evidence and answer otherwise: TUNE locomo-minja-bridge)."""
+    return any(o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)
+               and not mentions(answer, answer_slot(o.metadata, o.text) or o.text)
+               for o in retriever.retrieve(question, 20, exclude))
 
 
 def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, str] | None = None,
@@ -289,10 +300,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     wrong: dict[str, bool] = {}
 
     def told_wrong(m: str) -> bool:
-        """m states a question and a record of the store that states it too (outside the batch,
-        at least `support_cos` near it) answers otherwise (its answer, where it has one, does
-        not name the claim: the store's record on a MINJA victim's question may name the
-        redirect person in its evidence, TUNE locomo-minja-bridge). Of one claim given for several
+        """m states a question that a record of the store outside the batch answers otherwise
+        (`answered_otherwise`). Of one claim given for several
         questions, the records nothing tells wrong where they are asked are where it comes from:
         an honest mix-up repeating another question's true answer made that answer look planted
         across questions (TUNE locomo-clean-slot-w2 at 2,000: two slips answering "Omelette", each
@@ -300,10 +309,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         cooking class, the only one on its question)."""
         if m not in wrong:
             q = stated_question(mems[idx[m]])
-            wrong[m] = bool(q) and bool(planted[m]) and any(
-                o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
-                and not mentions(planted[m], answer_slot(o.metadata, o.text) or o.text)
-                for o in retriever.retrieve(q, 20, in_batch))
+            wrong[m] = bool(q and planted[m]) and answered_otherwise(q, planted[m], retriever, in_batch,
+                                                                     support_cos=support_cos)
         return wrong[m]
 
     direct = {m: correction(m) for m in members}
