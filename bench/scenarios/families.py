@@ -19,7 +19,8 @@ attack per store. These families vary, one knob at a time:
   ``locomo-minja-slot`` (HOLDOUT, pre-registered 2026-12-03, TUNE since 2026-12-05): chat-log
   records with ``metadata.query``/``answer``/``session``/``written_at`` and wording of its own;
   ``locomo-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-05) and ``-w2`` (TUNE): the same
-  recipe in two blind writers' wordings (``wordings/``, ``bridge.slot_wording``);
+  recipe in two blind writers' wordings (``wordings/``, ``bridge.slot_wording``); ``-w3`` and its
+  clean control ``locomo-clean-slot-w3`` (HOLDOUTs, pre-registered later that day) in a third;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -179,6 +180,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w2", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="tune_minja_slot_2",
            note="clean control (TUNE): the MINJA chat-log memory with honest errors, a second blind writer's wording"),
+    # Pre-registered HOLDOUTs (2026-12-05, session 16:58), committed before any run on them: the
+    # same recipe and its clean control in a third blind writer's wording
+    # (`wordings/holdout_minja_slot_3.json`, written by a helper told not to read the repository,
+    # asked for a record layout of its own; validated by `bridge.slot_wording`, never printed).
+    Family("locomo-minja-slot-w3", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+           wordings="holdout_minja_slot_3",
+           note="MINJA bridging in chat-log records with metadata, in a third blind writer's wording (HOLDOUT)"),
+    Family("locomo-clean-slot-w3", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="holdout_minja_slot_3",
+           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a third blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
