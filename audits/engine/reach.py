@@ -35,7 +35,8 @@ answers what the rest of the store says. The reach:
    the groups confirmed in one joining the seeds of the next, while the reach's agent calls stay
    under `max_calls` (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
-   question-like span (text up to the first `?`) when it has one, else its `metadata.query`,
+   question-like span (text up to the first `?`) when it has one (its `metadata.query` when that
+   span only opens the query, a lead-in), else its `metadata.query`,
    else its own text — and when that text retrieves only seed-like records even with its group
    out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
    more than 5% of the store contains). A statement still unconfirmed is asked the leading
@@ -291,14 +292,17 @@ def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str |
 
 
 def synth_query(m: Any) -> str:
-    """The question a memory would be retrieved for, from the memory itself."""
+    """The question a memory would be retrieved for, from the memory itself: its leading
+    question, or its `metadata.query` when that leading question is only the query's lead-in
+    ("User: Can you check something for me? How many months …?" is stored with the query "Can
+    you check something for me? How many months …?": TUNE locomo-minja-slot)."""
     head = m.text.strip().split("?", 1)
-    if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
-        return head[0].strip() + "?"
     q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
-    if isinstance(q, str) and q.strip():
-        return q.strip()
-    return m.text
+    q = q.strip() if isinstance(q, str) else ""
+    if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
+        lead = head[0].strip().rsplit(": ", 1)[-1] + "?"
+        return q if q.startswith(lead) and len(q) > len(lead) else head[0].strip() + "?"
+    return q or m.text
 
 
 _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic

@@ -114,6 +114,19 @@ def test_a_claim_is_what_the_neighbours_do_not_say():
         "Which is the harbour town?"
 
 
+def test_a_leading_question_that_only_opens_the_stored_query_is_its_lead_in():
+    """TUNE locomo-minja-slot: a record "User: Can you check something for me? How many months
+    …?" was asked "User: Can you check something for me?" (the reach found no store's side, R
+    0.90); its stored query is the whole question."""
+    q = "Can you check something for me? How many months passed between Andrew adopting Toby and Buddy?"
+    rec = MemoryRecord("a", f"User: {q}\nAssistant: It was Audrey's: Two hours.", {"query": q})
+    assert synth_query(rec) == q
+    # A leading question that is the whole stored query, or no query at all: the leading question.
+    own = "Which is the harbour town?"
+    assert synth_query(MemoryRecord("b", f"Q: {own}\nA: Belgrove", {"query": own})) == f"Q: {own}"
+    assert synth_query(MemoryRecord("c", f"User: {q}\nAssistant: Two hours.", {})) == "User: Can you check something for me?"
+
+
 def test_shape_ignores_content_words():
     a = shape_profile("Travel writers agree that the port of Esk is Belgrove.")
     b = shape_profile("Local cooks agree that the dish of Fife is Haggis.")
