@@ -666,26 +666,31 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         record on that question says, with it or without it): it is confirmed when it is what
         would answer there without that record. The store's side is the records stating the
         same question that carry today's answer, not naming the claim, and when a neighbouring
-        question's records answer once they are out, those (at most `rounds` answers in all);
-        with them out the answer must carry the claim, and with the group out too it must not."""
+        question's records answer once they are out (or answer today, over the store's record on
+        the question), those (at most `rounds` answers in all); the store must hold a record
+        stating the question. With them out the answer must carry the claim, and with the group
+        out too it must not."""
         row["dormant"] = True
         asked = stated_question(m)
         units = answer_units(now, q)
         wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
-        own = [o.id for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
-               and stated_question(o) and same_question(asked, stated_question(o))
-               and carries_answer(o, units)]
+        stated = [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
+                  and stated_question(o) and same_question(asked, stated_question(o))]
+        own = [o.id for o in stated if carries_answer(o, units)]
         row["support"] = own
-        if not asked or not units or not own:
+        if not asked or not units or not stated:
             row["stop"] = ("answer with the group does not carry the claim (no record of the store on "
-                           "its question carries the answer)")
+                           "its question)")
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in wide if o.id not in group
                                                    for a in claim_spans(o, [m], q)]))
         out = set(own)
         _, y1 = replayer.replay(q, removed | out, cands)
         said = [c for c in claims if _carries(y1.text, [c])]
-        for _ in range(rounds - 1):
+        # Outvoted from the start, the store's record there outvoted too (TUNE
+        # locomo-minja-slot-w3: "When did Calvin attend a gala in Boston?" answered from "What
+        # event did Calvin attend in Boston?"): the removals below begin with today's answer.
+        for _ in range(rounds - 1 if own else rounds):
             if said:
                 break
             # Outvoted again: with the store's record on its question out, a record of a
