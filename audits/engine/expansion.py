@@ -290,22 +290,6 @@ class ExpansionResult:
     budget_cut: bool = False
 
 
-_WIDELY = 0.05  # a name more than 5% of the store's records contain is the store's talk, not a plant
-
-
-def _named_widely(ev: AuditEvent, mems: Sequence[Any]) -> bool:
-    """The event's `contains` target is named in the text of more than `_WIDELY` of the store's
-    records. A record that answers no stated question and names it (a chat turn: "Tim: Hey
-    John! Long time no see!", stored with the turn as its answer) then says nothing by naming
-    it: MINJA's redirect is a speaker of the conversation (TUNE locomo-minja-slot-w3 at 2,000
-    records: "John" in 22% of the records, and seven such turns joined, P 0.68). A record whose
-    answer to a stated question names it is still a carrier."""
-    target = getattr(ev.harm, "target", None)
-    if not isinstance(target, str) or not target.strip():
-        return False
-    return sum(1 for m in mems if mentions(target, m.text)) > _WIDELY * len(mems)
-
-
 def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retriever: Retriever,
                   replayer: Replayer) -> list[str]:
     """Of the records the harm reach (2b) brought in and CMIS credited, those that do not cause
@@ -439,13 +423,10 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             carriers: dict[str, AuditEvent] = {}
             events = list({id(ev): ev for ev in seeds.values()}.values())
             harms = [ev.harm.config_hash() for ev in events]
-            common_name = [_named_widely(ev, mems) for ev in events]
             for i, m in enumerate(mems):
                 if m.id in in_batch or m.id in cands or not allowed[i]:
                     continue
-                for ev, h, widely in zip(events, harms, common_name):
-                    if widely and not (slots[i] and stated_question(m)):
-                        continue
+                for ev, h in zip(events, harms):
                     if content_meets_harm(ev, m.metadata, m.text) and not any(
                             h2 != h and same_question(record_query(m), o.query) for o, h2 in zip(events, harms)):
                         carriers[m.id] = ev
