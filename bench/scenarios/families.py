@@ -21,7 +21,8 @@ attack per store. These families vary, one knob at a time:
   ``locomo-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-05) and ``-w2`` (TUNE): the same
   recipe in two blind writers' wordings (``wordings/``, ``bridge.slot_wording``); ``-w3`` and its
   clean control ``locomo-clean-slot-w3`` (pre-registered later that day, run once, TUNE since),
-  ``-w4`` / ``locomo-clean-slot-w4`` (HOLDOUTs, pre-registered after that run) in a third and fourth;
+  ``-w4`` / ``locomo-clean-slot-w4`` (pre-registered after that run, run once, TUNE since) in a
+  third and fourth;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -195,13 +196,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # Pre-registered HOLDOUTs (2026-12-05, session 16:58, after -w3's first run), committed before
     # any run on them: the recipe and its clean control in a fourth blind writer's wording
     # (`wordings/holdout_minja_slot_4.json`, a helper told not to read the repository, asked for
-    # layouts of its own and none of the labels the earlier wordings used; never printed).
-    Family("locomo-minja-slot-w4", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+    # layouts of its own and none of the labels the earlier wordings used). Run once as HOLDOUTs
+    # (docs/benchmarks.md section 9); the wording was then shown in the session's review of its
+    # whole diff, so it is no longer blind: TUNE since.
+    Family("locomo-minja-slot-w4", TUNE, "locomo", "any", "slot", "bridge", (),
            wordings="holdout_minja_slot_4",
-           note="MINJA bridging in chat-log records with metadata, in a fourth blind writer's wording (HOLDOUT)"),
-    Family("locomo-clean-slot-w4", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           note="MINJA bridging in chat-log records with metadata, in a fourth blind writer's wording (TUNE since its HOLDOUT run)"),
+    Family("locomo-clean-slot-w4", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="holdout_minja_slot_4",
-           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a fourth blind writer's wording"),
+           note="clean control (TUNE since its HOLDOUT run): the MINJA chat-log memory with honest errors, a fourth blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
