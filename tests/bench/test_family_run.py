@@ -378,7 +378,6 @@ def test_the_hotpot_plain_clean_control_at_2000_records_proposes_no_poison_suspe
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
 
 
-
 def test_minja_in_a_third_blind_wording_outvoted_from_the_start_is_reached():
     """locomo-minja-slot-w3 (HOLDOUT run once, TUNE since), ρ 0.2 seed 3 observed 5: three
     planted records whose question the agent answers from a neighbouring question's record today
@@ -391,4 +390,3 @@ def test_minja_in_a_third_blind_wording_outvoted_from_the_start_is_reached():
     rows = family_run("locomo-minja-slot-w3", 0.2, 3, 5, 400, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 1 and ma["recall"] >= 0.95 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
-
