@@ -718,8 +718,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = "dormant: without the group as well the answer still carries the claim"
             return None
         row["stop"] = "confirmed"
+        # What it stood against: the store's records on its question and those that answered
+        # once they were out (or today, over them).
+        row["support"] = against = sorted(out)
         return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": y1.text,
-                "after": now, "support": own, "group": sorted(group), "dormant": True,
+                "after": now, "support": against, "group": sorted(group), "dormant": True,
                 "harm": make_harm({"type": "contains", "target": said[0]}),
                 "retrieved": [o.id for o in wide[:k]]}
 
