@@ -653,7 +653,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         breaking = [m for m in collateral.get("breaking", []) if verdicts.get(m, {}).get("verdict") == HONEST_ERROR
                     and unchallenged(m, retriever, support_cos=p.support_cos)]
         if breaking:
-            trial = [m for m in batch if m not in set(breaking)]
+            kept = set(breaking)
+            trial = [m for m in batch if m not in kept]
             r = budget.run("collateral", lambda: residual_harm(events, replayer, trial))
             if r is not None and _harmful_events(r) <= _harmful_events(residual):
                 batch, residual = trial, r

@@ -701,7 +701,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             # once its group is out as well.
             nxt = answer_units(y1.text, q)
             more = [o.id for o in wide if o.id not in out and o.score >= support_cos and not attack(o)
-                    and not carrier(o) and nxt and carries_answer(o, nxt)]
+                    and not carrier(o) and carries_answer(o, nxt)] if nxt else []
             if not more:
                 break
             out |= set(more)

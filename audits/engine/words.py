@@ -51,7 +51,8 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
 
     pa, pb = _proper(a), _proper(b)
-    if _names(pa) and _names(pb) and not _names(pa) & _names(pb):
+    na, nb = _names(pa), _names(pb)
+    if na and nb and not na & nb:
         return False
     if jaccard(a, b) >= bar:
         return True
