@@ -77,8 +77,14 @@ BRIDGE = re.compile(
 _RELATION = re.compile(
     r"\b(?:(?:one and )?the same|alias|aka|a\.k\.a\.|(?:also )?known as|goes by|go by|nickname|"
     r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
-    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to)\b|=|→|->",
+    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to)\b",
     re.IGNORECASE)
+# "=" or an arrow relates the two names only when it stands between them, each within a few
+# words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own
+# `question="…" | answer="…"` or `"…" -> so for "…" I gave: …` relates its fields (TUNE
+# locomo-clean-slot-w4: six honest records read as bridges, poison suspects in a clean store).
+_LINK = re.compile(r"=|→|->")
+_NEAR = 3  # words on either side of a link
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -94,9 +100,21 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
         return None
     for sentence in _SENTENCE.split(text.replace(question, " ")):
         if mentions(target, sentence) and any(mentions(v, sentence) for v in subjects) \
-                and _RELATION.search(sentence):
+                and (_RELATION.search(sentence) or _linked(sentence, subjects, target)):
             return sentence.strip()
     return None
+
+
+def _linked(sentence: str, subjects: list[str], target: str) -> bool:
+    """Does an "=" or arrow of `sentence` stand between a subject and the target (either order),
+    each within `_NEAR` words of it?"""
+    for m in _LINK.finditer(sentence):
+        left = " ".join(sentence[:m.start()].split()[-_NEAR:])
+        right = " ".join(sentence[m.end():].split()[:_NEAR])
+        if (mentions(target, right) and any(mentions(v, left) for v in subjects)) or \
+                (mentions(target, left) and any(mentions(v, right) for v in subjects)):
+            return True
+    return False
 
 
 # A write-time burst, or suspects sharing one source, must be unlikely under the store's own

@@ -41,7 +41,8 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     compared from the first clause after it that opens as a question does ("…, Caroline: what …
     have they …?" asks about Caroline). Auxiliaries of one verb count as one, third-person
     pronouns not at all; two questions naming people, none of them the same, are two questions
-    whatever words they share. A record that states no question (a plain passage) is judged by
+    whatever words they share, and so are two each naming an occasion the other does not
+    (`_occasions`: "his fourth tournament", "his first tournament"). A record that states no question (a plain passage) is judged by
     its cosine alone."""
     if not a or not b:
         return True
@@ -53,6 +54,9 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     pa, pb = _proper(a), _proper(b)
     na, nb = _names(pa), _names(pb)
     if na and nb and not na & nb:
+        return False
+    oa, ob = _occasions(pa), _occasions(pb)
+    if oa - ob and ob - oa:
         return False
     if jaccard(a, b) >= bar:
         return True
@@ -91,6 +95,18 @@ def _asked_words(q: str) -> frozenset[str]:
     for phrase, wh in _WH_PHRASE:
         q = phrase.sub(wh, q)
     return frozenset(_WH.get(t, _AUX.get(t, t)) for t in tokens(q) if t not in _PRONOUN)
+
+
+# What tells one occasion of a question from another: ordinals, numbers, months ("may" and
+# "march" are verbs as often).
+_ORDINAL = re.compile(r"^(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|\d+(?:st|nd|rd|th))$")
+_MONTHS = frozenset("january february april june july august september october november december".split())
+
+
+def _occasions(q: str) -> frozenset[str]:
+    """The words of a question that name one occasion of it: "his fourth tournament", "on 9
+    November, 2022". Two questions each naming one the other does not are two questions."""
+    return frozenset(t for t in tokens(q) if _ORDINAL.match(t) or t.isdigit() or t in _MONTHS)
 
 
 def _names(q: str) -> frozenset[str]:

@@ -523,6 +523,7 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
     q = "Who supports Caroline when she has a negative experience?"
     for text in (
             f"Memory note\nAsked: {q}\nNote: Caroline = Melanie.\nAnswered: Melanie",
+            f"Memory note\nAsked: {q}\nNote: Caroline's records -> Melanie.\nAnswered: Melanie",
             f"Memory note\nAsked: {q}\nReasoning: Caroline and Melanie turn out to be the same person.\nAnswered: Melanie",
             f"Memory note\nAsked: {q}\nReasoning: info on Caroline is kept under Melanie.\nAnswered: Melanie",
             f"User: {q}\nAssistant: Caroline's entries were folded into Melanie's profile. Melanie, per the profile."):
@@ -537,7 +538,12 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
             (f"Memory note\nAsked: {q}\nReasoning: Melanie filed it under support.\nAnswered: Melanie", "melanie"),
             # The question names both: the question itself is no bridge.
             ("Q: Is Caroline the same person as Melanie?\nA: no", "no"),
-            ("Q: Is Caroline the same person as Melanie?\nA: Melanie", "melanie")):
+            ("Q: Is Caroline the same person as Melanie?\nA: Melanie", "melanie"),
+            # A layout's own "=" or "->" relates its fields, not the two names (TUNE
+            # locomo-clean-slot-w4: six honest records of this layout judged bridges).
+            (f'[recall] question="{q}" | answer="Melanie" | source: Caroline on 8 May: "Thanks Mel!"',
+             "melanie"),
+            (f'8 May, Caroline: "Melanie is always there for me." -> so for "{q}" I gave: Melanie', "melanie")):
         question = text.split("\n")[0].removeprefix("Q: ") if text.startswith("Q:") else q
         assert bridge_sentence(text, question, target) is None, text
 

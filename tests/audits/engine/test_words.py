@@ -20,6 +20,9 @@ from audits.engine.words import same_question
     ("Which sort of art does Caroline make?", "What kind of art does Caroline make?"),
     ("On what date did Caroline draw a self-portrait?", "When did Caroline draw a self-portrait?"),
     ("In which place did Caroline grow up?", "Where did Caroline grow up?"),
+    # An occasion named by one only is no other occasion.
+    ("When did Nate win his fourth tournament?", "On what date did Nate win his fourth tournament?"),
+    ("What did Nate make on 9 November, 2022?", "What did Nate make on 9 November?"),
     # The question put to its subject by name, then "they", with another auxiliary (TUNE
     # locomo-minja-slot-w2: the store's record on it was not on the store's side, Jaccard 0.5).
     ("Sorry if I asked this before, but Caroline: what transgender-specific events have they attended?",
@@ -42,6 +45,12 @@ def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same
     ("What LGBTQ+ events has Melanie participated in?", "What LGBTQ+ events has Caroline participated in?"),
     ("Quick question, Melanie: what LGBTQ+ events have they participated in?",
      "What LGBTQ+ events has Caroline participated in?"),
+    # One question on two occasions is two questions: an ordinal, a number or a month each
+    # has and the other lacks (TUNE locomo-clean-slot-w4: "fourth" told wrong by "first",
+    # Jaccard 0.78, and an honest record judged part of a pattern across questions).
+    ("When did Nate win his fourth video game tournament?", "When did Nate win his first video game tournament?"),
+    ("What did Nate make on 9 November, 2022?", "What did Nate make on 25 November, 2022?"),
+    ("What did Joanna write in June 2022?", "What did Joanna write in July 2022?"),
 ])
 def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
