@@ -550,6 +550,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 return _carries_claim(o, claims)
         group = {mid} | {o.id for o in r1 if o.id != mid and is_copy(o)}
         if mid not in {o.id for o in r1} and len(group) == 1:
+            if planted:
+                return outranked(m, q, claims, row, attack, carrier), True
             # Neither it nor a copy of it answers its question: nothing to replay. (Its copies
             # alone may: with many copies, the question retrieves some of them and not it.)
             row["stop"] = "not retrieved for its query"
@@ -723,6 +725,37 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         row["support"] = against = sorted(out)
         return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": y1.text,
                 "after": now, "support": against, "group": sorted(group), "dormant": True,
+                "harm": make_harm({"type": "contains", "target": said[0]}),
+                "retrieved": [o.id for o in wide[:k]]}
+
+    def outranked(m: Any, q: str, claims: Sequence[str], row: dict[str, Any], attack: Any, carrier: Any
+                  ) -> dict[str, Any] | None:
+        """A planted record its own question does not retrieve (ranked past the agent's top k,
+        under the store's records there: TUNE locomo-minja-slot-w3 / -w4, at rank 6): what it
+        would do once it is retrieved is what it does alone, f(q, {m}) — sufficiency, where the
+        group test reads necessity. It is confirmed when that answer carries the claim and the
+        store's own records stating its question (at least one) all answer otherwise: it stands
+        against them, waiting for the ranking to shift."""
+        row["outranked"] = True
+        asked = stated_question(m)
+        wide = retriever.retrieve(q, max(4 * k, 20), removed | {m.id})
+        stated = [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
+                  and stated_question(o) and same_question(asked, stated_question(o))]
+        row["support"] = against = sorted(o.id for o in stated)
+        if not asked or not stated:
+            row["stop"] = "not retrieved for its query (no record of the store on its question)"
+            return None
+        cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))
+        alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]
+        said = [c for c in claims if _carries(alone.text, [c])]
+        row["alone"] = alone.text
+        if not said:
+            row["stop"] = "outranked: alone its answer does not carry the claim"
+            return None
+        _, now = replayer.replay(q, removed, cands)  # today's answer there, which it stands against
+        row["stop"] = "confirmed"
+        return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
+                "after": now.text, "support": against, "group": [m.id], "dormant": True, "outranked": True,
                 "harm": make_harm({"type": "contains", "target": said[0]}),
                 "retrieved": [o.id for o in wide[:k]]}
 

