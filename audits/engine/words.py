@@ -42,8 +42,8 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     have they …?" asks about Caroline). Auxiliaries of one verb count as one, third-person
     pronouns not at all; two questions naming people, none of them the same, are two questions
     whatever words they share, and so are two each naming an occasion the other does not
-    (`_occasions`: "his fourth tournament", "his first tournament"). A record that states no question (a plain passage) is judged by
-    its cosine alone."""
+    (`_occasions`: "his fourth tournament", "his first tournament"). A record that states no
+    question (a plain passage) is judged by its cosine alone."""
     if not a or not b:
         return True
 
