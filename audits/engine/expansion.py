@@ -43,8 +43,9 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    another one into the top k).
 6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
    today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
-   where CMIS tests necessity. When that output meets the harm, its score is that harm and
-   it joins under the same DS rule.
+   where CMIS tests necessity. When that output meets the harm and the store's own records on
+   its question answer otherwise (it stands against them), its score is that harm and it joins
+   under the same DS rule.
 """
 
 from __future__ import annotations
@@ -574,7 +575,6 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         # 6. what is left of the pattern, each record alone with its own query
         joined: list[str] = []
         cands = candidates()
-        common = _common_harms(cands, set(res.batch) | set(cands), retriever)
         for mid, ev in cands.items():
             m = mems[retriever.index[mid]]
             q = record_query(m)
@@ -587,8 +587,14 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
             h = sum(harms) / len(harms) if harms else 0.0
             agree = res.agreement.get(mid, 0.0)
-            if h >= HARMFUL and (ev.harm.config_hash() not in common or _answers_otherwise(
-                    m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
+            # Alone, a record answers its own question with its own answer: the harm's target is
+            # harmful there only where the store's records on that question answer otherwise. A
+            # record right on its question (the store agreeing, or silent) whose answer an honest
+            # slip on another question repeated is where the claim comes from (TUNE
+            # locomo-clean-slot-w3: "When did Dave start his car maintenance shop?" answered "May
+            # 1, 2023" joined, and two clean answers broke).
+            if h >= HARMFUL and _answers_otherwise(m, q, ev, set(res.batch) | set(cands), retriever,
+                                                   replayer.top_k, support_cos) \
                     and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:
                 joined.append(mid)
