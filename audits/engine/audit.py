@@ -53,7 +53,7 @@ from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
-from .verdict import HONEST_ERROR, POISON_LIKE, answered_otherwise, judge
+from .verdict import HONEST_ERROR, POISON_LIKE, answered_otherwise, bridge_said, judge
 from .words import same_question, stated_question
 
 ProgressCb = Callable[[str, int, int], None]
@@ -280,6 +280,20 @@ def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str
     return check
 
 
+def _bridges(memories: Sequence[Any]) -> Callable[[AuditEvent, str], bool]:
+    """(event, memory) -> the memory states a bridge from its question's subject to the event's
+    harm target (`verdict.bridge_said`): the attack's own step, for the expansion's dormant test."""
+    by_id = {m.id: m for m in memories}
+
+    def bridges(ev: AuditEvent, mid: str) -> bool:
+        m = by_id.get(mid)
+        target = getattr(ev.harm, "target", None)
+        return m is not None and isinstance(target, str) and bool(
+            bridge_said(m.text, stated_question(m), target))
+
+    return bridges
+
+
 def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
                        events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
                        replayer: Replayer, retriever: Retriever, p: AuditParams, budget: _Budget
@@ -361,7 +375,8 @@ def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect]
                            dormant=p.expansion_dormant, harm_reach=p.expansion_harm_reach,
                            group_thresholds=p.group_thresholds, combine=p.combine,
                            carries_harm=_carries_harm(retriever.memories)
-                           if p.group_credit_filter else None, support_cos=p.support_cos)
+                           if p.group_credit_filter else None, support_cos=p.support_cos,
+                           bridges=_bridges(retriever.memories))
     if exp.budget_cut:
         budget.cut.append("expansion")
     if not exp.added:

@@ -44,8 +44,9 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
 6. Dormant records: a candidate left with no harmful derived event (outvoted or outranked
    today, live as soon as the store shifts) is replayed alone, f(q_m, {m}) — sufficiency
    where CMIS tests necessity. When that output meets the harm and the store's own records on
-   its question answer otherwise (it stands against them), its score is that harm and it joins
-   under the same DS rule.
+   its question answer otherwise (it stands against them) or the record bridges its question's
+   subject to the harm's target (`bridges`: MINJA's own step), its score is that harm and it
+   joins under the same DS rule.
 """
 
 from __future__ import annotations
@@ -416,9 +417,10 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  dormant: bool = True,
                  group_thresholds: Sequence[float] = (0.9, 0.8), combine: str = "max",
                  carries_harm: Callable[[AuditEvent, str], bool] | None = None,
-                 harm_reach: bool = True, max_candidates: int = 200, support_cos: float = 0.4
-                 ) -> ExpansionResult:
-    """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event."""
+                 harm_reach: bool = True, max_candidates: int = 200, support_cos: float = 0.4,
+                 bridges: Callable[[AuditEvent, str], bool] | None = None) -> ExpansionResult:
+    """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event;
+    `bridges(ev, m)`: m states a bridge from its question's subject to ev's harm target (step 6)."""
     res = ExpansionResult(batch=list(batch))
     seeds: dict[str, AuditEvent] = {m: ev for m, ev in seed_events.items() if m in retriever.index}
     mems = retriever.memories
@@ -588,13 +590,15 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             h = sum(harms) / len(harms) if harms else 0.0
             agree = res.agreement.get(mid, 0.0)
             # Alone, a record answers its own question with its own answer: the harm's target is
-            # harmful there only where the store's records on that question answer otherwise. A
-            # record right on its question (the store agreeing, or silent) whose answer an honest
-            # slip on another question repeated is where the claim comes from (TUNE
+            # harmful there only where the store's records on that question answer otherwise, or
+            # where the record itself bridges its question's subject to the target (MINJA's step,
+            # on a question no record of the store states: TUNE locomo-minja-slot-w3 ρ 0.2 seed
+            # 3). A record right on its question (the store agreeing, or silent) whose answer an
+            # honest slip on another question repeated is where the claim comes from (TUNE
             # locomo-clean-slot-w3: "When did Dave start his car maintenance shop?" answered "May
             # 1, 2023" joined, and two clean answers broke).
-            if h >= HARMFUL and _answers_otherwise(m, q, ev, set(res.batch) | set(cands), retriever,
-                                                   replayer.top_k, support_cos) \
+            if h >= HARMFUL and ((bridges is not None and bridges(ev, mid)) or _answers_otherwise(
+                    m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
                     and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:
                 joined.append(mid)

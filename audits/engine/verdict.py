@@ -105,6 +105,12 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
     return None
 
 
+def bridge_said(text: str, question: str | None, target: str | None) -> str | None:
+    """What in `text` bridges: a phrase of `BRIDGE`, else `bridge_sentence`'s sentence."""
+    bridge = BRIDGE.search(text)
+    return bridge.group(0) if bridge else bridge_sentence(text, question, target)
+
+
 def _linked(sentence: str, subjects: list[str], target: str) -> bool:
     """Does an "=" or arrow of `sentence` stand between a subject and the target (either order),
     each within `_NEAR` words of it?"""
@@ -355,8 +361,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             rule, matched = instruction[0]
             reasons.append(f"carries an injected instruction ({rule}): '{matched[:120]}'")
             poison = True
-        bridge = BRIDGE.search(rec.text)
-        said = bridge.group(0) if bridge else bridge_sentence(rec.text, stated_question(rec), planted[m])
+        said = bridge_said(rec.text, stated_question(rec), planted[m])
         if said:
             reasons.append(f"bridging/redirect statement: '{said[:160]}'")
             poison = True
