@@ -44,7 +44,14 @@ from .cmis import (
     run_replays,
 )
 from .consistency import CachedBackend, ConsistencyBackend, RulesBackend
-from .expansion import answer_slot, content_meets_harm, expand_batch, record_query, records_on
+from .expansion import (
+    answer_slot,
+    answered_otherwise,
+    content_meets_harm,
+    expand_batch,
+    record_query,
+    records_on,
+)
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
@@ -53,7 +60,7 @@ from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
-from .verdict import HONEST_ERROR, POISON_LIKE, answered_otherwise, bridge_said, judge
+from .verdict import HONEST_ERROR, POISON_LIKE, bridge_said, judge
 from .words import same_question, stated_question
 
 ProgressCb = Callable[[str, int, int], None]

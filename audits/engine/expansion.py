@@ -410,6 +410,31 @@ def _answers_otherwise(m: Any, q: str, ev: AuditEvent, removed: Collection[str],
                for o in records_on(q, stated_question(m), retriever, removed, k=k, support_cos=support_cos))
 
 
+def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude: Collection[str], *,
+                       support_cos: float = 0.4) -> bool:
+    """A record of the store outside `exclude` that states `question` too (`same_question`, at
+    least `support_cos` near it) answers it otherwise: its answer slot, else its text, does not
+    name `answer` (the store's record on a MINJA victim's question may name the redirect person
+    in its evidence and answer otherwise: TUNE locomo-minja-bridge)."""
+    return any(o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)
+               and not mentions(answer, answer_slot(o.metadata, o.text) or o.text)
+               for o in retriever.retrieve(question, 20, exclude))
+
+
+def _stands_against(m: Any, q: str, ev: AuditEvent, removed: Collection[str], retriever: Retriever,
+                    k: int, support_cos: float) -> bool:
+    """Does the store answer record `m`'s question otherwise than the event's harm? For a record
+    stating a question, a record outside `removed` stating it too must (`answered_otherwise`): a
+    chat turn near it that states none says nothing of it (TUNE locomo-clean-slot-w3 at 2,000
+    records: padding turns about cars stood for "When did Dave start his car maintenance
+    shop?"). A record stating none is read as `_answers_otherwise` reads it."""
+    target = getattr(ev.harm, "target", None)
+    asked = stated_question(m)
+    if asked and isinstance(target, str) and target.strip():
+        return answered_otherwise(asked, target, retriever, removed, support_cos=support_cos)
+    return _answers_otherwise(m, q, ev, removed, retriever, k, support_cos)
+
+
 def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  retriever: Retriever, replayer: Replayer, *,
                  cas_hat: Mapping[str, float], alpha: float, threshold: float,
@@ -597,7 +622,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             # honest slip on another question repeated is where the claim comes from (TUNE
             # locomo-clean-slot-w3: "When did Dave start his car maintenance shop?" answered "May
             # 1, 2023" joined, and two clean answers broke).
-            if h >= HARMFUL and ((bridges is not None and bridges(ev, mid)) or _answers_otherwise(
+            if h >= HARMFUL and ((bridges is not None and bridges(ev, mid)) or _stands_against(
                     m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
                     and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:

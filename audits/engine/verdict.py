@@ -44,7 +44,7 @@ import bisect
 import math
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ import numpy as np
 from ledger.classifier.instruction import instruction_markers
 
 from .correction_words import corrects, says_corrected
-from .expansion import answer_slot, outside_answers, source_of, write_bursts, written_at
+from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
 from .words import mentions, same_question, stated_question, tokens
@@ -173,17 +173,6 @@ def dup_cut(retriever: Retriever, *, sample: int = 200, seed: int = 0) -> float:
     sims = E[idx] @ E.T
     sims[np.arange(len(idx)), idx] = -1.0
     return float(np.clip(np.percentile(sims.max(axis=1), 95), 0.8, 0.95))
-
-
-def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude: Collection[str], *,
-                       support_cos: float = 0.4) -> bool:
-    """A record of the store outside `exclude` that states `question` too (`same_question`, at
-    least `support_cos` near it) answers it otherwise: its answer slot, else its text, does not
-    name `answer` (the store's record on a MINJA victim's question may name the redirect person
-    in its evidence and answer otherwise: TUNE locomo-minja-bridge)."""
-    return any(o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)
-               and not mentions(answer, answer_slot(o.metadata, o.text) or o.text)
-               for o in retriever.retrieve(question, 20, exclude))
 
 
 def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, str] | None = None,

