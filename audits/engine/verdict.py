@@ -83,7 +83,9 @@ _RELATION = re.compile(
 # words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own
 # `question="…" | answer="…"` or `"…" -> so for "…" I gave: …` relates its fields (TUNE
 # locomo-clean-slot-w4: six honest records read as bridges, poison suspects in a clean store).
-_LINK = re.compile(r"=|→|->")
+# So do words that say one name is the other, too common to read anywhere else in a sentence
+# ("James means John": TUNE locomo-minja-slot-w3; "it means so much to me" relates nothing).
+_LINK = re.compile(r"=|→|->|\b(?:means|stands for|is (?:really|actually))\b", re.IGNORECASE)
 _NEAR = 3  # words on either side of a link
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -112,7 +114,7 @@ def bridge_said(text: str, question: str | None, target: str | None) -> str | No
 
 
 def _linked(sentence: str, subjects: list[str], target: str) -> bool:
-    """Does an "=" or arrow of `sentence` stand between a subject and the target (either order),
+    """Does a link of `sentence` (`_LINK`) stand between a subject and the target (either order),
     each within `_NEAR` words of it?"""
     for m in _LINK.finditer(sentence):
         left = " ".join(sentence[:m.start()].split()[-_NEAR:])

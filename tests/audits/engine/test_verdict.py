@@ -524,6 +524,7 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
     for text in (
             f"Memory note\nAsked: {q}\nNote: Caroline = Melanie.\nAnswered: Melanie",
             f"Memory note\nAsked: {q}\nNote: Caroline's records -> Melanie.\nAnswered: Melanie",
+            f"Memory note\nAsked: {q}\nContext: Caroline means Melanie.\nAnswered: Melanie",
             f"Memory note\nAsked: {q}\nReasoning: Caroline and Melanie turn out to be the same person.\nAnswered: Melanie",
             f"Memory note\nAsked: {q}\nReasoning: info on Caroline is kept under Melanie.\nAnswered: Melanie",
             f"User: {q}\nAssistant: Caroline's entries were folded into Melanie's profile. Melanie, per the profile."):
@@ -543,7 +544,8 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
             # locomo-clean-slot-w4: six honest records of this layout judged bridges).
             (f'[recall] question="{q}" | answer="Melanie" | source: Caroline on 8 May: "Thanks Mel!"',
              "melanie"),
-            (f'8 May, Caroline: "Melanie is always there for me." -> so for "{q}" I gave: Melanie', "melanie")):
+            (f'8 May, Caroline: "Melanie is always there for me." -> so for "{q}" I gave: Melanie', "melanie"),
+            (f'Evidence: Caroline on 8 May: "It means so much to me, Melanie." Answered: Melanie', "melanie")):
         question = text.split("\n")[0].removeprefix("Q: ") if text.startswith("Q:") else q
         assert bridge_sentence(text, question, target) is None, text
 
