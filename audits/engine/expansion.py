@@ -493,7 +493,12 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 res.affinity[mid] = near[mid]
                 reached.add(mid)
             # 2c. write-time reach: records written in the seeds' burst (when no clean reference
-            # record was), whatever they answer; each is tested against its own answer slot.
+            # record was), whatever they answer; each is tested against its own answer slot. Its
+            # own answer is a harm only where the store's records stating its question answer
+            # otherwise, or where it bridges: in a store written a session at a time, every
+            # session is a burst, and an honest slip's session-mates, each the store's only
+            # record on its question, "caused" their own answers (TUNE locomo-clean-slot-w2 at
+            # 2,000 records, seed 5: 14 clean records of two sessions proposed as poison).
             prov = _provenance_peers(seed_ids, retriever, in_batch | set(cands), allowed)
             near = seed_affinity(seed_ids, list(prov), retriever, exclude=in_batch)
             for mid, feats in near.items():
@@ -501,8 +506,12 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                     continue
                 base = seeds[seed_ids[0]]
                 harm = make_harm({"type": "contains", "target": prov[mid]})
-                cands[mid] = AuditEvent(f"provenance:{mid}", base.query, base.output, [], harm,
-                                        1.0, None)
+                ev = AuditEvent(f"provenance:{mid}", base.query, base.output, [], harm, 1.0, None)
+                m = mems[retriever.index[mid]]
+                if not ((bridges is not None and bridges(ev, mid)) or _stands_against(
+                        m, record_query(m), ev, in_batch | {mid}, retriever, replayer.top_k, support_cos)):
+                    continue
+                cands[mid] = ev
                 res.agreement[mid] = 1.0
                 res.affinity[mid] = feats
         return cands

