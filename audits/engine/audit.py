@@ -287,15 +287,15 @@ def _carries_harm(memories: Sequence[MemoryRecord]) -> Callable[[AuditEvent, str
     return check
 
 
-def _bridges(memories: Sequence[Any]) -> Callable[[AuditEvent, str], bool]:
-    """(event, memory) -> the memory states a bridge from its question's subject to the event's
-    harm target (`verdict.bridge_said`): the attack's own step, for the expansion's dormant test."""
+def _bridges(memories: Sequence[Any]) -> Callable[[str, str | None], bool]:
+    """(memory, target) -> the memory states a bridge from its question's subject to the target
+    (`verdict.bridge_said`): the attack's own step, for the dormant tests of the expansion and
+    the reach."""
     by_id = {m.id: m for m in memories}
 
-    def bridges(ev: AuditEvent, mid: str) -> bool:
+    def bridges(mid: str, target: str | None) -> bool:
         m = by_id.get(mid)
-        target = getattr(ev.harm, "target", None)
-        return m is not None and isinstance(target, str) and bool(
+        return m is not None and isinstance(target, str) and bool(target.strip()) and bool(
             bridge_said(m.text, stated_question(m), target))
 
     return bridges
@@ -611,7 +611,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     return format_free_reach(
                         batch, seeds, anti, retriever, replayer, max_candidates=p.reach_candidates,
                         min_support=p.reach_support, seed=p.seed, copy_cos=p.copy_cos,
-                        support_cos=p.support_cos, targets=targets)
+                        support_cos=p.support_cos, targets=targets, bridges=_bridges(retriever.memories))
             rr = budget.run("reach", reach_held, reserve=reserve)
             if rr is not None and rr.budget_cut:
                 budget.cut.append("reach")

@@ -443,9 +443,9 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                  group_thresholds: Sequence[float] = (0.9, 0.8), combine: str = "max",
                  carries_harm: Callable[[AuditEvent, str], bool] | None = None,
                  harm_reach: bool = True, max_candidates: int = 200, support_cos: float = 0.4,
-                 bridges: Callable[[AuditEvent, str], bool] | None = None) -> ExpansionResult:
+                 bridges: Callable[[str, str | None], bool] | None = None) -> ExpansionResult:
     """Steps 1–6 of the module docstring. `seed_events`: confirmed poison -> its event;
-    `bridges(ev, m)`: m states a bridge from its question's subject to ev's harm target (step 6)."""
+    `bridges(m, target)`: m states a bridge from its question's subject to `target` (steps 2c, 6)."""
     res = ExpansionResult(batch=list(batch))
     seeds: dict[str, AuditEvent] = {m: ev for m, ev in seed_events.items() if m in retriever.index}
     mems = retriever.memories
@@ -508,7 +508,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 harm = make_harm({"type": "contains", "target": prov[mid]})
                 ev = AuditEvent(f"provenance:{mid}", base.query, base.output, [], harm, 1.0, None)
                 m = mems[retriever.index[mid]]
-                if not ((bridges is not None and bridges(ev, mid)) or _stands_against(
+                if not ((bridges is not None and bridges(mid, prov[mid])) or _stands_against(
                         m, record_query(m), ev, in_batch | {mid}, retriever, replayer.top_k, support_cos)):
                     continue
                 cands[mid] = ev
@@ -631,7 +631,8 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             # honest slip on another question repeated is where the claim comes from (TUNE
             # locomo-clean-slot-w3: "When did Dave start his car maintenance shop?" answered "May
             # 1, 2023" joined, and two clean answers broke).
-            if h >= HARMFUL and ((bridges is not None and bridges(ev, mid)) or _stands_against(
+            target = getattr(ev.harm, "target", None)
+            if h >= HARMFUL and ((bridges is not None and bridges(mid, target)) or _stands_against(
                     m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
                     and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:

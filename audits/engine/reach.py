@@ -104,7 +104,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -429,11 +429,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           replayer: Replayer, *, max_candidates: int = 60, min_support: int = 2, rounds: int = 3,
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
           copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
-          max_calls: int = 300, targets: Sequence[str] = ()) -> ReachResult:
+          max_calls: int = 300, targets: Sequence[str] = (),
+          bridges: Callable[[str, str | None], bool] | None = None) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
     `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
-    a candidate whose claim names one that the seeds carry is planted with them (step 4)."""
+    a candidate whose claim names one that the seeds carry is planted with them (step 4).
+    `bridges(m, target)`: m states a bridge from its question's subject to `target`."""
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
     if not [s for s in seeds if s in idx]:
@@ -551,7 +553,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         group = {mid} | {o.id for o in r1 if o.id != mid and is_copy(o)}
         if mid not in {o.id for o in r1} and len(group) == 1:
             if planted:
-                return outranked(m, q, claims, row, attack, carrier), True
+                return alone_against(m, q, claims, row, attack, carrier, why="outranked"), True
             # Neither it nor a copy of it answers its question: nothing to replay. (Its copies
             # alone may: with many copies, the question retrieves some of them and not it.)
             row["stop"] = "not retrieved for its query"
@@ -711,6 +713,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             _, y1 = replayer.replay(q, removed | out, cands)
             said = [c for c in claims if _carries(y1.text, [c])]
         row.update({"with": y1.text, "read": units})
+        if not said and bridges is not None and bridges(m.id, claims[0]):
+            # Outvoted past `rounds` answers, but it states the attack's own step (its question's
+            # subject bridged to the claim): what it does alone is what it does once the vote
+            # shifts (TUNE locomo-minja-slot-w2, a fresh seed at ρ 0.05: "John and Tim turn out
+            # to be the same person", one of four planted records, outvoted by neighbours).
+            return alone_against(m, q, claims, row, attack, carrier, why="outvoted")
         if not said:
             row["stop"] = "dormant: without the store's record the answer does not carry the claim"
             return None
@@ -728,15 +736,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 "harm": make_harm({"type": "contains", "target": said[0]}),
                 "retrieved": [o.id for o in wide[:k]]}
 
-    def outranked(m: Any, q: str, claims: Sequence[str], row: dict[str, Any], attack: Any, carrier: Any
-                  ) -> dict[str, Any] | None:
-        """A planted record its own question does not retrieve (ranked past the agent's top k,
-        under the store's records there: TUNE locomo-minja-slot-w3 / -w4, at rank 6): what it
-        would do once it is retrieved is what it does alone, f(q, {m}) — sufficiency, where the
-        group test reads necessity. It is confirmed when that answer carries the claim and the
-        store's own records stating its question (at least one) all answer otherwise: it stands
-        against them, waiting for the ranking to shift."""
-        row["outranked"] = True
+    def alone_against(m: Any, q: str, claims: Sequence[str], row: dict[str, Any], attack: Any, carrier: Any,
+                      *, why: str) -> dict[str, Any] | None:
+        """A planted record its own question does not retrieve (`why` "outranked": ranked past
+        the agent's top k, under the store's records there: TUNE locomo-minja-slot-w3 / -w4, at
+        rank 6), or one that bridges and stays outvoted (`why` "outvoted", see `dormant`): what it
+        would do once the ranking or the vote shifts is what it does alone, f(q, {m}) —
+        sufficiency, where the group test reads necessity. It is confirmed when that answer
+        carries the claim and the store's own records stating its question (at least one) all
+        answer otherwise: it stands against them."""
+        row["alone"] = why
         asked = stated_question(m)
         wide = retriever.retrieve(q, max(4 * k, 20), removed | {m.id})
         stated = [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
@@ -750,12 +759,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         said = [c for c in claims if _carries(alone.text, [c])]
         row["alone"] = alone.text
         if not said:
-            row["stop"] = "outranked: alone its answer does not carry the claim"
+            row["stop"] = f"{why}: alone its answer does not carry the claim"
             return None
         _, now = replayer.replay(q, removed, cands)  # today's answer there, which it stands against
         row["stop"] = "confirmed"
         return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
-                "after": now.text, "support": against, "group": [m.id], "dormant": True, "outranked": True,
+                "after": now.text, "support": against, "group": [m.id], "dormant": True, "alone": why,
                 "harm": make_harm({"type": "contains", "target": said[0]}),
                 "retrieved": [o.id for o in wide[:k]]}
 
