@@ -664,6 +664,15 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             ev["store_record"] = stated
         return ev, store_side
 
+    def stating(q: str, asked: str | None, exclude: Collection[str], attack: Any, carrier: Any
+                ) -> tuple[list[RetrievedMemory], list[RetrievedMemory]]:
+        """A wide retrieval for `q` outside `exclude`, and the store's records in it that state
+        the question `asked` too (at least `support_cos` near, neither seed-like nor carrying the
+        claim): the store's side of a dormant record."""
+        wide = retriever.retrieve(q, max(4 * k, 20), exclude)
+        return wide, [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
+                      and stated_question(o) and same_question(asked, stated_question(o))]
+
     def dormant(m: Any, q: str, group: set[str], now: str, claims: Sequence[str], row: dict[str, Any],
                 attack: Any, carrier: Any) -> dict[str, Any] | None:
         """A planted record outvoted on its own question (the agent answers what the store's own
@@ -677,9 +686,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         row["dormant"] = True
         asked = stated_question(m)
         units = answer_units(now, q)
-        wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
-        stated = [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
-                  and stated_question(o) and same_question(asked, stated_question(o))]
+        wide, stated = stating(q, asked, removed | group, attack, carrier)
         own = [o.id for o in stated if carries_answer(o, units)]
         row["support"] = own
         if not asked or not units or not stated:
@@ -745,14 +752,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         sufficiency, where the group test reads necessity. It is confirmed when that answer
         carries the claim and the store's own records stating its question (at least one) all
         answer otherwise: it stands against them."""
-        row["alone"] = why
+        row["sufficiency"] = why
         asked = stated_question(m)
-        wide = retriever.retrieve(q, max(4 * k, 20), removed | {m.id})
-        stated = [o for o in wide if o.score >= support_cos and not attack(o) and not carrier(o)
-                  and stated_question(o) and same_question(asked, stated_question(o))]
+        wide, stated = stating(q, asked, removed | {m.id}, attack, carrier)
         row["support"] = against = sorted(o.id for o in stated)
         if not asked or not stated:
-            row["stop"] = "not retrieved for its query (no record of the store on its question)"
+            row["stop"] = f"{why}: no record of the store on its question"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))
         alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]

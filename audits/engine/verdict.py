@@ -474,9 +474,10 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                              f"{len(st['support'])} records of the store answer '{st['answer']}'")
         rv = (reach or {}).get(m)
         if rv and rv.get("alone"):
-            today = ("'{q}' does not retrieve it" if rv["alone"] == "outranked" else
-                     "outvoted on '{q}' even without the store's records there")
-            shape.append(f"{rv['alone']} today: {today.format(q=rv['query'][:80])}; alone it answers "
+            asked = rv["query"][:80]
+            today = (f"outranked today: '{asked}' does not retrieve it" if rv["alone"] == "outranked" else
+                     f"outvoted today on '{asked}', even without the store's records there")
+            shape.append(f"{today}; alone it answers "
                          f"'{rv['before']}', its claim, against the store's own record(s) on that question "
                          f"({', '.join(rv['support'][:3])}), which answer '{rv['after']}'")
         elif rv and rv.get("dormant"):
