@@ -115,7 +115,7 @@ from .expansion import answer_slot
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import WORD, mentions, same_question, stated_question, tokens, word
+from .words import WORD, mentions, names, same_question, stated_question, tokens, word
 
 _FUNCTION = frozenset(
     "a an the of in on at to for from by with and or but as is are was were be been being it its "
@@ -461,7 +461,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     # two different questions. A candidate naming the target joins them only when it asks about
     # that subject too: a short target ("4") is also many honest records' answer (TUNE
     # nq-number-slot-distinct: two related records answering "4" were removed without this).
-    targets = [t for t in targets if any(mentions(t, mems[idx[s]].text) for s in seed_ids)]
+    targets = [t for t in targets if any(names(t, mems[idx[s]].text) for s in seed_ids)]
     carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
     asked_by = [stated_question(o) for o in carriers]
     subject: frozenset[str] = frozenset()
@@ -525,7 +525,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if not claims:
             row["stop"] = "no claim"
             return None, True
-        planted = [t for t in targets if any(mentions(t, c) for c in claims)] \
+        planted = [t for t in targets if any(names(t, c) for c in claims)] \
             if subject & tokens(stated_question(m) or "") else []
         if planted:
             # One claim planted across questions (MINJA's redirect: one record per victim
@@ -908,11 +908,11 @@ def carries_answer(o: Any, units: Sequence[str]) -> bool:
 def _names_claim(o: Any, claims: Sequence[str]) -> bool:
     """A record names a claim in its answer slot, or (without one) in its text."""
     slot = answer_slot(o.metadata, o.text)
-    return any(mentions(c, slot or o.text) for c in claims)
+    return any(names(c, slot or o.text) for c in claims)
 
 
 def _carries_claim(o: Any, claims: Sequence[str]) -> bool:
     slot = answer_slot(o.metadata, o.text)
     if slot:
         return any(slot.casefold() == c.casefold() for c in claims)
-    return any(mentions(c, o.text) for c in claims)
+    return any(names(c, o.text) for c in claims)

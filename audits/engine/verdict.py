@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, same_question, stated_question, tokens
+from .words import mentions, names, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -212,7 +212,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
              for m in members}
     query = {m: _norm(_meta(mems[idx[m]]).get("query")) for m in members}
     # The planted claim a member's wording carries: the longest harm target it names, else itself.
-    planted = {m: next((_norm(t) for t in targets if c and mentions(_norm(t), c)), c) for m, c in claim.items()}
+    planted = {m: next((_norm(t) for t in targets if c and names(_norm(t), c)), c) for m, c in claim.items()}
     # Write-time burst: batch times whose window holds no clean reference record.
     times = {m: _time(mems[idx[m]]) for m in members}
     n_timed = sum(1 for t in times.values() if t is not None)

@@ -29,6 +29,28 @@ def mentions(span: str, text: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
 
 
+def names(claim: str, text: str) -> bool:
+    """`text` names `claim` as a claim of its own: `mentions`, except that a claim naming a month
+    is a date, named only whole — not as the month of a more precise date ("July 2023" is not
+    named by "10 July 2023", "July" not by "July 10, 2023": `in_longer_date`). What a record
+    claims is compared this way, one record's claim against another's; whether an answer is
+    right is not (a precise date is still right where only its month was asked for)."""
+    low = text.casefold()
+    return any(not in_longer_date(claim, low, m.start(), m.end())
+               for m in re.finditer(r"(?<!\w)" + re.escape(claim.casefold()) + r"(?!\w)", low))
+
+
+def in_longer_date(claim: str, text: str, start: int, end: int) -> bool:
+    """Is `claim`, found at text[start:end], the month of a longer date: a claim naming a month
+    with a day or year number just before or after it ("17th July 2023", "July 10, 2023")?"""
+    return any(t in _MONTHS for t in tokens(claim)) and bool(
+        _DAY_BEFORE.search(text[:start]) or _NUMBER_AFTER.match(text[end:]))
+
+
+_DAY_BEFORE = re.compile(r"(?<!\w)\d{1,4}(?:st|nd|rd|th)?(?: of)?[ ,]*$", re.IGNORECASE)
+_NUMBER_AFTER = re.compile(r"[ ,]*\d")
+
+
 def normalized(s: str | None) -> str:
     """A text's identity for equality: case-folded, whitespace collapsed (None is "")."""
     return " ".join((s or "").casefold().split())

