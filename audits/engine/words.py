@@ -93,11 +93,13 @@ _WH_PHRASE = ((re.compile(r"\b(?:(?:on|at|in|by) )?(?:what|which) (?:date|day|ti
               (re.compile(r"\b(?:what|which) (?:person|people)\b", re.I), "who"),
               (re.compile(r"\b(?:in )?(?:what|which) (?:way|manner)\b", re.I), "how"),
               (re.compile(r"\b(?:what|which) number of\b", re.I), "how many"))
-# Where a question proper opens after a lead-in: a clause break, then a question word or an
-# auxiliary ("…, but which …?", "…? When …?", "…: is it true that …?"). The first such clause:
+# Where a question proper opens after a lead-in: a clause break, then a question word (maybe
+# after a preposition: "…: in what country …?") or an auxiliary ("…, but which …?", "…? When
+# …?", "…: is it true that …?"). The first such clause:
 # a lead-in comes first, and a question may go on in clauses of its own ("When did she go, and
 # how did she feel?").
-_OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|"
+_OPENING = re.compile(r"(?:[,;:?!]|\bbut)\s+((?:(?:(?:in|on|at|for|from|to|with|by|of|since|until|during|after|before)\s+)?"
+                      r"(?:what|which|who|whom|whose|when|where|why|how)|is|are|was|were|"
                       r"do|does|did|has|have|had|can|could|would|will|should)\b.*)$", re.IGNORECASE | re.DOTALL)
 
 

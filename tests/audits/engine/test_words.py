@@ -29,6 +29,10 @@ from audits.engine.words import mentions, names, same_question
      "What transgender-specific events has Caroline attended?"),
     ("Quick question, Caroline: what LGBTQ+ events have they participated in?",
      "What LGBTQ+ events has Caroline participated in?"),
+    # A question word after a preposition opens the question too (TUNE locomo-minja-slot-w3,
+    # a fresh seed: the store's record on the victim's question was not on the store's side).
+    ("Quick sanity check before I move on: Jolene: in what country did their mother buy her the pendant?",
+     "In what country did Jolene's mother buy her the pendant?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
