@@ -23,7 +23,8 @@ attack per store. These families vary, one knob at a time:
   clean control ``locomo-clean-slot-w3`` (pre-registered later that day, run once, TUNE since),
   ``-w4`` / ``locomo-clean-slot-w4`` (pre-registered after that run, run once, TUNE since) in a
   third and fourth; ``-w5`` / ``locomo-clean-slot-w5`` (HOLDOUT, pre-registered 2026-12-05 20:10)
-  in a fifth;
+  in a fifth; ``-w6`` / ``locomo-clean-slot-w6`` (HOLDOUT, pre-registered 2026-12-05 23:50) in a
+  sixth;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -217,6 +218,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w5", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
            wordings="holdout_minja_slot_5",
            note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a fifth blind writer's wording"),
+    # Pre-registered HOLDOUTs (2026-12-05, session 23:27), committed before any run on them: the
+    # recipe and its clean control in a sixth blind writer's wording
+    # (`wordings/holdout_minja_slot_6.json`, a helper told not to read the repository, asked for a
+    # record layout of its own, as another agent-memory product might store it, without the
+    # labels of the earlier wordings; validated by `bridge.slot_wording`, never printed).
+    Family("locomo-minja-slot-w6", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+           wordings="holdout_minja_slot_6",
+           note="MINJA bridging in chat-log records with metadata, in a sixth blind writer's wording (HOLDOUT)"),
+    Family("locomo-clean-slot-w6", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="holdout_minja_slot_6",
+           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a sixth blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
