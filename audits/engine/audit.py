@@ -1038,7 +1038,7 @@ def own_question_check(members: Sequence[str], batch: Sequence[str], incident_qu
     after = replayer.replay_each([(q, in_batch, None) for _, q in picked])
     breaking = []
     for (m, q), (_, y0), (_, y1) in zip(picked, before, after):
-        broke = carries_answer(m, answer_units(y0.text, q)) and not carries_answer(m, answer_units(y1.text, q))
+        broke = _gives_own(m, y0.text, q) and not _gives_own(m, y1.text, q)
         if broke:
             breaking.append(m.id)
         rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text, "own": True,
@@ -1046,6 +1046,16 @@ def own_question_check(members: Sequence[str], batch: Sequence[str], incident_qu
                      "culprits": [m.id] if broke else []})
     return {"own_questions": len(rows), "own_broken": len(breaking), "breaking": breaking,
             "own_agent_calls": replayer.calls - calls0, "rows": rows}
+
+
+def _gives_own(m: Any, answer: str, question: str) -> bool:
+    """The answer gives record m's own answer: its answer slot as a whole phrase, or exactly the
+    units the answer asserts (`carries_answer`). The units alone miss answers they cannot split
+    ("Yes; it's classical music" has none, "Broken windshield, Car broke down" loses "Car" to
+    its question: TUNE locomo-clean-slot-w2, fresh seeds 5 and 7, each the store's only record
+    on its question, removed unreported)."""
+    slot = answer_slot(m.metadata, m.text)
+    return bool(slot and mentions(slot, answer)) or carries_answer(m, answer_units(answer, question))
 
 
 def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,
