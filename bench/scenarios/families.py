@@ -24,7 +24,7 @@ attack per store. These families vary, one knob at a time:
   ``-w4`` / ``locomo-clean-slot-w4`` (pre-registered after that run, run once, TUNE since) in a
   third and fourth; ``-w5`` / ``locomo-clean-slot-w5`` (HOLDOUT, pre-registered 2026-12-05 20:10)
   in a fifth; ``-w6`` / ``locomo-clean-slot-w6`` (HOLDOUT, pre-registered 2026-12-05 23:50) in a
-  sixth;
+  sixth; ``-w7`` / ``locomo-clean-slot-w7`` (TUNE, a seventh, written for reading);
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -229,6 +229,15 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w6", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
            wordings="holdout_minja_slot_6",
            note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a sixth blind writer's wording"),
+    # TUNE twins (the same session, after -w6's first run): a seventh blind writer's wording
+    # (`wordings/tune_minja_slot_7.json`, the same brief as -w6's, written apart from it), whose
+    # misses are read, so that what is fixed is measured on -w6 without reading it.
+    Family("locomo-minja-slot-w7", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_7",
+           note="MINJA bridging in chat-log records with metadata, in a seventh blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w7", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_7",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a seventh blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
