@@ -218,7 +218,11 @@ def seed_affinity(seed_ids: Sequence[str], cand_ids: Sequence[str], retriever: R
             src_count[src] = src_count.get(src, 0) + 1
     # A provenance is telling only when rare: at most 5% of the store shares it.
     rare = {s for s, n in src_count.items() if n <= max(2, 0.05 * len(mems))}
-    bursts = write_bursts(times, mems)
+    # One timed seed (one incident's one planted record) has a burst of its own: the records
+    # written in its sitting (TUNE locomo-minja-slot-w7 ρ 0.2 seed 0: the seed's three
+    # session-mates were the planted records nearest it in time, every honest record 15 days
+    # away); a record still has to meet the seed's harm, earn causal credit and pass the DS rule.
+    bursts = write_bursts(times, mems, least=min(2, len(times)))
 
     def features(i: int) -> dict[str, float]:
         tok = slot_tokens(mems[i].text)
@@ -254,11 +258,11 @@ def _attack_sources(seed_sources: Sequence[str | None]) -> set[str]:
     return {s for s, n in counts.items() if n >= 2} or set(counts)
 
 
-def write_bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple[float, float]]:
+def write_bursts(seed_times: Sequence[float], mems: Sequence[Any], *, least: int = 2) -> list[tuple[float, float]]:
     """The write-time bursts the seeds were written in: runs of the store's write times whose
     every gap is under a fifth of the store's mean gap (5 times the store's average rate or
     faster), less a record at either end whose gap is 5 times the run's median gap (an honest
-    record written hours before the attacker's sitting), each holding at least two seeds.
+    record written hours before the attacker's sitting), each holding at least `least` seeds.
 
     The runs come from the store's own times, so a seed outside every burst (a clean record
     credited beside the planted ones) widens none of them. Before: the seeds' median ± 3 MAD, at
@@ -280,7 +284,7 @@ def write_bursts(seed_times: Sequence[float], mems: Sequence[Any]) -> list[tuple
                 b -= 1
             run = run[a:b + 1]
         lo, hi = float(run[0]), float(run[-1])
-        if sum(1 for t in seed_times if lo <= t <= hi) >= 2:
+        if sum(1 for t in seed_times if lo <= t <= hi) >= least:
             out.append((lo, hi))
     return out
 
