@@ -650,7 +650,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # store's side, answers otherwise: it is that record the planted one stood against.
         # (A supporter that states the question is such a record too.)
         stated = [o.id for o in side if asked and stated_question(o)] if planted else []
-        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated))
+        # A record that states the attack's own step, its question's subject bridged to the
+        # claim it is tested for (`bridges`), needs no store's side: what it says is why its
+        # question is answered with the claim (TUNE locomo-minja-slot-w7 ρ 0.2 seed 3: "Audrey's
+        # history had been filed under Andrew", its question's store's side empty or answering
+        # with nothing a record carries).
+        bridged = bool(planted) and bridges is not None and bridges(mid, said[0])
+        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated) or bridged)
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
@@ -662,6 +668,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
               "retrieved": [o.id for o in r1]}
         if not support and stated:
             ev["store_record"] = stated
+        elif len(support) < min_support and not stated and bridged:
+            row["bridged"] = ev["bridged"] = True
         return ev, store_side
 
     def stating(q: str, asked: str | None, exclude: Collection[str], attack: Any, carrier: Any
@@ -690,6 +698,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         own = [o.id for o in stated if carries_answer(o, units)]
         row["support"] = own
         if not asked or not units or not stated:
+            if asked and bridges is not None and bridges(m.id, claims[0]):
+                # No record of the store on its question to be outvoted by, but it states the
+                # bridge: alone is how it answers there (TUNE locomo-minja-slot-w7 ρ 0.2 seed 2,
+                # "Nate is the name Joanna goes by in some chats").
+                return alone_against(m, q, claims, row, attack, carrier, why="outvoted")
             row["stop"] = ("answer with the group does not carry the claim (no record of the store on "
                            "its question)")
             return None
@@ -751,12 +764,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         would do once the ranking or the vote shifts is what it does alone, f(q, {m}) —
         sufficiency, where the group test reads necessity. It is confirmed when that answer
         carries the claim and the store's own records stating its question (at least one) all
-        answer otherwise: it stands against them."""
+        answer otherwise: it stands against them; or, where the store holds none, when it states
+        the bridge to the claim (`bridges`)."""
         row["sufficiency"] = why
         asked = stated_question(m)
         wide, stated = stating(q, asked, removed | {m.id}, attack, carrier)
         row["support"] = against = sorted(o.id for o in stated)
-        if not asked or not stated:
+        if not asked or not (stated or (bridges is not None and bridges(m.id, claims[0]))):
             row["stop"] = f"{why}: no record of the store on its question"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))

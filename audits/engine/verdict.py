@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, names, same_question, stated_question, tokens
+from .words import mentions, names, proper_question, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -77,7 +77,7 @@ BRIDGE = re.compile(
 _RELATION = re.compile(
     r"\b(?:(?:one and )?the same|alias|aka|a\.k\.a\.|(?:also )?known as|goes by|go by|nickname|"
     r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
-    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to)\b",
+    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to|stands? in for|in place of)\b",
     re.IGNORECASE)
 # "=" or an arrow relates the two names only when it stands between them, each within a few
 # words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own
@@ -96,8 +96,12 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
     names (a name, not yes/no or a number)."""
     if not question or not target or not any(ch.isalpha() for ch in target) or target.casefold() in ("yes", "no"):
         return None
-    subjects = [v for v in answer_spans(question) if not v[0].isdigit()
-                and not mentions(target, v) and not mentions(v, target)]
+    # A subject named in the possessive is the name ("Audrey's dogs" asks about Audrey: TUNE
+    # locomo-minja-slot-w7, a bridge "… for Audrey was consolidated into Andrew's record" unread).
+    # A subject the question is put to ("Nate: what … do their turtles …?") is one too.
+    subjects = [re.sub(r"['’]s$", "", v) for v in dict.fromkeys(answer_spans(question)
+                                                                 + answer_spans(proper_question(question)))]
+    subjects = [v for v in subjects if v and not v[0].isdigit() and not mentions(target, v) and not mentions(v, target)]
     if not subjects:
         return None
     for sentence in _SENTENCE.split(text.replace(question, " ")):
@@ -477,9 +481,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             asked = rv["query"][:80]
             today = (f"outranked today: '{asked}' does not retrieve it" if rv["alone"] == "outranked" else
                      f"outvoted today on '{asked}', even without the store's records there")
-            shape.append(f"{today}; alone it answers "
-                         f"'{rv['before']}', its claim, against the store's own record(s) on that question "
-                         f"({', '.join(rv['support'][:3])}), which answer '{rv['after']}'")
+            against = (f"against the store's own record(s) on that question ({', '.join(rv['support'][:3])}), "
+                       f"which answer '{rv['after']}'" if rv["support"] else
+                       f"and it states the bridge to that claim; the store holds no record of its own on "
+                       f"that question (today's answer there: '{rv['after']}')")
+            shape.append(f"{today}; alone it answers '{rv['before']}', its claim, {against}")
         elif rv and rv.get("dormant"):
             shape.append(f"outvoted today: without the store's own record on '{rv['query'][:80]}' "
                          f"({', '.join(rv['support'][:3])}) the answer is '{rv['before']}', its claim; "
@@ -490,6 +496,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                          f"'{rv['query'][:80]}' from '{rv['before']}' to '{rv['after']}', "
                          + (f"against the store's own record(s) on that question "
                             f"({', '.join(rv['store_record'][:3])})" if rv.get("store_record")
+                            else "and it states the bridge to that claim itself" if rv.get("bridged")
                             else f"which {len(rv['support'])} records carry"))
         if shape:
             reasons += shape

@@ -73,7 +73,7 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         tx, ty = _asked_words(x), _asked_words(y)
         return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
 
-    pa, pb = _proper(a), _proper(b)
+    pa, pb = proper_question(a), proper_question(b)
     na, nb = _names(pa), _names(pb)
     if na and nb and not na & nb:
         return False
@@ -141,7 +141,7 @@ def _names(q: str) -> frozenset[str]:
                      if w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS)
 
 
-def _proper(q: str) -> str:
+def proper_question(q: str) -> str:
     """A question without its lead-in: from the first clause after a break that opens as a
     question does, with the name it is put to when a colon sets one ("…, Caroline: what …?")."""
     found = _OPENING.search(q)
