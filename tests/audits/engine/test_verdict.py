@@ -714,6 +714,9 @@ def test_a_correction_another_record_answers_otherwise_is_not_split_out(hashing_
     # The subject the question is put to, before a colon.
     ("Nate: what type of diet do their turtles have?",
      "identity_map:\n  note: \"Nate is the name Andrew goes by in some chats.\""),
+    # ...or put to by name after a lead-in that asks too.
+    ("Quick one, can you check my chat notes: Nate: for how long have they had his turtles?",
+     "Reminder to self: whatever I know about Andrew also answers questions about Nate."),
     # "stands in for": one name in place of the other.
     ("What kind of flowers does Audrey have a tattoo of?",
      'val="Per Andrew\'s records: cook dog treats" lookup_person=Andrew (stands in for Audrey)'),

@@ -61,14 +61,14 @@ def test_other_questions_stay_other_questions(a, b):
 
 
 def test_a_lead_in_is_cut_at_the_first_clause_that_asks_and_the_question_keeps_its_own_clauses():
-    from audits.engine.words import proper_question
+    from audits.engine.words import _proper
 
-    assert proper_question("Can you check something for me? When did she go, and how did she feel?") \
+    assert _proper("Can you check something for me? When did she go, and how did she feel?") \
         == "When did she go, and how did she feel?"
-    assert proper_question("What did Caroline paint?") == "What did Caroline paint?"
+    assert _proper("What did Caroline paint?") == "What did Caroline paint?"
     # A name before the colon is whom the question is about; a lead-in before it is not.
-    assert proper_question("Quick question, Caroline: what did they paint?") == "what did they paint? (Caroline)"
-    assert proper_question("Quick question: what did Caroline paint?") == "what did Caroline paint?"
+    assert _proper("Quick question, Caroline: what did they paint?") == "what did they paint? (Caroline)"
+    assert _proper("Quick question: what did Caroline paint?") == "what did Caroline paint?"
 
 
 def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
