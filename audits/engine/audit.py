@@ -679,8 +679,9 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         # the only record on "When did Melanie go camping in June?" was needed by none).
         breaking = [m for m in collateral.get("breaking", []) if verdicts.get(m, {}).get("verdict") == HONEST_ERROR
                     and unchallenged(m, retriever, support_cos=p.support_cos)]
+        trials = [breaking, *([m] for m in breaking)] if len(breaking) > 1 else [breaking] if breaking else []
         kept: list[str] = []
-        for tried in ([breaking, *([m] for m in breaking)] if len(breaking) > 1 else [breaking] if breaking else []):
+        for tried in trials:
             trial = [m for m in batch if m not in tried]
             r = budget.run("collateral", lambda trial=trial: residual_harm(events, replayer, trial))
             if r is not None and _harmful_events(r) <= _harmful_events(residual):

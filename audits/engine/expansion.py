@@ -33,7 +33,7 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    the seeds than every memory of a random clean reference sample is, on at least one
    feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
    seed, rare in the store) or write time (`metadata.written_at` inside a burst of the store's
-   write times that holds two seeds: `write_bursts`). The cut is the reference sample's own
+   write times that holds two seeds, or the one seed when only one is timed: `write_bursts`). The cut is the reference sample's own
    maximum, so it is set per store, not a constant. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
    Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it

@@ -95,7 +95,12 @@ answers what the rest of the store says. The reach:
    it is confirmed when, the records stating that question and carrying today's answer out, the
    agent asserts the claim, and with its group out as well it does not. Outvoted again (a
    record of a neighbouring question answers once the store's own record is out), the records
-   about it carrying that answer go too, up to `rounds` answers in all. The group joins the
+   about it carrying that answer go too, up to `rounds` answers in all. A record ranked past
+   the top k on its own question, or one that bridges and stays outvoted, is asked alone (f(q,
+   {m}), sufficiency): confirmed when that answer is its claim and the store's records stating
+   its question answer otherwise. A record that states the attack's own step — its question's
+   subject bridged to the claim (`bridges`, the verdict's reading) — needs no store's side in
+   either test: its words are why its question is answered with the claim. The group joins the
    batch with a derived event whose harm is the claim; every tested candidate leaves a row in
    `ReachResult.trace`.
 """
