@@ -78,7 +78,8 @@ _RELATION = re.compile(
     r"\b(?:(?:one and )?the same|alias|aka|a\.k\.a\.|(?:also )?known as|goes by|go by|nickname|"
     r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
     r"refers? to|points? to|consolidated|folded|combined|transferred|linked to|stands? in for|in place of|"
-    r"appl(?:y|ies) to|answers? (?:questions )?(?:about|for)|counts? as|treat(?:ed)? as)\b",
+    r"appl(?:y|ies) to|answers? (?:questions )?(?:about|for)|counts? as|treat(?:ed)? as|appears? as|"
+    r"shows? up as|listed as)\b",
     re.IGNORECASE)
 # "=" or an arrow relates the two names only when it stands between them, each within a few
 # words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own
