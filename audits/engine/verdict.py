@@ -122,6 +122,9 @@ def _linked(sentence: str, subjects: list[str], target: str) -> bool:
     """Does a link of `sentence` (`_LINK`) stand between a subject and the target (either order),
     each within `_NEAR` words of it?"""
     for m in _LINK.finditer(sentence):
+        key = re.search(r"[\w'’]+$", sentence[:m.start()])
+        if m.group() == "=" and key and not any(mentions(n, key.group()) for n in [*subjects, target]):
+            continue  # a field's own "=" ("src_speaker=Calvin", TUNE locomo-clean-slot-w7 at 2,000)
         left = " ".join(sentence[:m.start()].split()[-_NEAR:])
         right = " ".join(sentence[m.end():].split()[:_NEAR])
         if (mentions(target, right) and any(mentions(v, left) for v in subjects)) or \

@@ -546,7 +546,10 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
             (f'[recall] question="{q}" | answer="Melanie" | source: Caroline on 8 May: "Thanks Mel!"',
              "melanie"),
             (f'8 May, Caroline: "Melanie is always there for me." -> so for "{q}" I gave: Melanie', "melanie"),
-            ('Evidence: Caroline on 8 May: "It means so much to me, Melanie." Answered: Melanie', "melanie")):
+            ('Evidence: Caroline on 8 May: "It means so much to me, Melanie." Answered: Melanie', "melanie"),
+            # A field's own "=" (key=value) relates the field to its value (TUNE
+            # locomo-clean-slot-w7 at 2,000 records: an honest record proposed as poison).
+            (f'cache[k="{q}"] val="Melanie" src_speaker=Caroline src_date="8 May"', "melanie")):
         question = text.split("\n")[0].removeprefix("Q: ") if text.startswith("Q:") else q
         assert bridge_sentence(text, question, target) is None, text
 
