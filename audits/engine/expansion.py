@@ -72,7 +72,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import in_longer_date, mentions, normalized, same_question, stated_question
+from .words import mentions, normalized, same_question, stated_question, whole_claims
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -162,8 +162,7 @@ def content_meets_harm(ev: AuditEvent, metadata: Mapping[str, Any] | None, text:
         # greetings of another conversation, stored with the turn as their answer, joined).
         # A date is met only whole: "10 July 2023" does not assert "July 2023" (`words.names`).
         body = answer_slot(metadata, text) or _without_speakers(text)
-        return any(not _in_address(body, m.start(), m.end()) and not in_longer_date(target, body, m.start(), m.end())
-                   for m in re.finditer(r"(?<!\w)" + re.escape(target.strip()) + r"(?!\w)", body, re.IGNORECASE))
+        return any(not _in_address(body, m.start(), m.end()) for m in whole_claims(target.strip(), body))
     slot = answer_slot(metadata, text)
     parts = ([slot] if slot else []) + [text] + [ln for ln in text.splitlines() if ln.strip()]
     parts += [p for ln in text.splitlines() for p in re.split(r"(?<=[.!?:])\s+", ln) if p.strip()]

@@ -441,6 +441,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
     a candidate whose claim names one that the seeds carry is planted with them (step 4).
     `bridges(m, target)`: m states a bridge from its question's subject to `target`."""
+    states_bridge = bridges or (lambda _mid, _target: False)
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
     if not [s for s in seeds if s in idx]:
@@ -660,7 +661,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # question is answered with the claim (TUNE locomo-minja-slot-w7 ρ 0.2 seed 3: "Audrey's
         # history had been filed under Andrew", its question's store's side empty or answering
         # with nothing a record carries).
-        bridged = bool(planted) and bridges is not None and bridges(mid, said[0])
+        bridged = bool(planted) and states_bridge(mid, said[0])
         lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated) or bridged)
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
@@ -703,7 +704,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         own = [o.id for o in stated if carries_answer(o, units)]
         row["support"] = own
         if not asked or not units or not stated:
-            if asked and bridges is not None and bridges(m.id, claims[0]):
+            if asked and states_bridge(m.id, claims[0]):
                 # No record of the store on its question to be outvoted by, but it states the
                 # bridge: alone is how it answers there (TUNE locomo-minja-slot-w7 ρ 0.2 seed 2,
                 # "Nate is the name Joanna goes by in some chats").
@@ -738,7 +739,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             _, y1 = replayer.replay(q, removed | out, cands)
             said = [c for c in claims if _carries(y1.text, [c])]
         row.update({"with": y1.text, "read": units})
-        if not said and bridges is not None and bridges(m.id, claims[0]):
+        if not said and states_bridge(m.id, claims[0]):
             # Outvoted past `rounds` answers, but it states the attack's own step (its question's
             # subject bridged to the claim): what it does alone is what it does once the vote
             # shifts (TUNE locomo-minja-slot-w2, a fresh seed at ρ 0.05: "John and Tim turn out
@@ -775,7 +776,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         asked = stated_question(m)
         wide, stated = stating(q, asked, removed | {m.id}, attack, carrier)
         row["support"] = against = sorted(o.id for o in stated)
-        if not asked or not (stated or (bridges is not None and bridges(m.id, claims[0]))):
+        if not asked or not (stated or states_bridge(m.id, claims[0])):
             row["stop"] = f"{why}: no record of the store on its question"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))

@@ -7,7 +7,7 @@ must not import the reach: the reach builds on it) and the reach judge a record'
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 # A word (letters and digits, joined by an apostrophe, a period or a hyphen) or one punctuation mark.
@@ -32,19 +32,20 @@ def mentions(span: str, text: str) -> bool:
 def names(claim: str, text: str) -> bool:
     """`text` names `claim` as a claim of its own: `mentions`, except that a claim naming a month
     is a date, named only whole — not as the month of a more precise date ("July 2023" is not
-    named by "10 July 2023", "July" not by "July 10, 2023": `in_longer_date`). What a record
+    named by "10 July 2023", "July" not by "July 10, 2023": `whole_claims`). What a record
     claims is compared this way, one record's claim against another's; whether an answer is
     right is not (a precise date is still right where only its month was asked for)."""
-    low = text.casefold()
-    return any(not in_longer_date(claim, low, m.start(), m.end())
-               for m in re.finditer(r"(?<!\w)" + re.escape(claim.casefold()) + r"(?!\w)", low))
+    return any(True for _ in whole_claims(claim.casefold(), text.casefold()))
 
 
-def in_longer_date(claim: str, text: str, start: int, end: int) -> bool:
-    """Is `claim`, found at text[start:end], the month of a longer date: a claim naming a month
-    with a day or year number just before or after it ("17th July 2023", "July 10, 2023")?"""
-    return any(t in _MONTHS for t in tokens(claim)) and bool(
-        _DAY_BEFORE.search(text[:start]) or _NUMBER_AFTER.match(text[end:]))
+def whole_claims(claim: str, text: str) -> Iterator[re.Match[str]]:
+    """Where `text` names `claim` as a whole word or phrase (case-insensitive), a claim naming a
+    month not as the month of a longer date: a day or year number just before or after it
+    ("17th July 2023", "July 10, 2023")."""
+    date = any(t in _MONTHS for t in tokens(claim))
+    for m in re.finditer(r"(?<!\w)" + re.escape(claim) + r"(?!\w)", text, re.IGNORECASE):
+        if not (date and (_DAY_BEFORE.search(text[:m.start()]) or _NUMBER_AFTER.match(text[m.end():]))):
+            yield m
 
 
 _DAY_BEFORE = re.compile(r"(?<!\w)\d{1,4}(?:st|nd|rd|th)?(?: of)?[ ,]*$", re.IGNORECASE)
