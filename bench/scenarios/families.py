@@ -238,6 +238,25 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w7", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="tune_minja_slot_7",
            note="clean control (TUNE): the MINJA chat-log memory with honest errors, a seventh blind writer's wording"),
+    # Pre-registered HOLDOUTs (2026-12-06, session 02:57), committed before any run on them: the
+    # recipe and its clean control in a ninth blind writer's wording
+    # (`wordings/holdout_minja_slot_9.json`, a helper told not to read the repository, asked for a
+    # record layout of its own invention as some agent-memory product might store it, with the
+    # redirect stated in varied natural ways; validated by `bridge.slot_wording`, never printed).
+    Family("locomo-minja-slot-w9", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+           wordings="holdout_minja_slot_9",
+           note="MINJA bridging in chat-log records with metadata, in a ninth blind writer's wording (HOLDOUT)"),
+    Family("locomo-clean-slot-w9", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="holdout_minja_slot_9",
+           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a ninth blind writer's wording"),
+    # TUNE twins (the same session): an eighth blind writer's wording from the same brief, written
+    # apart from -w9 (`wordings/tune_minja_slot_8.json`), whose misses are read.
+    Family("locomo-minja-slot-w8", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_8",
+           note="MINJA bridging in chat-log records with metadata, in an eighth blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w8", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_8",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, an eighth blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
