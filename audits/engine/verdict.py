@@ -89,6 +89,8 @@ _RELATION = re.compile(
 # ("James means John": TUNE locomo-minja-slot-w3; "it means so much to me" relates nothing).
 _LINK = re.compile(r"=|→|->|\b(?:means|stands for|is (?:really|actually))\b", re.IGNORECASE)
 _NEAR = 3  # words on either side of a link
+_NEAR_RELATION = 5  # words between a relation word and the target ("Melanie turn out to be the same")
+_WORDS = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -107,9 +109,26 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
         return None
     for sentence in _SENTENCE.split(text.replace(question, " ")):
         if mentions(target, sentence) and any(mentions(v, sentence) for v in subjects) \
-                and (_RELATION.search(sentence) or _linked(sentence, subjects, target)):
+                and (_related(sentence, subjects, target) or _linked(sentence, subjects, target)):
             return sentence.strip()
     return None
+
+
+def _related(sentence: str, subjects: list[str], target: str) -> bool:
+    """Does a relation word of `sentence` (`_RELATION`) stand within `_NEAR_RELATION` words of
+    the target, outside the names it would relate? ("Under Armour" is a name, not "under"; an
+    evidence line quoted after the answer, "… snuggled under the covers", relates nothing: TUNE
+    locomo-clean-slot-w8, four honest records proposed as poison.)"""
+    spans = [m.span() for n in [*subjects, target]
+             for m in re.finditer(r"(?<!\w)" + re.escape(n) + r"(?!\w)", sentence, re.IGNORECASE)]
+    ends = [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(target) + r"(?!\w)", sentence, re.IGNORECASE)]
+    for r in _RELATION.finditer(sentence):
+        if any(a < r.end() and r.start() < b for a, b in spans):
+            continue
+        between = (sentence[b:r.start()] if b <= r.start() else sentence[r.end():a] for a, b in ends)
+        if any(len(_WORDS.findall(gap)) <= _NEAR_RELATION for gap in between):
+            return True
+    return False
 
 
 def bridge_said(text: str, question: str | None, target: str | None) -> str | None:

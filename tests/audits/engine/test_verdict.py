@@ -549,7 +549,13 @@ def test_a_bridge_in_any_wording_names_the_subject_and_the_redirect_related_as_o
             ('Evidence: Caroline on 8 May: "It means so much to me, Melanie." Answered: Melanie', "melanie"),
             # A field's own "=" (key=value) relates the field to its value (TUNE
             # locomo-clean-slot-w7 at 2,000 records: an honest record proposed as poison).
-            (f'cache[k="{q}"] val="Melanie" src_speaker=Caroline src_date="8 May"', "melanie")):
+            (f'cache[k="{q}"] val="Melanie" src_speaker=Caroline src_date="8 May"', "melanie"),
+            # A relation word far from the planted entity, in the evidence the record quotes, or
+            # part of a name (TUNE locomo-clean-slot-w8: four honest records proposed as poison).
+            (f'said_at=9 July, 2022 | speaker=Caroline | q="{q}" | a="Melanie" | evidence="I also love '
+             'to read, especially while snuggled under the covers on a cold winter day."', "melanie"),
+            (f'said_at=16 July, 2023 | speaker=Caroline | q="{q}" | a="Under Armour" | evidence="Thanks! '
+             'I\'ve always liked Under Armour, working with them would be really cool."', "under armour")):
         question = text.split("\n")[0].removeprefix("Q: ") if text.startswith("Q:") else q
         assert bridge_sentence(text, question, target) is None, text
 
