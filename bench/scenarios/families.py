@@ -257,6 +257,27 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w8", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="tune_minja_slot_8",
            note="clean control (TUNE): the MINJA chat-log memory with honest errors, an eighth blind writer's wording"),
+    # TUNE (the same session, after -w9's first run, whose aggregates showed 5 runs with nothing
+    # found): three more blind writers' wordings from the same brief, written apart, so that a
+    # failure of that kind can be read on a tuning family without reading -w9.
+    Family("locomo-minja-slot-w10", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_10",
+           note="MINJA bridging in chat-log records with metadata, in a tenth blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w10", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_10",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a tenth blind writer's wording"),
+    Family("locomo-minja-slot-w11", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_11",
+           note="MINJA bridging in chat-log records with metadata, in a eleventh blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w11", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_11",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a eleventh blind writer's wording"),
+    Family("locomo-minja-slot-w12", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_12",
+           note="MINJA bridging in chat-log records with metadata, in a twelfth blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w12", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_12",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a twelfth blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
