@@ -37,6 +37,7 @@ BUDGET_STAGES = {
     "cmis": "the incidents' counterfactual replays (CMIS)",
     "residual": "the batch's residual harm",
     "conditional": "the conditional rounds (suspects that show once the batch is out)",
+    "peel": "peeling (an incident's harm-carrying records taken out layer by layer until its harm is gone)",
     "expansion": "pattern expansion (unobserved copies of the confirmed poisons)",
     "copies": "joining the confirmed poisons' planted copies",
     "reach": "the reach (unobserved poisons verified by replay)",

@@ -83,6 +83,9 @@ class AuditParams:
     top_n: int | None = None
     residual_rounds: int = 3
     conditional_rounds: int = 2
+    # Peeling (`_peel`): for an incident still harmful, the harm-carrying records it retrieves are
+    # taken out layer by layer, at most this many layers (0 turns it off).
+    peel_layers: int = 6
     # Pattern expansion (engine/expansion.py): rounds (0 turns it off), the answer-slot
     # agreement a record needs with a confirmed poison, the shortest answer that is a pattern.
     expansion_rounds: int = 4
@@ -355,6 +358,60 @@ def _conditional_rounds(batch: list[str], residual: dict[str, Any], ranked: list
     return batch, residual, rounds
 
 
+def _peel(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
+          events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent], replayer: Replayer,
+          retriever: Retriever, p: AuditParams) -> tuple[list[str], dict[str, Any], list[dict[str, Any]]]:
+    """Peel an incident's harm-carrying records until its harm is gone.
+
+    When planted records outnumber what one retrieval holds, removing the records an incident
+    retrieved (alone, as a group, or after the batch) lets the next ones in: every test shows
+    no drop and nothing is credited (TUNE locomo-minja-slot-w10, ρ 0.5: sixty records answering
+    with the redirect, one incident, nothing found). Here the records of the incident's
+    retrieval whose own content meets its harm (`_carries_harm`) are taken out, the incident is
+    replayed, and the next layer's carriers are taken out, up to `peel_layers` layers. Where the
+    harm is gone, every peeled record gets the drop as its causal credit and joins the batch as a
+    conditional round's memory does (DS with that credit reaching the threshold). Only for
+    harms cheap to read off a record's content; nothing is credited where the harm stays.
+    """
+    carries = _carries_harm(retriever.memories)
+    by_id = {s.id: s for s in ranked}
+    cas_hat = {s.id: s.cas_hat for s in ranked}
+    added: list[str] = []
+    for row in residual["events"]:
+        ev = evmap[row["event"]]
+        if not row["harmful"] or getattr(ev.harm, "type", None) not in _CHEAP_HARMS:
+            continue
+        removed, peeled, now = set(batch) | set(added), [], row
+        for layer in range(1, p.peel_layers + 1):
+            layer_ids = [m for m in now["retrieved"] if m not in removed and carries(ev, m)]
+            if not layer_ids:
+                break
+            removed.update(layer_ids)
+            peeled += [(m, layer) for m in layer_ids]
+            now = residual_harm([ev], replayer, removed)["events"][0]
+            if now["harmful"]:
+                continue
+            drop = row["harm"] - now["harm"]
+            for mid, k in peeled:
+                ds = p.alpha * min(drop, 1.0) + (1 - p.alpha) * cas_hat.get(mid, 0.0)
+                if mid in added or ds < p.batch_threshold:
+                    continue
+                added.append(mid)
+                s = by_id.get(mid)
+                if s is not None:
+                    s.per_event.append({"event": ev.id, "single": 0.0, "single_se": 0.0, "group": drop,
+                                        "group_se": 0.0, "group_id": None, "in_rstar": mid in ev.retrieved,
+                                        "score": drop, "se": 0.0, "reference": row["harm"], "reproduced": True,
+                                        "conditional": True, "peeled": k})
+            break
+    if not added:
+        return batch, residual, []
+    batch = batch + sorted(added)
+    residual = residual_harm(events, replayer, batch)
+    return batch, residual, [{"batch_size": len(batch), "harmful": residual["harmful"], "added": sorted(added),
+                              "peeled": True}]
+
+
 def _expansion(batch: list[str], residual: dict[str, Any], ranked: list[Suspect],
                events: Sequence[AuditEvent], evmap: Mapping[str, AuditEvent],
                replayer: Replayer, retriever: Retriever, p: AuditParams, budget: _Budget
@@ -535,6 +592,12 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         if got is not None:
             batch, residual, extra_rounds = got
             rounds += extra_rounds
+    if p.top_n is None and p.peel_layers and residual["harmful"]:
+        got = budget.run("peel", lambda: _peel(batch, residual, ranked, events, evmap, replayer, retriever, p),
+                         ranked=ranked, reserve=reserve)
+        if got is not None:
+            batch, residual, peel_rounds = got
+            rounds += peel_rounds
     if p.top_n is None and p.expansion_rounds:
         got = budget.run("expansion", lambda: _expansion(
             batch, residual, ranked, events, evmap, replayer, retriever, p, budget), ranked=ranked, reserve=reserve)
