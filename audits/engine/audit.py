@@ -592,18 +592,18 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
         if got is not None:
             batch, residual, extra_rounds = got
             rounds += extra_rounds
-    if p.top_n is None and p.peel_layers and residual["harmful"]:
-        got = budget.run("peel", lambda: _peel(batch, residual, ranked, events, evmap, replayer, retriever, p),
-                         ranked=ranked, reserve=reserve)
-        if got is not None:
-            batch, residual, peel_rounds = got
-            rounds += peel_rounds
     if p.top_n is None and p.expansion_rounds:
         got = budget.run("expansion", lambda: _expansion(
             batch, residual, ranked, events, evmap, replayer, retriever, p, budget), ranked=ranked, reserve=reserve)
         if got is not None:
             batch, residual, exp_rounds = got
             rounds += exp_rounds
+    if p.top_n is None and p.peel_layers and residual["harmful"]:
+        got = budget.run("peel", lambda: _peel(batch, residual, ranked, events, evmap, replayer, retriever, p),
+                         ranked=ranked, reserve=reserve)
+        if got is not None:
+            batch, residual, peel_rounds = got
+            rounds += peel_rounds
     progress("fusion", 1, 1)
     timings["fusion"] = time.perf_counter() - t
 
