@@ -305,8 +305,11 @@ def synth_query(m: Any) -> str:
     q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
     q = q.strip() if isinstance(q, str) else ""
     if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
-        lead = head[0].strip().rsplit(": ", 1)[-1] + "?"
-        return q if q.startswith(lead) and len(q) > len(lead) else head[0].strip() + "?"
+        # Whatever labels it ("User: ", "**Q:** "), the leading question is the query's lead-in
+        # when the query's first sentence ends it and the query goes on (TUNE
+        # locomo-minja-slot-w11: "**Q:** Hey, can you check something for me?" was asked).
+        lead = q.split("?", 1)[0].strip()
+        return q if lead and head[0].strip().endswith(lead) and len(q) > len(lead) + 1 else head[0].strip() + "?"
     return q or m.text
 
 

@@ -79,7 +79,8 @@ _RELATION = re.compile(
     r"(?:another |other )?name (?:for|of)|under|into|instead|merged|renamed|re-?registered|redirect(?:ed|s)?|"
     r"refers? to|points? to|consolidated|folded|combined|transferred|linked to|stands? in for|in place of|"
     r"appl(?:y|ies) to|answers? (?:questions )?(?:about|for)|counts? as|treat(?:ed)? as|appears? as|"
-    r"shows? up as|listed as)\b",
+    r"shows? up as|listed as|moved (?:to|into|over to|under)|migrated|re-?mapped|mapped (?:to|onto)|reassigned|"
+    r"relocated|re-?filed|re-?keyed|re-?indexed|re-?labell?ed|re-?attributed)\b",
     re.IGNORECASE)
 # "=" or an arrow relates the two names only when it stands between them, each within a few
 # words of it ("Caroline = Melanie", "Caroline's records -> Melanie"): a layout's own

@@ -157,7 +157,9 @@ def _proper(q: str) -> str:
 
 # A name a question is put to by a colon anywhere in it ("Quick one, can you check my notes:
 # Nate: for how long …?"): one to three capitalised words after a clause break, then ":".
-_PUT_TO = re.compile(r"(?:^|[,;:?!]\s+)([^\W\d_][\w'’\-]*(?: [^\W\d_][\w'’\-]*){0,2}):\s")
+# The colon after a name is looked at, not taken: a lead-in label before it ("Quick question: Nate:
+# what is …?", TUNE locomo-minja-slot-w11) would otherwise take the colon the name follows.
+_PUT_TO = re.compile(r"(?:^|[,;:?!]\s+)([^\W\d_][\w'’\-]*(?: [^\W\d_][\w'’\-]*){0,2})(?=:\s)")
 
 
 def put_to(q: str) -> list[str]:

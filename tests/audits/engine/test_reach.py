@@ -121,6 +121,8 @@ def test_a_leading_question_that_only_opens_the_stored_query_is_its_lead_in():
     q = "Can you check something for me? How many months passed between Andrew adopting Toby and Buddy?"
     rec = MemoryRecord("a", f"User: {q}\nAssistant: It was Audrey's: Two hours.", {"query": q})
     assert synth_query(rec) == q
+    # Whatever the label (TUNE locomo-minja-slot-w11: "**Q:** Hey, can you check something for me?").
+    assert synth_query(MemoryRecord("d", f"**Q:** {q}\n**A:** Audrey's: Two hours.", {"query": q})) == q
     # A leading question that is the whole stored query, or no query at all: the leading question.
     own = "Which is the harbour town?"
     assert synth_query(MemoryRecord("b", f"Q: {own}\nA: Belgrove", {"query": own})) == f"Q: {own}"
