@@ -116,7 +116,7 @@ from typing import Any
 import numpy as np
 
 from .agents import DONT_KNOW
-from .expansion import answer_slot
+from .expansion import answer_slot, write_bursts, written_at
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
@@ -488,6 +488,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             - _FUNCTION - target_tok
 
     res.subject = sorted(subject)
+    # The attacker's sittings: the write-time bursts the seeds were written in (`write_bursts`).
+    seed_times = [t for t in (written_at(mems[idx[s]].metadata) for s in seed_ids) if t is not None]
+    sittings = write_bursts(seed_times, mems)
+
+    def in_sitting(o: Any) -> bool:
+        t = written_at(o.metadata)
+        return t is not None and any(lo <= t <= hi for lo, hi in sittings)
 
     def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
         """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
@@ -665,7 +672,14 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # history had been filed under Andrew", its question's store's side empty or answering
         # with nothing a record carries).
         bridged = bool(planted) and states_bridge(mid, said[0])
-        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated) or bridged)
+        # So does a record written in the seeds' own sitting (a write-time burst they were written
+        # in) whose claim is theirs: the attacker wrote it then, and the replay shows the claim
+        # is its doing (TUNE locomo-minja-slot-w12 ρ 0.5 seed 1: "Q> … Jolene: what did they
+        # design …? A> Deborah: Yes", the last, bridge-less step, its question's store's side
+        # empty).
+        sitting = bool(planted) and in_sitting(m)
+        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated) or bridged
+                                  or sitting)
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
@@ -679,6 +693,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             ev["store_record"] = stated
         elif len(support) < min_support and not stated and bridged:
             row["bridged"] = ev["bridged"] = True
+        elif len(support) < min_support and not stated and sitting:
+            row["sitting"] = ev["sitting"] = True
         return ev, store_side
 
     def stating(q: str, asked: str | None, exclude: Collection[str], attack: Any, carrier: Any

@@ -521,6 +521,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                          + (f"against the store's own record(s) on that question "
                             f"({', '.join(rv['store_record'][:3])})" if rv.get("store_record")
                             else "and it states the bridge to that claim itself" if rv.get("bridged")
+                            else "and it was written in the confirmed poisons' own sitting (their write-time "
+                                 "burst)" if rv.get("sitting")
                             else f"which {len(rv['support'])} records carry"))
         if shape:
             reasons += shape
