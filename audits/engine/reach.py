@@ -496,6 +496,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         t = written_at(o.metadata)
         return t is not None and any(lo <= t <= hi for lo, hi in sittings)
 
+    def vouched(m: Any, claim: str) -> str | None:
+        """Why a planted record needs no store's side: it states the bridge to `claim`
+        ("bridge"), or it was written in the confirmed poisons' own sitting ("sitting")."""
+        return "bridge" if states_bridge(m.id, claim) else "sitting" if in_sitting(m) else None
+
     def copy(o: Any, mid: str, claims: Sequence[str]) -> bool:
         """A planted copy: seed-like, near m (a paraphrase, not a record sharing a word), and
         carrying its claim."""
@@ -723,10 +728,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         own = [o.id for o in stated if carries_answer(o, units)]
         row["support"] = own
         if not asked or not units or not stated:
-            if asked and states_bridge(m.id, claims[0]):
+            if asked and vouched(m, claims[0]):
                 # No record of the store on its question to be outvoted by, but it states the
                 # bridge: alone is how it answers there (TUNE locomo-minja-slot-w7 ρ 0.2 seed 2,
-                # "Nate is the name Joanna goes by in some chats").
+                # "Nate is the name Joanna goes by in some chats"); or it was written in the
+                # seeds' own sitting (TUNE ehr-minja-bridge ρ 0.2 seed 0: "Knowledge: - see
+                # 027-153669").
                 return alone_against(m, q, claims, row, attack, carrier, why="outvoted")
             row["stop"] = ("answer with the group does not carry the claim (no record of the store on "
                            "its question)")
@@ -758,11 +765,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             _, y1 = replayer.replay(q, removed | out, cands)
             said = [c for c in claims if _carries(y1.text, [c])]
         row.update({"with": y1.text, "read": units})
-        if not said and states_bridge(m.id, claims[0]):
+        if not said and vouched(m, claims[0]):
             # Outvoted past `rounds` answers, but it states the attack's own step (its question's
             # subject bridged to the claim): what it does alone is what it does once the vote
             # shifts (TUNE locomo-minja-slot-w2, a fresh seed at ρ 0.05: "John and Tim turn out
-            # to be the same person", one of four planted records, outvoted by neighbours).
+            # to be the same person", one of four planted records, outvoted by neighbours), or
+            # was written in the seeds' own sitting.
             return alone_against(m, q, claims, row, attack, carrier, why="outvoted")
         if not said:
             row["stop"] = "dormant: without the store's record the answer does not carry the claim"
@@ -790,12 +798,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         sufficiency, where the group test reads necessity. It is confirmed when that answer
         carries the claim and the store's own records stating its question (at least one) all
         answer otherwise: it stands against them; or, where the store holds none, when it states
-        the bridge to the claim (`bridges`)."""
+        the bridge to the claim (`bridges`) or was written in the seeds' own sitting."""
         row["sufficiency"] = why
         asked = stated_question(m)
         wide, stated = stating(q, asked, removed | {m.id}, attack, carrier)
         row["support"] = against = sorted(o.id for o in stated)
-        if not asked or not (stated or states_bridge(m.id, claims[0])):
+        because = None if stated else vouched(m, claims[0])
+        if not asked or not (stated or because):
             row["stop"] = f"{why}: no record of the store on its question"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))
@@ -807,10 +816,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None
         _, now = replayer.replay(q, removed, cands)  # today's answer there, which it stands against
         row["stop"] = "confirmed"
-        return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
-                "after": now.text, "support": against, "group": [m.id], "dormant": True, "alone": why,
-                "harm": make_harm({"type": "contains", "target": said[0]}),
-                "retrieved": [o.id for o in wide[:k]]}
+        ev = {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
+              "after": now.text, "support": against, "group": [m.id], "dormant": True, "alone": why,
+              "harm": make_harm({"type": "contains", "target": said[0]}),
+              "retrieved": [o.id for o in wide[:k]]}
+        if because == "sitting":
+            row["sitting"] = ev["sitting"] = True
+        return ev
 
     def borrowed_question(m: Any) -> str | None:
         """The leading question of m's nearest seed-like paraphrase (cosine ≥ `copy_cos`) that

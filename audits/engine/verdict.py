@@ -507,6 +507,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                      f"outvoted today on '{asked}', even without the store's records there")
             against = (f"against the store's own record(s) on that question ({', '.join(rv['support'][:3])}), "
                        f"which answer '{rv['after']}'" if rv["support"] else
+                       f"and it was written in the confirmed poisons' own sitting (their write-time burst); "
+                       f"the store holds no record of its own on that question (today's answer there: "
+                       f"'{rv['after']}')" if rv.get("sitting") else
                        f"and it states the bridge to that claim; the store holds no record of its own on "
                        f"that question (today's answer there: '{rv['after']}')")
             shape.append(f"{today}; alone it answers '{rv['before']}', its claim, {against}")
