@@ -882,8 +882,14 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             units = answer_units(ans, q)
             if not units:
                 continue
+            # A record retrieved there that states another question answers that one, not this
+            # (TUNE locomo-clean-slot-w8 seed 7: "What activities has Melanie done?" answering
+            # "When did Melanie go to the museum?" made two honest records of one outdated
+            # answer "planted copies against the store").
             support = [rid for rid in dict.fromkeys([*row["retrieved"], *on_question[mid]])
-                       if rid in idx and carries_answer(mems[idx[rid]], units)]
+                       if rid in idx and carries_answer(mems[idx[rid]], units)
+                       and (rid in on_question[mid] or not (asks := stated_question(mems[idx[rid]]))
+                            or same_question(q, asks))]
             found[ev_id] = {"question": q, "answer": ans, "support": support}
         if found[ev_id] is not None:
             out[mid] = dict(found[ev_id], support=list(found[ev_id]["support"]))
