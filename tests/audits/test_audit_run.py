@@ -178,3 +178,17 @@ def test_an_audit_plans_its_replays_once_and_the_analysis_replays_none_of_them(p
     # The recorded plan is what the analysis used: its groups and every recorded replay.
     assert run.results["replays"] == run.replays_total == run.jobs.count()
     assert run.results["cmis_agent_calls"] == run.jobs.filter(result__agent_call=True).count() > 0
+
+
+def test_every_stage_the_engine_counts_calls_under_is_described_on_the_results_page():
+    """A stage the budget counts (`_Budget.run(stage, …)`) is named on the results page by what it
+    does, not by its key (the peeling stage, added 2026-12-06, among them)."""
+    import inspect
+    import re
+
+    from audits.engine import audit as engine_audit
+    from audits.ui_selectors import BUDGET_STAGES
+
+    stages = set(re.findall(r"budget\.run\(\s*\"(\w+)\"", inspect.getsource(engine_audit)))
+    assert {"residual", "peel", "expansion", "collateral"} <= stages
+    assert stages <= set(BUDGET_STAGES), stages - set(BUDGET_STAGES)
