@@ -488,9 +488,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             - _FUNCTION - target_tok
 
     res.subject = sorted(subject)
-    # The attacker's sittings: the write-time bursts the seeds were written in (`write_bursts`).
-    seed_times = [t for t in (written_at(mems[idx[s]].metadata) for s in seed_ids) if t is not None]
-    sittings = write_bursts(seed_times, mems)
+    # The attacker's sittings: the write-time bursts the seeds were written in (`write_bursts`),
+    # those of the groups the reach confirms as well once they join the seeds.
+    def sittings_of(ids: Sequence[str]) -> list[tuple[float, float]]:
+        return write_bursts([t for t in (written_at(mems[idx[s]].metadata) for s in ids) if t is not None], mems)
+
+    sittings = sittings_of(seed_ids)
 
     def in_sitting(o: Any) -> bool:
         t = written_at(o.metadata)
@@ -845,6 +848,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return None
 
     tested: set[str] = set()
+    failed: list[tuple[str, str, str | None, bool, bool]] = []  # not confirmed, outside any sitting then
+
+    def confirm(ev: dict[str, Any], margin: float) -> None:
+        nonlocal removed
+        ev["seed_margin"] = round(margin, 4)
+        for g in ev["group"]:
+            res.evidence[g] = ev
+        res.added += [g for g in ev["group"] if g not in removed]
+        removed |= set(ev["group"])
+
     for _pass in range(passes):
         skip = removed | set(seed_ids) | set(anti) | tested
         ranked = seed_likeness(model, retriever, exclude=skip, quantile=quantile, seed=seed)
@@ -908,12 +921,10 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 break
             replayed += replayer.calls > calls_before
             if ev is None:
+                if not in_sitting(m):
+                    failed.append((mid, q, question, bk, strict))
                 continue
-            ev["seed_margin"] = round(margin, 4)
-            for g in ev["group"]:
-                res.evidence[g] = ev
-            res.added += [g for g in ev["group"] if g not in removed]
-            removed |= set(ev["group"])
+            confirm(ev, margin)
             found += 1
         if not found or res.budget_cut or replayer.calls - calls0 >= max_calls:
             break
@@ -921,6 +932,25 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         seed_ids = list(dict.fromkeys(seed_ids + res.added))
         model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
         like.clear()
+        sittings = sittings_of(seed_ids)
+    # A candidate tested before its sitting was known (the groups confirmed after it made the
+    # burst it was written in one of the seeds'), and not confirmed, is tested once more where it
+    # now stands in a sitting it did not before (TUNE locomo-minja-slot-w10 ρ 0.5 fresh seed 8:
+    # two bare records of the attack's last burst, tested before any of its records was found).
+    sittings = sittings_of(list(dict.fromkeys(seed_ids + res.added)))
+    for mid, q, question, bk, strict in failed:
+        m = mems[idx[mid]]
+        if mid in removed or not in_sitting(m):
+            continue
+        if replayer.calls - calls0 >= max_calls:
+            break
+        try:
+            ev, _ = verify(mid, q, question, bk, strict)
+        except BudgetExhausted:
+            res.budget_cut = True
+            break
+        if ev is not None:
+            confirm(ev, 0.0)
     res.agent_calls = replayer.calls - calls0
     return res
 
