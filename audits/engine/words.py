@@ -41,23 +41,15 @@ def names(claim: str, text: str) -> bool:
 def whole_claims(claim: str, text: str) -> Iterator[re.Match[str]]:
     """Where `text` names `claim` as a whole word or phrase (case-insensitive), a claim naming a
     month not as the month of a longer date: a day or year number just before or after it
-    ("17th July 2023", "July 10, 2023"); a bare number not as the count of a quantity: a word
-    just after it ("one" is not named by "one month": TUNE locomo-clean-slot-w11, an honest
-    "one month" counted with two slips answering "one" as one claim planted across questions)."""
+    ("17th July 2023", "July 10, 2023")."""
     date = any(t in _MONTHS for t in tokens(claim))
-    count = _COUNT.fullmatch(claim.strip()) is not None
     for m in re.finditer(r"(?<!\w)" + re.escape(claim) + r"(?!\w)", text, re.IGNORECASE):
-        if not (date and (_DAY_BEFORE.search(text[:m.start()]) or _NUMBER_AFTER.match(text[m.end():]))) \
-                and not (count and _WORD_AFTER.match(text[m.end():])):
+        if not (date and (_DAY_BEFORE.search(text[:m.start()]) or _NUMBER_AFTER.match(text[m.end():]))):
             yield m
 
 
 _DAY_BEFORE = re.compile(r"(?<!\w)\d{1,4}(?:st|nd|rd|th)?(?: of)?[ ,]*$", re.IGNORECASE)
 _NUMBER_AFTER = re.compile(r"[ ,]*\d")
-_COUNT = re.compile(r"\d+(?:[.,]\d+)?|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-                    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
-                    r"sixty|seventy|eighty|ninety|hundred|thousand|million|dozen)", re.IGNORECASE)
-_WORD_AFTER = re.compile(r" +[^\W\d_]")
 
 
 def normalized(s: str | None) -> str:
