@@ -6,9 +6,10 @@
 4. Fusion into DS, one batch decided after all events, residual-harm verification; the
    conditional rounds, the pattern expansion and peeling (`_peel`: an incident's harm-carrying
    records taken out layer by layer where more planted copies than one retrieval holds refill
-   it); then (issue 16) the format-free reach, a poison/honest-error verdict per batch member (`verdict.judge`), the collateral
-   check over clean questions synthesised from non-suspect memories, and how much CAS moved
-   the ranking (`signal_influence`) — reported, additive fields of `AuditResult`.
+   it); then (issue 16) the format-free reach (`reach.reach`), a poison/honest-error verdict per
+   batch member (`verdict.judge`), the collateral check over clean questions synthesised from
+   non-suspect memories, and how much CAS moved the ranking (`signal_influence`) — reported,
+   additive fields of `AuditResult`.
 5. Baselines removing as many memories, each with its own residual harm.
 
 The Django/Celery layer runs the same pieces distributed (`cmis.plan_replays` fan-out,

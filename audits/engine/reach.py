@@ -734,9 +734,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if asked and vouched(m, claims[0]):
                 # No record of the store on its question to be outvoted by, but it states the
                 # bridge: alone is how it answers there (TUNE locomo-minja-slot-w7 ρ 0.2 seed 2,
-                # "Nate is the name Joanna goes by in some chats"); or it was written in the
-                # seeds' own sitting (TUNE ehr-minja-bridge ρ 0.2 seed 0: "Knowledge: - see
-                # 027-153669").
+                # "Nate is the name Joanna goes by in some chats"), or it was written in the
+                # seeds' own sitting (`vouched`).
                 return alone_against(m, q, claims, row, attack, carrier, why="outvoted")
             row["stop"] = ("answer with the group does not carry the claim (no record of the store on "
                            "its question)")
