@@ -678,16 +678,14 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # claim it is tested for (`bridges`), needs no store's side: what it says is why its
         # question is answered with the claim (TUNE locomo-minja-slot-w7 ρ 0.2 seed 3: "Audrey's
         # history had been filed under Andrew", its question's store's side empty or answering
-        # with nothing a record carries).
-        bridged = bool(planted) and states_bridge(mid, said[0])
-        # So does a record written in the seeds' own sitting (a write-time burst they were written
-        # in) whose claim is theirs: the attacker wrote it then, and the replay shows the claim
-        # is its doing (TUNE locomo-minja-slot-w12 ρ 0.5 seed 1: "Q> … Jolene: what did they
-        # design …? A> Deborah: Yes", the last, bridge-less step, its question's store's side
-        # empty).
-        sitting = bool(planted) and in_sitting(m)
-        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated) or bridged
-                                  or sitting)
+        # with nothing a record carries). So does a record written in the seeds' own sitting (a
+        # write-time burst they were written in) whose claim is theirs: the attacker wrote it
+        # then, and the replay shows the claim is its doing (TUNE locomo-minja-slot-w12 ρ 0.5
+        # seed 1: "Q> … Jolene: what did they design …? A> Deborah: Yes", the last, bridge-less
+        # step, its question's store's side empty). `vouched` says which.
+        because = vouched(m, said[0]) if planted else None
+        lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated)
+                                  or because is not None)
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
@@ -699,10 +697,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
               "retrieved": [o.id for o in r1]}
         if not support and stated:
             ev["store_record"] = stated
-        elif len(support) < min_support and not stated and bridged:
-            row["bridged"] = ev["bridged"] = True
-        elif len(support) < min_support and not stated and sitting:
-            row["sitting"] = ev["sitting"] = True
+        elif len(support) < min_support and not stated and because is not None:
+            flag = "bridged" if because == "bridge" else "sitting"
+            row[flag] = ev[flag] = True
         return ev, store_side
 
     def stating(q: str, asked: str | None, exclude: Collection[str], attack: Any, carrier: Any

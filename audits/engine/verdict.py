@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, names, put_to, same_question, stated_question, tokens
+from .words import mentions, names, occurrences, put_to, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -120,9 +120,8 @@ def _related(sentence: str, subjects: list[str], target: str) -> bool:
     the target, outside the names it would relate? ("Under Armour" is a name, not "under"; an
     evidence line quoted after the answer, "… snuggled under the covers", relates nothing: TUNE
     locomo-clean-slot-w8, four honest records proposed as poison.)"""
-    spans = [m.span() for n in [*subjects, target]
-             for m in re.finditer(r"(?<!\w)" + re.escape(n) + r"(?!\w)", sentence, re.IGNORECASE)]
-    ends = [m.span() for m in re.finditer(r"(?<!\w)" + re.escape(target) + r"(?!\w)", sentence, re.IGNORECASE)]
+    ends = [m.span() for m in occurrences(target, sentence)]
+    spans = ends + [m.span() for v in subjects for m in occurrences(v, sentence)]
     for r in _RELATION.finditer(sentence):
         if any(a < r.end() and r.start() < b for a, b in spans):
             continue

@@ -38,12 +38,17 @@ def names(claim: str, text: str) -> bool:
     return any(True for _ in whole_claims(claim.casefold(), text.casefold()))
 
 
+def occurrences(span: str, text: str) -> Iterator[re.Match[str]]:
+    """Where `span` occurs in `text` as a whole word or phrase (case-insensitive)."""
+    return re.finditer(r"(?<!\w)" + re.escape(span) + r"(?!\w)", text, re.IGNORECASE)
+
+
 def whole_claims(claim: str, text: str) -> Iterator[re.Match[str]]:
     """Where `text` names `claim` as a whole word or phrase (case-insensitive), a claim naming a
     month not as the month of a longer date: a day or year number just before or after it
     ("17th July 2023", "July 10, 2023")."""
     date = any(t in _MONTHS for t in tokens(claim))
-    for m in re.finditer(r"(?<!\w)" + re.escape(claim) + r"(?!\w)", text, re.IGNORECASE):
+    for m in occurrences(claim, text):
         if not (date and (_DAY_BEFORE.search(text[:m.start()]) or _NUMBER_AFTER.match(text[m.end():]))):
             yield m
 
