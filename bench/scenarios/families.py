@@ -278,6 +278,24 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w12", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="tune_minja_slot_12",
            note="clean control (TUNE): the MINJA chat-log memory with honest errors, a twelfth blind writer's wording"),
+    # Pre-registered HOLDOUT (2026-12-06, session 05:54), committed before any run on it: the
+    # recipe and its clean control in a thirteenth blind writer's wording
+    # (`wordings/holdout_minja_slot_13.json`; the brief of -w8..-w12 asking, in addition, for a
+    # style an auditing tool tuned on common layouts would not expect: `brief_minja_slot_13_14.md`;
+    # validated by `bridge.slot_wording`, never printed). Its TUNE twin -w14 was written apart from
+    # it from the same brief; which of the two is held out was fixed before either was written.
+    Family("locomo-minja-slot-w13", HOLDOUT, "locomo", "any", "slot", "bridge", (),
+           wordings="holdout_minja_slot_13",
+           note="MINJA bridging in chat-log records with metadata, in a thirteenth blind writer's wording (HOLDOUT)"),
+    Family("locomo-clean-slot-w13", HOLDOUT, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="holdout_minja_slot_13",
+           note="clean control (HOLDOUT): the MINJA chat-log memory with honest errors, a thirteenth blind writer's wording"),
+    Family("locomo-minja-slot-w14", TUNE, "locomo", "any", "slot", "bridge", (),
+           wordings="tune_minja_slot_14",
+           note="MINJA bridging in chat-log records with metadata, in a fourteenth blind writer's wording (TUNE)"),
+    Family("locomo-clean-slot-w14", TUNE, "locomo", "any", "slot", "bridge-clean", (),
+           wordings="tune_minja_slot_14",
+           note="clean control (TUNE): the MINJA chat-log memory with honest errors, a fourteenth blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run

@@ -217,7 +217,8 @@ def test_a_bridge_family_in_someone_elses_wording_reads_it_from_its_file(tmp_pat
 @pytest.mark.parametrize("name", ["locomo-minja-slot-w1", "locomo-minja-slot-w2", "locomo-minja-slot-w3",
                                   "locomo-minja-slot-w4", "locomo-minja-slot-w5", "locomo-minja-slot-w6",
                                   "locomo-minja-slot-w7", "locomo-minja-slot-w8", "locomo-minja-slot-w9",
-                                  "locomo-minja-slot-w10", "locomo-minja-slot-w11", "locomo-minja-slot-w12"])
+                                  "locomo-minja-slot-w10", "locomo-minja-slot-w11", "locomo-minja-slot-w12",
+                                  "locomo-minja-slot-w13", "locomo-minja-slot-w14"])
 def test_the_blind_minja_families_are_the_slot_recipe_in_their_own_wording(name):
     """Structure only (the HOLDOUT's wording is never printed): ρ as locomo-minja-slot's, every
     poison's answer naming the redirect, no record in the project's own slot wording."""
@@ -236,7 +237,8 @@ def test_the_blind_minja_families_are_the_slot_recipe_in_their_own_wording(name)
 @pytest.mark.parametrize("name", ["locomo-clean-slot-w1", "locomo-clean-slot-w2", "locomo-clean-slot-w3",
                                   "locomo-clean-slot-w4", "locomo-clean-slot-w5", "locomo-clean-slot-w6",
                                   "locomo-clean-slot-w7", "locomo-clean-slot-w8", "locomo-clean-slot-w9",
-                                  "locomo-clean-slot-w10", "locomo-clean-slot-w11", "locomo-clean-slot-w12"])
+                                  "locomo-clean-slot-w10", "locomo-clean-slot-w11", "locomo-clean-slot-w12",
+                                  "locomo-clean-slot-w13", "locomo-clean-slot-w14"])
 def test_the_minja_memorys_clean_control_has_honest_errors_and_no_attack(name):
     """Structure only (the HOLDOUT's wording is never printed): the MINJA chat-log memory with no
     poison, honest errors on the victim's questions (two outdated records written in the
