@@ -282,6 +282,9 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         if incidents else None
     secs = time.perf_counter() - t
     benign_before = _answers(es, probe_rep, sc.benign, ())
+    # The benign answers with exactly the true poisons removed (the oracle's batch): what taking
+    # the poisons out costs by itself, whoever takes them out.
+    benign_oracle = _answers(es, probe_rep, sc.benign, sorted(es.truth)) if es.truth else benign_before
     honest = set(sc.meta.get("honest_errors", []))
     potent = potent_poisons(es, agent, runner) if getattr(agent, "simulation", False) else None
     rows = []
@@ -302,6 +305,14 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         # bystander question also retrieved changes its answer too, from wrong to right.
         broken = sum(1 for a0, a1, b in zip(benign_before, benign_after, sc.benign)
                      if mentions(b["expected"], a0) and not mentions(b["expected"], a1))
+        # A benign question right only through a poison (a planted answer that repeats its
+        # answer, or poisons that crowd out the records that outvote it) breaks with the oracle's
+        # batch too; `broken_beyond` counts what the method's batch breaks that the oracle's keeps.
+        broken_oracle = sum(1 for a0, ao, b in zip(benign_before, benign_oracle, sc.benign)
+                            if mentions(b["expected"], a0) and not mentions(b["expected"], ao))
+        broken_beyond = sum(1 for a0, a1, ao, b in zip(benign_before, benign_after, benign_oracle, sc.benign)
+                            if mentions(b["expected"], a0) and not mentions(b["expected"], a1)
+                            and mentions(b["expected"], ao))
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
@@ -321,6 +332,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
                "honest_errors": len(honest), "honest_removed": len(set(removed) & honest),
                "utility_changed": changed / max(1, len(sc.benign)),
                "utility_broken": broken / max(1, len(sc.benign)),
+               "utility_broken_oracle": broken_oracle / max(1, len(sc.benign)),
+               "utility_broken_beyond": broken_beyond / max(1, len(sc.benign)),
                "benign_acc_before": correct_b / max(1, len(sc.benign)),
                "benign_acc_after": correct_a / max(1, len(sc.benign)),
                "agent_calls": (res.agent_calls if method == "memaudit" else res.cmis_agent_calls
@@ -351,7 +364,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     print(f"  {name:<24} rho={rho:<4} seed={seed} obs={observed} inc={ma['incidents']} "
           f"asr {ma['asr_before']:.2f}->{ma['asr_after']:.2f} removed={ma['removed']}/{ma['poisoned']} "
           f"P={_f(ma['precision'])} R={_f(ma['recall'])} util={ma['utility_changed']:.2f} "
-          f"broken={ma['utility_broken']:.2f} "
+          f"broken={ma['utility_broken']:.2f} (oracle {ma['utility_broken_oracle']:.2f}, "
+          f"beyond {ma['utility_broken_beyond']:.2f}) "
           f"suspects={ma['poison_suspects']} corr={ma['corrections']} "
           f"eng_util={_f(ma.get('engine_utility_cost'))} casAUC={_f(ma.get('signal_influence', {}).get('cas_auc'))} "
           f"casdec={ma.get('signal_influence', {}).get('cas_decided')} calls={ma['agent_calls']}"
@@ -377,8 +391,9 @@ def family_table(rows: list[dict]) -> str:
         groups.setdefault((r["family"], r["split"], r["rho"], r["observed"], r["method"]), []).append(r)
     head = ("| family | split | ρ | obs | method | incidents | ASR before | ASR after | removed/poisons | "
             "P | R | R potent (inert) | poison_suspect | corrections | honest removed | utility changed | benign broken | "
+            "broken by the poisons' removal (oracle) | broken beyond the oracle | "
             "engine utility | CAS AUC | α used | calls |")
-    lines = [head, "|" + "---|" * 21]
+    lines = [head, "|" + "---|" * 23]
     for (fam, split, rho, obs, method), rs in groups.items():
         def mean(k, rs=rs):
             vals = [r[k] for r in rs if r.get(k) is not None]
@@ -388,7 +403,9 @@ def family_table(rows: list[dict]) -> str:
                      f"{mean('poisoned'):.0f} | {_f(mean('precision'))} | {_f(mean('recall'))} | "
                      f"{_potent(mean)} | "
                      f"{mean('poison_suspects'):.1f} | {mean('corrections'):.1f} | {mean('honest_removed'):.1f}/{mean('honest_errors'):.0f} | "
-                     f"{mean('utility_changed'):.2f} | {_f(mean('utility_broken'))} | {_f(mean('engine_utility_cost'))} | "
+                     f"{mean('utility_changed'):.2f} | {_f(mean('utility_broken'))} | "
+                     f"{_f(mean('utility_broken_oracle'))} | {_f(mean('utility_broken_beyond'))} | "
+                     f"{_f(mean('engine_utility_cost'))} | "
                      f"{_f(mean('cas_auc'))} | {_f(mean('alpha_used'))} | {mean('agent_calls'):.0f} |")
     return "\n".join(lines)
 

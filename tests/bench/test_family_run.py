@@ -61,6 +61,23 @@ def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect(name)
     # A benign answer broken (right before, not after) is also a changed one.
     for r in rows:
         assert 0.0 <= r["utility_broken"] <= r["utility_changed"] <= 1.0
+        # No poison in a clean control: the oracle removes nothing, so whatever breaks is the batch's.
+        assert r["utility_broken_oracle"] == 0.0 and r["utility_broken_beyond"] == r["utility_broken"]
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+def test_a_benign_answer_right_only_through_a_poison_is_charged_to_the_poisons_removal():
+    """TUNE ehr-minja-bridge ρ 0.5: the planted answers repeat the benign questions' answers, so
+    a benign question answered right through a poison loses that answer with the poison. Exactly
+    the true poisons removed (the oracle's batch) breaks it too, so it is not counted beyond the
+    oracle; the CMIS-only baseline, which removes clean records, breaks answers the oracle keeps."""
+    rows = family_run("ehr-minja-bridge", 0.5, 1, 5, 400, HashingEmbedder(dim=384))
+    ma, cmis = (next(r for r in rows if r["method"] == m) for m in ("memaudit", "cmis"))
+    assert ma["precision"] == ma["recall"] == 1.0, ma
+    assert ma["utility_broken"] == ma["utility_broken_oracle"] > 0 and ma["utility_broken_beyond"] == 0.0
+    assert cmis["false_positives"] > 0 and cmis["utility_broken_beyond"] > 0, cmis
+    for r in rows:
+        assert 0.0 <= r["utility_broken_beyond"] <= r["utility_broken"]
 
 
 def test_alpha_one_gives_cas_no_weight_in_the_family_run():
