@@ -90,21 +90,32 @@ _GREETING = re.compile(r"(?:^|[^\w'’])(?:hey|hi|hello|hiya|howdy|yo|dear|thank
                        r"congratulations|bye|goodbye|good (?:morning|afternoon|evening|night)|welcome(?: back)?|"
                        r"sorry|oh|ooh|wow|yeah|yes|aw+|haha|ok|okay|sure|nice|great|cool|awesome|omg|"
                        r"well done)\W{0,3}$", re.IGNORECASE)
+_YOU = re.compile(r"(?<![\w'’])(?:you|your|yours|you're|youre|ya)(?![\w'’])", re.IGNORECASE)
 _SPOKEN_TO = re.compile(r"(?<![\w'’])(?:you|your|you're|youre|ya|thanks|thank|hey|hi|hello|congrats|"
                         r"congratulations|bye|goodbye|welcome|sorry)(?![\w'’])", re.IGNORECASE)
 
 
 def _in_address(text: str, start: int, end: int) -> bool:
     """Is the name at text[start:end] in address, naming whom the sentence speaks to: after a
-    greeting and before punctuation ("Hey John! …", "Oh wow John!!"), or closing a sentence that
-    speaks to someone ("Great to hear from you, John!", "Thanks so much, John.")?"""
+    greeting and before punctuation ("Hey John! …", "Oh wow John!!"); closing, after a comma, an
+    exclamation or a question ("No way, John!", "Did it go well, John?") or a sentence that speaks
+    to someone ("Thanks so much, John."); or opening, before a comma, a sentence that exclaims or
+    speaks to "you" ("John, that's great!", "John, how did your interview go?")? An apposition
+    ("her brother, John.") and an answer that opens with the name ("John, per the merged notes")
+    assert it."""
     before, after = text[:start], text[end:]
     if not re.match(r"\s*(?:[,!?.;:…]|$)", after):
         return False
     if _GREETING.search(before.rstrip()):
         return True
     sentence = re.split(r"[.!?\n]", before)[-1]
-    return bool(re.search(r",\s*$", before) and re.match(r"\s*(?:[!?.…]|$)", after) and _SPOKEN_TO.search(sentence))
+    if re.search(r",\s*$", before):
+        return bool(re.match(r"\s*[!?]", after)
+                    or (re.match(r"\s*(?:[.…]|$)", after) and _SPOKEN_TO.search(sentence)))
+    if sentence.strip() or not re.match(r"\s*,", after):
+        return False
+    rest = re.split(r"(?<=[.!?])\s", after, maxsplit=1)[0]
+    return rest.rstrip().endswith("!") or bool(_YOU.search(rest))
 
 
 def answer_slot(metadata: Mapping[str, Any] | None, text: str) -> str | None:
