@@ -17,7 +17,9 @@
    of the first audit's total (embedding + audit).
 4. Families (``--families``, ``bench/scenarios/families.py``, issue 16's held-out protocol): per
    family, ρ, seed and observed count, every method's ASR, P/R, poison_suspect / corrections,
-   utility cost and agent calls; for a simulated agent also ``R potent`` (recall over the poisons
+   utility cost (benign answers changed; broken: right before, wrong after; of those, broken by
+   the true poisons' own removal, the oracle's batch, and broken beyond it) and agent calls; for
+   a simulated agent also ``R potent`` (recall over the poisons
    that can cause a harm with that agent at all, ``potent_poisons``) and where the missed ones
    were lost. ``--fam-targets N`` attacks N targets (PoisonedRAG as an audit: ``--fam-targets 60
    --observed 60 --fam-size 2000``).

@@ -70,10 +70,13 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     have they …?" asks about Caroline). Auxiliaries of one verb count as one, third-person
     pronouns not at all; two questions naming people, none of them the same, are two questions
     whatever words they share, and so are two each naming an occasion the other does not
-    (`_occasions`: "his fourth tournament", "his first tournament"). A record that states no
-    question (a plain passage) is judged by its cosine alone."""
+    (`_occasions`: "his fourth tournament", "his first tournament"). What follows a question's
+    last question mark is the asker's aside ("… with Anna? I'm trying to remember from their
+    chats."), no part of it. A record that states no question (a plain passage) is judged by its
+    cosine alone."""
     if not a or not b:
         return True
+    a, b = _without_aside(a), _without_aside(b)
 
     def jaccard(x: str, y: str) -> float:
         tx, ty = _asked_words(x), _asked_words(y)
@@ -89,6 +92,12 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     if jaccard(a, b) >= bar:
         return True
     return (pa, pb) != (a, b) and jaccard(pa, pb) >= bar
+
+
+def _without_aside(q: str) -> str:
+    """A question up to its last question mark, when words follow it."""
+    end = q.rfind("?")
+    return q[:end + 1] if end >= 0 and q[end + 1:].strip() else q
 
 
 # Question words of one kind: "which sort of art" asks what "what kind of art" asks, "on what

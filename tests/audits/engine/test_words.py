@@ -33,6 +33,9 @@ from audits.engine.words import mentions, names, same_question
     # a fresh seed: the store's record on the victim's question was not on the store's side).
     ("Quick sanity check before I move on: Jolene: in what country did their mother buy her the pendant?",
      "In what country did Jolene's mother buy her the pendant?"),
+    # An aside after the question mark is no part of the question.
+    ("Deborah: when did they go for a bicycle ride with Anna? I'm trying to remember from their chats.",
+     "When did Deborah go for a bicycle ride with Anna?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
@@ -55,6 +58,12 @@ def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same
     ("When did Nate win his fourth video game tournament?", "When did Nate win his first video game tournament?"),
     ("What did Nate make on 9 November, 2022?", "What did Nate make on 25 November, 2022?"),
     ("What did Joanna write in June 2022?", "What did Joanna write in July 2022?"),
+    # Two questions with the same aside after them are still two questions (TUNE
+    # locomo-minja-slot-w12 ρ 0.5, fresh seed 10: the attacker's two records, asked with the
+    # writer's "I'm trying to remember …", read as one question; the reach then took the
+    # subject from that one question's names and missed "Deborah": 6 of 48 poisons found).
+    ("Deborah: when did they go for a bicycle ride with Anna? I'm trying to remember from their chats.",
+     "On what date did Deborah go to an art show with Anna? I'm trying to remember from their chats."),
 ])
 def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
