@@ -890,7 +890,7 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             # "When did Melanie go to the museum?" made two honest records of one outdated
             # answer "planted copies against the store").
             support = [rid for rid in dict.fromkeys([*row["retrieved"], *on_question[mid]])
-                       if rid in idx and carries_answer(mems[idx[rid]], units)
+                       if rid in idx and carries_answer(mems[idx[rid]], units, q)
                        and (rid in on_question[mid] or not (asks := stated_question(mems[idx[rid]]))
                             or same_question(q, asks))]
             found[ev_id] = {"question": q, "answer": ans, "support": support}
@@ -1128,7 +1128,7 @@ def _gives_own(m: Any, answer: str, question: str) -> bool:
     its question: TUNE locomo-clean-slot-w2, fresh seeds 5 and 7, each the store's only record
     on its question, removed unreported)."""
     slot = answer_slot(m.metadata, m.text)
-    return bool(slot and mentions(slot, answer)) or carries_answer(m, answer_units(answer, question))
+    return bool(slot and mentions(slot, answer)) or carries_answer(m, answer_units(answer, question), question)
 
 
 def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,

@@ -211,6 +211,21 @@ def test_an_answer_of_several_units_is_carried_by_the_record_that_answers_exactl
     assert carries_answer(MemoryRecord("d", "Q: When?\nA: 2022", {}), answer_units("2022"))
 
 
+def test_the_record_an_answer_came_from_carries_it_read_against_the_same_question():
+    """TUNE locomo-minja-slot-w3 ρ 0.2, fresh seed 11: asked "… Did Andrew have a pet dog during
+    March 2023?", the vote answered with a record's slot "few days before November 22, 2023"; the
+    answer's units leave out "2023", which the question says, and the slot's kept it, so no record
+    "carried" the answer, the reach read it as a chat model's echo and confirmed two honest
+    records answering "No" as a planted group. The slot is read against the same question."""
+    from audits.engine.reach import answer_units, carries_answer
+
+    q = "Note to self: when asked Did Andrew have a pet dog during March 2023?"
+    units = answer_units("few days before November 22, 2023", q)
+    rec = MemoryRecord("a", "x", {"query": "When did Andrew see the fox?", "answer": "few days before November 22, 2023"})
+    assert carries_answer(rec, units, q)
+    assert not carries_answer(MemoryRecord("b", "x", {"answer": "few days before November 23, 2023"}), units, q)
+
+
 def test_the_first_person_is_no_claim_and_i_dont_know_carries_none():
     """TUNE locomo-minja-bridge in a store of 2,000: "I" was a chat turn's claim, and the answer
     "I don't know" carried it, so two LoCoMo turns were confirmed as a planted group."""
