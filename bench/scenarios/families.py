@@ -24,7 +24,10 @@ attack per store. These families vary, one knob at a time:
   ``-w4`` / ``locomo-clean-slot-w4`` (pre-registered after that run, run once, TUNE since) in a
   third and fourth; ``-w5`` / ``locomo-clean-slot-w5`` (HOLDOUT, pre-registered 2026-12-05 20:10)
   in a fifth; ``-w6`` / ``locomo-clean-slot-w6`` (HOLDOUT, pre-registered 2026-12-05 23:50) in a
-  sixth; ``-w7`` / ``locomo-clean-slot-w7`` (TUNE, a seventh, written for reading);
+  sixth; ``-w7`` / ``locomo-clean-slot-w7`` (TUNE, a seventh, written for reading); ``-w9``
+  (HOLDOUT, pre-registered 2026-12-06 02:57) and ``-w8``, ``-w10`` to ``-w12`` (TUNE) in five
+  more; ``-w13`` (HOLDOUT, pre-registered 2026-12-06 05:54) and ``-w14`` (TUNE) in two more, each
+  with its clean control;
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
