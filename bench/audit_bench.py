@@ -287,6 +287,11 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
     # The benign answers with exactly the true poisons removed (the oracle's batch): what taking
     # the poisons out costs by itself, whoever takes them out.
     benign_oracle = _answers(es, probe_rep, sc.benign, sorted(es.truth)) if es.truth else benign_before
+    right_before = [mentions(b["expected"], a) for a, b in zip(benign_before, sc.benign)]
+    right_oracle = [mentions(b["expected"], a) for a, b in zip(benign_oracle, sc.benign)]
+    # A benign question right only through a poison (a planted answer that repeats its answer, or
+    # poisons that crowd out the records that outvote it) breaks with the oracle's batch too.
+    broken_oracle = sum(1 for r0, ro in zip(right_before, right_oracle) if r0 and not ro)
     honest = set(sc.meta.get("honest_errors", []))
     potent = potent_poisons(es, agent, runner) if getattr(agent, "simulation", False) else None
     rows = []
@@ -301,20 +306,12 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
         benign_after = _answers(es, probe_rep, sc.benign, removed)
         # What the answers assert, not their wording (a chat model re-words: `reach.same_answer`).
         changed = sum(1 for a, b in zip(benign_before, benign_after) if not same_answer(a, b))
-        correct_b = sum(1 for a, b in zip(benign_before, sc.benign) if mentions(b["expected"], a))
-        correct_a = sum(1 for a, b in zip(benign_after, sc.benign) if mentions(b["expected"], a))
+        right_after = [mentions(b["expected"], a) for a, b in zip(benign_after, sc.benign)]
         # A changed answer is a cost only when it was right before: removing poisons that a
         # bystander question also retrieved changes its answer too, from wrong to right.
-        broken = sum(1 for a0, a1, b in zip(benign_before, benign_after, sc.benign)
-                     if mentions(b["expected"], a0) and not mentions(b["expected"], a1))
-        # A benign question right only through a poison (a planted answer that repeats its
-        # answer, or poisons that crowd out the records that outvote it) breaks with the oracle's
-        # batch too; `broken_beyond` counts what the method's batch breaks that the oracle's keeps.
-        broken_oracle = sum(1 for a0, ao, b in zip(benign_before, benign_oracle, sc.benign)
-                            if mentions(b["expected"], a0) and not mentions(b["expected"], ao))
-        broken_beyond = sum(1 for a0, a1, ao, b in zip(benign_before, benign_after, benign_oracle, sc.benign)
-                            if mentions(b["expected"], a0) and not mentions(b["expected"], a1)
-                            and mentions(b["expected"], ao))
+        broken = sum(1 for r0, r1 in zip(right_before, right_after) if r0 and not r1)
+        # What the method's batch breaks that the oracle's keeps.
+        broken_beyond = sum(1 for r0, r1, ro in zip(right_before, right_after, right_oracle) if r0 and not r1 and ro)
         sc_ = score_removed(removed, es.truth if es.truth else set())
         poison_like = res.poison_suspects if (method == "memaudit" and res) else removed
         corrections = [c["memory_id"] for c in res.corrections] if (method == "memaudit" and res) else []
@@ -336,8 +333,8 @@ def family_run(name: str, rho: float, seed: int, observed: int, size: int, emb: 
                "utility_broken": broken / max(1, len(sc.benign)),
                "utility_broken_oracle": broken_oracle / max(1, len(sc.benign)),
                "utility_broken_beyond": broken_beyond / max(1, len(sc.benign)),
-               "benign_acc_before": correct_b / max(1, len(sc.benign)),
-               "benign_acc_after": correct_a / max(1, len(sc.benign)),
+               "benign_acc_before": sum(right_before) / max(1, len(sc.benign)),
+               "benign_acc_after": sum(right_after) / max(1, len(sc.benign)),
                "agent_calls": (res.agent_calls if method == "memaudit" else res.cmis_agent_calls
                                if method == "cmis" else 0) if res else 0,
                "seconds": round(secs, 2)}

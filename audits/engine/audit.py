@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import time
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from contextlib import closing
@@ -64,7 +63,7 @@ from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, bridge_said, judge
-from .words import same_question, stated_question
+from .words import occurrences, same_question, stated_question
 
 ProgressCb = Callable[[str, int, int], None]
 
@@ -821,8 +820,7 @@ def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retrieve
                     or not same_question(asked, stated_question(o)):
                 continue
             slot = answer_slot(o.metadata, o.text)
-            if (slot.casefold() == c.casefold()) if slot else re.search(
-                    r"(?<!\w)" + re.escape(c.casefold()) + r"(?!\w)", o.text.casefold()):
+            if (slot.casefold() == c.casefold()) if slot else mentions(c, o.text):
                 found.append(o.id)
         if found:
             out[m] = found
@@ -972,7 +970,7 @@ def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
         # removed with its near-duplicate group) claims nothing: giving it the event's target
         # made clean passages look like one claim planted across questions.
         for target in targets:
-            if re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", m.text, re.IGNORECASE):
+            if next(occurrences(target, m.text), None):
                 out[mid] = target
                 break
     return out

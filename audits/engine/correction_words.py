@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import re
 
+from .words import occurrences
+
 # A stored record: the notes, the entry, the memory, last month's notes, the CRM note.
 _RECORD = r"(?:notes?|records?|entry|entries|memor(?:y|ies)|figure|reminder|setting|flag)"
 _EARLIER = (r"(?:earlier|previous(?:ly)?|prior|old|older|original(?:ly)?|formerly|the first time|"
@@ -91,7 +93,7 @@ def corrects(text: str, claim: str) -> re.Match[str] | None:
     fix = says_corrected(text)
     if fix is None or not claim:
         return fix
-    for hit in re.finditer(r"(?<!\w)" + re.escape(claim) + r"(?!\w)", text, re.IGNORECASE):
+    for hit in occurrences(claim, text):
         before, after = text[max(0, hit.start() - 60):hit.start()], text[hit.end():hit.end() + 60]
         if not (_STALE_BEFORE.search(before) or _STALE_AFTER.search(after)):
             return None
