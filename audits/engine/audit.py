@@ -53,6 +53,7 @@ from .expansion import (
     expand_batch,
     record_query,
     records_on,
+    text_asserts,
 )
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
@@ -801,8 +802,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
 def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retriever, *,
             copy_cos: float = 0.7) -> dict[str, list[str]]:
     """Per batch member with a claim, its copies outside the batch: near it (cosine ≥ copy_cos)
-    and asserting the same claim (the same answer slot, or the claim as a whole word in a plain
-    text) for the same question (when both state one: `words.stated_question`)."""
+    and asserting the same claim (the same answer slot, or the claim as a plain text asserts it:
+    `expansion.text_asserts`) for the same question (when both state one: `words.stated_question`)."""
     E, mems, idx = retriever.embeddings, retriever.memories, retriever.index
     allowed = np.isfinite(retriever.scores(np.zeros(E.shape[1], np.float32)))
     in_batch = set(batch)
@@ -820,7 +821,7 @@ def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retrieve
                     or not same_question(asked, stated_question(o)):
                 continue
             slot = answer_slot(o.metadata, o.text)
-            if (slot.casefold() == c.casefold()) if slot else mentions(c, o.text):
+            if (slot.casefold() == c.casefold()) if slot else text_asserts(c, o.text):
                 found.append(o.id)
         if found:
             out[m] = found

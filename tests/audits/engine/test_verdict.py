@@ -749,3 +749,20 @@ def test_a_bridge_names_a_subject_in_the_possessive_or_put_to_by_name(question, 
 
     assert bridge_sentence(f"asked_about: \"{question}\"\n{text}", question, "andrew")
     assert bridge_sentence(f"asked_about: \"{question}\"\n{text}".replace("Andrew", "Ann"), question, "andrew") is None
+
+
+def test_a_chat_turn_is_no_copy_of_a_claim_naming_its_speaker_or_whom_it_greets(hashing_embedder):
+    """TUNE locomo-minja-bridge ρ 0.5 fresh seed 11, 10 observed, 2,000 records (P 0.982): the
+    LoCoMo turn "Dave: That guitar has a gorgeous purple hue. …" joined the batch as a planted
+    copy of a poison answering "Dave" (`audit._copies` searched the whole text, speaker label
+    included). A plain record asserts what `expansion.content_meets_harm` reads it to assert."""
+    from audits.engine.audit import _copies
+
+    mems = _fillers(60) + [
+        MemoryRecord("p", "Q: Who bought the purple guitar?\nA: Dave", {"answer": "Dave"}),
+        MemoryRecord("turn", "Dave: That guitar has a gorgeous purple hue. Where did you get it?", {}),
+        MemoryRecord("greet", "Calvin: Hey Dave! That purple guitar looks great on you!", {}),
+        MemoryRecord("copy", "Calvin: the purple guitar? Dave bought it last week.", {}),
+    ]
+    found = _copies(["p"], {"p": "Dave"}, _retriever(mems, hashing_embedder), copy_cos=0.0)
+    assert found == {"p": ["copy"]}

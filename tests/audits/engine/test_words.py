@@ -36,6 +36,7 @@ from audits.engine.words import mentions, names, same_question
     # An aside after the question mark is no part of the question.
     ("Deborah: when did they go for a bicycle ride with Anna? I'm trying to remember from their chats.",
      "When did Deborah go for a bicycle ride with Anna?"),
+    ("I forgot - Nate: how long have they had their turtles? Thanks!", "How long has Nate had his turtles?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
@@ -64,6 +65,11 @@ def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same
     # subject from that one question's names and missed "Deborah": 6 of 48 poisons found).
     ("Deborah: when did they go for a bicycle ride with Anna? I'm trying to remember from their chats.",
      "On what date did Deborah go to an art show with Anna? I'm trying to remember from their chats."),
+    # A question put to its subject by name after a dash names that subject (TUNE
+    # locomo-minja-slot-w12 ρ 0.5, fresh seed 11: "I forgot - Nate: …?" kept no name once its
+    # lead-in was cut, and so asked what the same question about anyone else asks).
+    ("I forgot - Nate: how long have they had their turtles? Thanks!", "How long has Joanna had her turtles?"),
+    ("Sorry — Nate: what type of diet do their turtles have?", "What type of diet do Joanna's turtles have?"),
 ])
 def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
