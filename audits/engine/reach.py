@@ -754,9 +754,15 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             # LGBTQ conference?"). Those records, about it and carrying that answer, go too (up
             # to `rounds` answers in all); the planted claim must then be what answers, and not
             # once its group is out as well.
+            # An answer that only repeats a word of the question is still a neighbour's answer
+            # slot ("urine" for "… the total volume of urine output …?", the answer of "… the
+            # name of the output …?": TUNE ehr-minja-bridge ρ 0.2 seed 1): the records whose
+            # slot is that answer are what outvotes it there.
             nxt = answer_units(y1.text, q)
+            echoed = [] if nxt else answer_units(y1.text)
             more = [o.id for o in wide if o.id not in out and o.score >= support_cos and not attack(o)
-                    and not carrier(o) and carries_answer(o, nxt, q)] if nxt else []
+                    and not carrier(o) and (carries_answer(o, nxt, q) if nxt else _slot_is(o, echoed))
+                    ] if nxt or echoed else []
             if not more:
                 break
             out |= set(more)
@@ -987,6 +993,12 @@ def carries_answer(o: Any, units: Sequence[str], question: str | None = None) ->
         said = {u.casefold() for u in units}
         return slot.casefold() in said or (bool(said) and {u.casefold() for u in answer_units(slot, question)} == said)
     return any(mentions(u, o.text) for u in units)
+
+
+def _slot_is(o: Any, units: Sequence[str]) -> bool:
+    """A record's answer slot is one of `units` (a record without a slot is none)."""
+    slot = answer_slot(o.metadata, o.text)
+    return bool(slot) and slot.casefold() in {u.casefold() for u in units}
 
 
 def _names_claim(o: Any, claims: Sequence[str]) -> bool:
