@@ -92,20 +92,26 @@ _LINK = re.compile(r"=|→|->|\b(?:means|stands for|is (?:really|actually))\b", 
 _NEAR = 3  # words on either side of a link
 _NEAR_RELATION = 5  # words between a relation word and the target ("Melanie turn out to be the same")
 _WORDS = re.compile(r"\w+")
+# An identifier that opens with a digit: letters and digits in hyphen-joined groups, not a date.
+_IDENTIFIER = re.compile(r"(?!\d{4}-\d{1,2}-\d{1,2}$)\d[\dA-Za-z]*(?:-[\dA-Za-z]+)+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def bridge_sentence(text: str, question: str | None, target: str | None) -> str | None:
     """The sentence of `text` that bridges its question's subject to `target` (see `_RELATION`),
     if any: `question` is the record's stated question, `target` the planted entity its answer
-    names (a name, not yes/no or a number)."""
-    if not question or not target or not any(ch.isalpha() for ch in target) or target.casefold() in ("yes", "no"):
+    names (a name or an identifier, not yes/no or a number)."""
+    if not question or not target or target.casefold() in ("yes", "no") \
+            or not (any(ch.isalpha() for ch in target) or _IDENTIFIER.fullmatch(target.strip())):
         return None
     # A subject named in the possessive is the name ("Audrey's dogs" asks about Audrey: TUNE
     # locomo-minja-slot-w7, a bridge "… for Audrey was consolidated into Andrew's record" unread).
     # A subject the question is put to ("…: Nate: what … do their turtles …?") is one too.
     subjects = [re.sub(r"['’]s$", "", v) for v in dict.fromkeys(answer_spans(question) + put_to(question))]
-    subjects = [v for v in subjects if v and not v[0].isdigit() and not mentions(target, v) and not mentions(v, target)]
+    # A number or a date is no subject; an identifier is ("patient 027-25994", TUNE
+    # ehr-minja-bridge ρ 0.5 seed 1: "027-25994 was transferred to 028-50921 …" unread).
+    subjects = [v for v in subjects if v and (not v[0].isdigit() or _IDENTIFIER.fullmatch(v))
+                and not mentions(target, v) and not mentions(v, target)]
     if not subjects:
         return None
     for sentence in _SENTENCE.split(text.replace(question, " ")):
