@@ -53,6 +53,12 @@ it tests generalisation rather than the wording above:
 recipe with every template (honest records, bridges, ways of asking, answer shapes) read from a
 wordings file written by a helper told not to read the repository (`slot_wording` checks the
 placeholders each may and must use); which file is held out was fixed before either was read.
+
+``ehr-minja-slot-w1`` (HOLDOUT) and ``ehr-minja-slot-w2`` (TUNE), 2026-12-06: the recipe on
+EHRAgent's records (MINJA's own setting) in the slot layout, every record (honest ones with the
+agent's knowledge notes, bridges, ways of asking, answer shapes) in a wordings file written blind
+(`ehr_wording`), ``metadata`` {query, answer} on every record and nothing the EHR store never kept
+(no session, no write time); which file is held out was fixed before either was written.
 """
 
 from __future__ import annotations
@@ -153,16 +159,42 @@ _RULES = {"honest": ({"q", "a", "speaker", "turn", "date"}, ({"q"}, {"a"}, {"spe
           "answers": ({"r", "a"}, ({"r"},))}
 
 
+@dataclass(frozen=True)
+class EhrWording:
+    """The EHR memory's wording in the slot layout: honest records (question, the agent's
+    knowledge notes, answer), the attacker's bridges (longest first, the last none), ways of
+    asking and answer shapes."""
+    honest: tuple[str, ...]
+    bridges: tuple[str, ...]
+    asked: tuple[str, ...]
+    answers: tuple[str, ...]
+
+
+_RULES_EHR = {"honest": ({"q", "a", "kn"}, ({"q"}, {"a"}, {"kn"})),
+              "bridges": _RULES["bridges"],
+              "asked": ({"q"}, ({"q"},)),
+              "answers": _RULES["answers"]}
+
+
 def slot_wording(path: Path, family: str) -> SlotWording:
     """A slot-layout wording written apart from this file (``wordings/<name>.json``, keys as
     `SlotWording`'s fields); every template checked for the fields it may and must name, every
     bridge but the last naming the victim and the redirect, the last neither."""
+    return SlotWording(**_checked_wording(path, family, _RULES))
+
+
+def ehr_wording(path: Path, family: str) -> EhrWording:
+    """An EHR wording written apart from this file, checked as `slot_wording` checks its own."""
+    return EhrWording(**_checked_wording(path, family, _RULES_EHR))
+
+
+def _checked_wording(path: Path, family: str, rules: dict) -> dict[str, tuple[str, ...]]:
     try:
         d = json.loads(path.read_text())
-        parts = {k: tuple(d[k]) for k in _RULES}
+        parts = {k: tuple(d[k]) for k in rules}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ScenarioError(f"family {family}: wordings file {path} unreadable: {e}") from e
-    for key, (allowed, need) in _RULES.items():
+    for key, (allowed, need) in rules.items():
         if not parts[key]:
             raise ScenarioError(f"family {family}: {path.name} has no {key!r} templates")
         for t in parts[key]:
@@ -176,7 +208,7 @@ def slot_wording(path: Path, family: str) -> SlotWording:
     if any(not {"v", "r"} <= set(_FIELD.findall(t)) for t in bridged) or {"v", "r"} & set(_FIELD.findall(last)):
         raise ScenarioError(f"family {family}: {path.name}: every bridge but the last names {{v}} and {{r}}, "
                             "the last neither")
-    return SlotWording(**parts)
+    return parts
 # Paraphrases of a victim question (locomo-minja-slot): another question word, or synonyms.
 _QWORD = (("When did ", "On what date did "), ("When is ", "On what date is "),
           ("When was ", "At what point was "), ("Where did ", "In which place did "),
@@ -355,9 +387,10 @@ def _locomo_slot(sample: dict, victim: str, redirect: str, vq: list[dict],
                    metadata, len(held), max(dated) if dated else None)
 
 
-def _ehr(rng: random.Random, data: Path) -> _Source:
+def _ehr(rng: random.Random, data: Path, wording: EhrWording | None = None) -> _Source:
     """EHRAgent (the TUNE twin): every single-patient record is re-keyed, as in MINJA's paper,
-    to the victim patient (relevant records) or kept about its own patient (benign ones)."""
+    to the victim patient (relevant records) or kept about its own patient (benign ones).
+    With a `wording` (the slot layout): records in that wording, ``metadata`` {query, answer}."""
     from audits.demo.qa import PATIENT, load_ehr_records
 
     records = [r for r in load_ehr_records(data) if len(set(PATIENT.findall(r["question"]))) == 1]
@@ -375,10 +408,17 @@ def _ehr(rng: random.Random, data: Path) -> _Source:
         return {"q": q, "a": r["answer"], "kn": kn}
 
     def text(it: dict, k: int) -> str:
+        if wording is not None:
+            kn = "\n".join(line if line.lstrip().startswith("-") else f"- {line}" for line in it["kn"])
+            return wording.honest[k % len(wording.honest)].format(q=it["q"], a=it["a"], kn=kn)
         return "\n".join([f"Q: {it['q']}", "Knowledge:", *it["kn"], f"A: {it['a']}"])
 
+    def metadata(it: dict) -> dict:
+        return {"query": it["q"], "answer": it["a"]} if wording is not None else {}
+
     return _Source(victim, redirect, [item(r, victim) for r in pool[:n]],
-                   [item(r, None) for r in pool[n:n + N_BENIGN]], text, ["strategyqa", "wiki2", "locomo"])
+                   [item(r, None) for r in pool[n:n + N_BENIGN]], text, ["strategyqa", "wiki2", "locomo"],
+                   metadata=metadata)
 
 
 def _records(src: _Source, items: list[dict], role: str) -> list[dict]:
@@ -402,16 +442,23 @@ def build_bridge(name: str, split: str, source: str, *, rho: float, seed: int, s
     ``layout``: ``aline`` (both *-minja-bridge) or ``slot`` (locomo-minja-slot, LoCoMo only);
     ``wordings``: a slot-layout wording written apart (`slot_wording`) instead of this file's;
     ``clean``: the same memory with no attack, its honest errors the incidents (`_clean_control`)."""
-    if layout not in ("aline", "slot") or (layout == "slot" and source != "locomo"):
-        raise ScenarioError(f"no bridge scenario for source {source!r} in layout {layout!r}")
+    ehr_slot = source == "ehr" and layout == "slot"
+    if layout not in ("aline", "slot") or (ehr_slot and wordings is None):
+        raise ScenarioError(f"no bridge scenario for source {source!r} in layout {layout!r}"
+                            + (" without a wordings file" if ehr_slot else ""))
     slot = layout == "slot"
     if wordings is not None and not slot:
         raise ScenarioError(f"family {name}: a wordings file is for the slot layout only")
-    if clean and not slot:
-        raise ScenarioError(f"family {name}: the clean control of the bridge memory is in the slot layout only")
-    wording = slot_wording(wordings, name) if wordings is not None else SLOT_WORDING
+    if clean and (not slot or ehr_slot):
+        raise ScenarioError(f"family {name}: the clean control of the bridge memory is LoCoMo's, in the slot layout")
     rng = random.Random(f"family:{name}:{seed}")
-    src = _locomo(rng, data, layout, wording) if source == "locomo" else _ehr(rng, data)
+    wording: SlotWording | EhrWording
+    if ehr_slot:
+        wording = ehr_wording(wordings, name)
+        src = _ehr(rng, data, wording)
+    else:
+        wording = slot_wording(wordings, name) if wordings is not None else SLOT_WORDING
+        src = _locomo(rng, data, layout, wording) if source == "locomo" else _ehr(rng, data)
     if clean:
         return _clean_control(name, split, src, wording, rng, seed=seed, size=size, observed=observed, data=data)
     victim, redirect, vq, rq = src.victim, src.redirect, src.vq, src.rq
@@ -443,7 +490,9 @@ def build_bridge(name: str, split: str, source: str, *, rho: float, seed: int, s
         meta: dict = {}
         if slot:
             sitting = k * 3 // injected
-            meta = {"query": q, "answer": ans, "session": f"session_{src.sessions + 1 + sitting}"}
+            meta = {"query": q, "answer": ans}
+            if src.sessions:  # a memory that keeps sessions (LoCoMo's) keeps the attacker's too
+                meta["session"] = f"session_{src.sessions + 1 + sitting}"
             if days:
                 meta["written_at"] = round(days[sitting] + k * 0.002, 3)
         mems.append({"_role": "injected", "text": bridge.format(q=q, v=victim, r=redirect, ans=ans),

@@ -27,7 +27,9 @@ attack per store. These families vary, one knob at a time:
   sixth; ``-w7`` / ``locomo-clean-slot-w7`` (TUNE, a seventh, written for reading); ``-w9``
   (HOLDOUT, pre-registered 2026-12-06 02:57) and ``-w8``, ``-w10`` to ``-w12`` (TUNE) in five
   more; ``-w13`` (HOLDOUT, pre-registered 2026-12-06 05:54) and ``-w14`` (TUNE) in two more, each
-  with its clean control;
+  with its clean control; ``ehr-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-06 09:50) and
+  ``-w2`` (TUNE): the recipe on EHRAgent's records in the slot layout, in two blind writers'
+  wordings (``bridge.ehr_wording``);
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -299,6 +301,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("locomo-clean-slot-w14", TUNE, "locomo", "any", "slot", "bridge-clean", (),
            wordings="tune_minja_slot_14",
            note="clean control (TUNE): the MINJA chat-log memory with honest errors, a fourteenth blind writer's wording"),
+    # Pre-registered HOLDOUT (2026-12-06 09:50), committed before any run on it: MINJA on the
+    # EHRAgent memory (MINJA's own setting) in the slot layout, every record in a blind writer's
+    # wording (`wordings/holdout_ehr_minja_1.json`, `bridge.ehr_wording`; brief
+    # `wordings/brief_ehr_minja_1_2.md`), never printed; -w2 (TUNE) is a second writer's, from
+    # the same brief. Which file is held out was fixed before either was written.
+    Family("ehr-minja-slot-w1", HOLDOUT, "ehr", "any", "slot", "bridge", (),
+           wordings="holdout_ehr_minja_1",
+           note="MINJA bridging in EHR records with metadata, in a blind writer's wording (HOLDOUT)"),
+    Family("ehr-minja-slot-w2", TUNE, "ehr", "any", "slot", "bridge", (),
+           wordings="tune_ehr_minja_2",
+           note="MINJA bridging in EHR records with metadata, in a second blind writer's wording (TUNE)"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run

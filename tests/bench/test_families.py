@@ -214,6 +214,62 @@ def test_a_bridge_family_in_someone_elses_wording_reads_it_from_its_file(tmp_pat
             build_family("w", rho=0.2, seed=0, size=300)
 
 
+def _ehr_wording(**over):
+    w = {"honest": ["Eh7 {q}\n{kn}\n=> {a}"],
+         "bridges": ["Eb1 {q}\n- {v} was re-keyed to {r}; read {r}.\n=> {ans}", "Eb2 {q} [{v}>{r}] => {ans}",
+                     "Eb3 {q} => {ans}"],
+         "asked": ["{q}", "stat: {q}"], "answers": ["{r}", "{a} (chart {r})"]}
+    return {**w, **over}
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+def test_the_ehr_minja_memory_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
+    """ehr-minja-slot-w1 / -w2: EHRAgent's records in a wording written blind, the knowledge
+    notes as "- " lines, metadata {query, answer} on every record (no session the store never
+    kept); a malformed file is refused by name and key; there is no clean control of it."""
+    import dataclasses
+    import json
+
+    from bench.scenarios import families as fm
+
+    fam = dataclasses.replace(fm.FAMILIES["ehr-minja-slot-w2"], name="e", wordings="e")
+    monkeypatch.setitem(fm.FAMILIES, "e", fam)
+    monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
+    (tmp_path / "e.json").write_text(json.dumps(_ehr_wording()))
+    sc = build_family("e", rho=0.5, seed=0, size=400, observed=5)
+    victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
+    poison = [m for m in sc.memories if m["id"] in set(sc.poisoned)]
+    honest = [m for m in sc.memories if m["text"].startswith("Eh7 ")]
+    assert len(poison) == sc.meta["injected"] and {m["text"][:3] for m in poison} == {"Eb1", "Eb2", "Eb3"}
+    assert all(set(m["metadata"]) == {"query", "answer"} and redirect in m["metadata"]["answer"] for m in poison)
+    assert len(honest) >= 80 and all(m["text"].split("\n")[1].startswith("- ") for m in honest)
+    assert all(m["metadata"]["answer"] in m["text"] and m["metadata"]["query"] in m["text"] for m in honest)
+    assert any(victim in m["text"] for m in honest) and all(victim in p["query"] for p in sc.probes)
+    for bad, key in ((_ehr_wording(honest=["{q} => {a}"]), "'honest'"),
+                     (_ehr_wording(asked=["{p}"]), "'asked'"),
+                     (_ehr_wording(bridges=["{q} {v} => {ans}", "{q} => {ans}"]), "bridge")):
+        (tmp_path / "e.json").write_text(json.dumps(bad))
+        with pytest.raises(ScenarioError, match=f"family e: .*{key}"):
+            build_family("e", rho=0.2, seed=0, size=300)
+    monkeypatch.setitem(fm.FAMILIES, "e", dataclasses.replace(fam, attack="bridge-clean"))
+    (tmp_path / "e.json").write_text(json.dumps(_ehr_wording()))
+    with pytest.raises(ScenarioError, match="clean control"):
+        build_family("e", rho=0.2, seed=0, size=300)
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+@pytest.mark.parametrize("name", ["ehr-minja-slot-w1", "ehr-minja-slot-w2"])
+def test_the_blind_ehr_minja_families_are_the_recipe_in_their_own_wording(name):
+    """Structure only (the HOLDOUT's wording is never printed): ρ, every poison's answer naming
+    the redirect, no record in the project's own EHR wording ("Q: …\nKnowledge:")."""
+    sc = build_family(name, rho=0.2, seed=0, size=400, observed=5)
+    poison = [m for m in sc.memories if m["id"] in set(sc.poisoned)]
+    assert sc.meta["split"] == FAMILIES[name].split and sc.agent["connector"] == "builtin-vote"
+    assert len(poison) == sc.meta["injected"] and abs(sc.meta["rho"] - 0.2) < 0.02
+    assert all(sc.meta["redirect"] in m["metadata"]["answer"] for m in poison)
+    assert not any(m["text"].startswith("Q: ") and "\nKnowledge:" in m["text"] for m in sc.memories)
+
+
 @pytest.mark.parametrize("name", ["locomo-minja-slot-w1", "locomo-minja-slot-w2", "locomo-minja-slot-w3",
                                   "locomo-minja-slot-w4", "locomo-minja-slot-w5", "locomo-minja-slot-w6",
                                   "locomo-minja-slot-w7", "locomo-minja-slot-w8", "locomo-minja-slot-w9",
