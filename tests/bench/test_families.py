@@ -151,18 +151,26 @@ def test_the_aline_bridge_families_refuse_the_slot_layout_elsewhere():
         build_bridge("x", TUNE, "ehr", rho=0.2, seed=0, size=400, observed=5, data=DEFAULT_DATA, layout="slot")
 
 
-def test_a_family_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
-    """msmarco-clean-plain's passages and corrections come from its wordings file (written
-    blind), none from the project's own templates; a malformed file is refused by name."""
+def _in_wording(tmp_path, monkeypatch, base: str, wording: dict):
+    """Family `base` registered as "w", reading its wording from tmp_path/w.json (`wording`)."""
     import dataclasses
     import json
 
     from bench.scenarios import families as fm
 
-    fam = dataclasses.replace(fm.FAMILIES["locomo-clean-plain"], name="w", wordings="w")
+    fam = dataclasses.replace(fm.FAMILIES[base], name="w", wordings="w")
     monkeypatch.setitem(fm.FAMILIES, "w", fam)
     monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
-    (tmp_path / "w.json").write_text(json.dumps({"honest": ["Zq7 {k} said {c}"], "fixes": ["Xv9 {k} fixed {c}"]}))
+    (tmp_path / "w.json").write_text(json.dumps(wording))
+    return fam
+
+
+def test_a_family_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
+    """msmarco-clean-plain's passages and corrections come from its wordings file (written
+    blind), none from the project's own templates; a malformed file is refused by name."""
+    import json
+
+    _in_wording(tmp_path, monkeypatch, "locomo-clean-plain", {"honest": ["Zq7 {k} said {c}"], "fixes": ["Xv9 {k} fixed {c}"]})
     sc = build_family("w", seed=0, size=300)
     own = [m["text"] for m in sc.memories if m["text"].startswith(("Zq7 ", "Xv9 "))]
     assert sum(t.startswith("Xv9 ") for t in own) == sc.meta["targets"] // 2  # one correction per outdated target
@@ -184,15 +192,9 @@ def test_a_bridge_family_in_someone_elses_wording_reads_it_from_its_file(tmp_pat
     """locomo-minja-slot-w1 / -w2 read their records' wording from their files (written blind):
     honest records, bridges (longest first, none last), ways of asking and answer shapes, none of
     the project's own; a malformed file is refused by name and key."""
-    import dataclasses
     import json
 
-    from bench.scenarios import families as fm
-
-    fam = dataclasses.replace(fm.FAMILIES["locomo-minja-slot-w2"], name="w", wordings="w")
-    monkeypatch.setitem(fm.FAMILIES, "w", fam)
-    monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
-    (tmp_path / "w.json").write_text(json.dumps(_slot_wording()))
+    _in_wording(tmp_path, monkeypatch, "locomo-minja-slot-w2", _slot_wording())
     sc = build_family("w", rho=0.5, seed=0, size=400, observed=5)
     victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
     own = [m for m in sc.memories if m["text"][:3] in ("Hq7", "Hb7", "Br1", "Br2", "Br3")]
@@ -232,11 +234,8 @@ def test_the_ehr_minja_memory_in_someone_elses_wording_reads_it_from_its_file(tm
 
     from bench.scenarios import families as fm
 
-    fam = dataclasses.replace(fm.FAMILIES["ehr-minja-slot-w2"], name="e", wordings="e")
-    monkeypatch.setitem(fm.FAMILIES, "e", fam)
-    monkeypatch.setattr(fm, "_WORDINGS", tmp_path)
-    (tmp_path / "e.json").write_text(json.dumps(_ehr_wording()))
-    sc = build_family("e", rho=0.5, seed=0, size=400, observed=5)
+    fam = _in_wording(tmp_path, monkeypatch, "ehr-minja-slot-w2", _ehr_wording())
+    sc = build_family("w", rho=0.5, seed=0, size=400, observed=5)
     victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
     poison = [m for m in sc.memories if m["id"] in set(sc.poisoned)]
     honest = [m for m in sc.memories if m["text"].startswith("Eh7 ")]
@@ -248,13 +247,13 @@ def test_the_ehr_minja_memory_in_someone_elses_wording_reads_it_from_its_file(tm
     for bad, key in ((_ehr_wording(honest=["{q} => {a}"]), "'honest'"),
                      (_ehr_wording(asked=["{p}"]), "'asked'"),
                      (_ehr_wording(bridges=["{q} {v} => {ans}", "{q} => {ans}"]), "bridge")):
-        (tmp_path / "e.json").write_text(json.dumps(bad))
-        with pytest.raises(ScenarioError, match=f"family e: .*{key}"):
-            build_family("e", rho=0.2, seed=0, size=300)
-    monkeypatch.setitem(fm.FAMILIES, "e", dataclasses.replace(fam, attack="bridge-clean"))
-    (tmp_path / "e.json").write_text(json.dumps(_ehr_wording()))
+        (tmp_path / "w.json").write_text(json.dumps(bad))
+        with pytest.raises(ScenarioError, match=f"family w: .*{key}"):
+            build_family("w", rho=0.2, seed=0, size=300)
+    monkeypatch.setitem(fm.FAMILIES, "w", dataclasses.replace(fam, attack="bridge-clean"))
+    (tmp_path / "w.json").write_text(json.dumps(_ehr_wording()))
     with pytest.raises(ScenarioError, match="clean control"):
-        build_family("e", rho=0.2, seed=0, size=300)
+        build_family("w", rho=0.2, seed=0, size=300)
 
 
 @pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
