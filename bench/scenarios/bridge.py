@@ -439,8 +439,9 @@ def build_bridge(name: str, split: str, source: str, *, rho: float, seed: int, s
                  data: Path, layout: str = "aline", wordings: Path | None = None,
                  clean: bool = False) -> Scenario:
     """One scenario (see the module docstring); ``source``: ``locomo`` or ``ehr``;
-    ``layout``: ``aline`` (both *-minja-bridge) or ``slot`` (locomo-minja-slot, LoCoMo only);
-    ``wordings``: a slot-layout wording written apart (`slot_wording`) instead of this file's;
+    ``layout``: ``aline`` (both *-minja-bridge) or ``slot`` (locomo-minja-slot; EHR only with a
+    wordings file); ``wordings``: a slot-layout wording written apart (`slot_wording`, EHR's
+    `ehr_wording`) instead of this file's;
     ``clean``: the same memory with no attack, its honest errors the incidents (`_clean_control`)."""
     ehr_slot = source == "ehr" and layout == "slot"
     if layout not in ("aline", "slot") or (ehr_slot and wordings is None):
