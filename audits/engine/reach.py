@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -466,7 +467,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     df = doc_freq([x.text for x in mems])
 
     # One claim planted across questions about one subject (MINJA's trigger term): the content
-    # words every seed naming a target states in its question, when those seeds state at least
+    # words the seeds naming a target state in their questions, when those seeds state at least
     # two different questions. A candidate naming the target joins them only when it asks about
     # that subject too: a short target ("4") is also many honest records' answer (TUNE
     # nq-number-slot-distinct: two related records answering "4" were removed without this).
@@ -477,7 +478,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     target_tok = frozenset().union(*(tokens(t) for t in targets)) if targets else frozenset()
     one_question = all(same_question(asked_by[0], q) for q in asked_by) if asked_by else False
     if len(carriers) >= 2 and all(asked_by) and not one_question:
-        subject = frozenset.intersection(*(tokens(q) for q in asked_by)) - _FUNCTION - target_tok
+        # What three in four of their questions name, not what every one does: one odd wording
+        # among many ("… Johns's reaction …", LoCoMo's own typo) emptied the subject (TUNE
+        # locomo-minja-slot-w2 ρ 0.5 fresh seed 12: 29 carriers, 15 bridge-less records missed,
+        # R 0.81). With up to three carriers it is still every one.
+        counts = Counter(t for q in asked_by for t in tokens(q))
+        subject = frozenset(t for t, c in counts.items() if 4 * c >= 3 * len(asked_by)) - _FUNCTION - target_tok
     elif carriers and all(asked_by):
         # The seeds state one question (one incident, or incidents on one victim question, maybe
         # asked in several ways — `same_question`): what their wordings share is that whole
