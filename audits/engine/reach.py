@@ -480,7 +480,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     if len(carriers) >= 2 and all(asked_by) and not one_question:
         # What three in four of their questions name, not what every one does: one odd wording
         # among many ("… Johns's reaction …", LoCoMo's own typo) emptied the subject (TUNE
-        # locomo-minja-slot-w2 ρ 0.5 fresh seed 12: 29 carriers, 15 bridge-less records missed,
+        # locomo-minja-slot-w2 ρ 0.5 fresh seed 12: 29 carriers, 15 planted records missed,
         # R 0.81). With up to three carriers it is still every one.
         counts = Counter(t for q in asked_by for t in tokens(q))
         subject = frozenset(t for t, c in counts.items() if 4 * c >= 3 * len(asked_by)) - _FUNCTION - target_tok

@@ -108,13 +108,15 @@ _WH_PHRASE = ((re.compile(r"\b(?:(?:on|at|in|by) )?(?:what|which) (?:date|day|ti
               (re.compile(r"\b(?:what|which) (?:person|people)\b", re.I), "who"),
               (re.compile(r"\b(?:in )?(?:what|which) (?:way|manner)\b", re.I), "how"),
               (re.compile(r"\b(?:what|which) number of\b", re.I), "how many"))
+# A spaced dash between clauses ("I forgot - Nate: …"): one of the clause breaks below.
+_DASH = r"\s[-–—](?=\s)"
 # Where a question proper opens after a lead-in: a clause break (a spaced dash among them: "I
 # forgot - Nate: …?", TUNE locomo-minja-slot-w12), then a question word (maybe
 # after a preposition: "…: in what country …?") or an auxiliary ("…, but which …?", "…? When
 # …?", "…: is it true that …?"). The first such clause:
 # a lead-in comes first, and a question may go on in clauses of its own ("When did she go, and
 # how did she feel?").
-_OPENING = re.compile(r"(?:[,;:?!]|\s[-–—]|\bbut)\s+((?:(?:(?:in|on|at|for|from|to|with|by|of|since|until|during|after|before)\s+)?"
+_OPENING = re.compile(rf"(?:[,;:?!]|{_DASH}|\bbut)\s+((?:(?:(?:in|on|at|for|from|to|with|by|of|since|until|during|after|before)\s+)?"
                       r"(?:what|which|who|whom|whose|when|where|why|how)|is|are|was|were|"
                       r"do|does|did|has|have|had|can|could|would|will|should)\b.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -127,7 +129,7 @@ _PRONOUN = frozenset("he him his she her hers they them their theirs".split())
 # A name a question is put to before a colon ("Quick question, Caroline: what … have they …?"):
 # its subject, which the question then calls "they" (every word capitalised: "Quick question:"
 # is a lead-in).
-_BREAK = re.compile(r"[,;:?!]|\s[-–—]\s|\bbut\b")
+_BREAK = re.compile(rf"[,;:?!]|{_DASH}\s|\bbut\b")
 _WH_WORDS = frozenset("what which who whom whose when where why how".split())
 
 
@@ -174,7 +176,7 @@ def _proper(q: str) -> str:
 # Nate: for how long …?"): one to three capitalised words after a clause break, then ":".
 # The colon after a name is looked at, not taken: a lead-in label before it ("Quick question: Nate:
 # what is …?", TUNE locomo-minja-slot-w11) would otherwise take the colon the name follows.
-_PUT_TO = re.compile(r"(?:^|[,;:?!]\s+|\s[-–—]\s+)([^\W\d_][\w'’\-]*(?: [^\W\d_][\w'’\-]*){0,2})(?=:\s)")
+_PUT_TO = re.compile(rf"(?:^|[,;:?!]\s+|{_DASH}\s+)([^\W\d_][\w'’\-]*(?: [^\W\d_][\w'’\-]*){{0,2}})(?=:\s)")
 
 
 def put_to(q: str) -> list[str]:
