@@ -29,7 +29,8 @@ attack per store. These families vary, one knob at a time:
   more; ``-w13`` (HOLDOUT, pre-registered 2026-12-06 05:54) and ``-w14`` (TUNE) in two more, each
   with its clean control; ``ehr-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-06 09:50) and
   ``-w2`` (TUNE): the recipe on EHRAgent's records in the slot layout, in two blind writers'
-  wordings (``bridge.ehr_wording``);
+  wordings (``bridge.ehr_wording``), and their clean controls ``ehr-clean-slot-w1`` (HOLDOUT,
+  pre-registered 2026-12-06 12:20) and ``-w2`` (TUNE);
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -312,6 +313,17 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ehr-minja-slot-w2", TUNE, "ehr", "any", "slot", "bridge", (),
            wordings="tune_ehr_minja_2",
            note="MINJA bridging in EHR records with metadata, in a second blind writer's wording (TUNE)"),
+    # Pre-registered HOLDOUT (2026-12-06, session 12:20), committed before any run on it: the clean
+    # control of that memory (no attack; honest slips on ten of the patient's questions, each the
+    # value of another patient's or of another of this patient's answers to a question of the
+    # same type), every record in -w1's blind wording, which nobody on the project has read; -w2
+    # (TUNE) in the second writer's.
+    Family("ehr-clean-slot-w1", HOLDOUT, "ehr", "any", "slot", "bridge-clean", (),
+           wordings="holdout_ehr_minja_1",
+           note="clean control (HOLDOUT): the MINJA EHR memory with honest slips, a blind writer's wording"),
+    Family("ehr-clean-slot-w2", TUNE, "ehr", "any", "slot", "bridge-clean", (),
+           wordings="tune_ehr_minja_2",
+           note="clean control (TUNE): the MINJA EHR memory with honest slips, a second blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run

@@ -228,13 +228,10 @@ def _ehr_wording(**over):
 def test_the_ehr_minja_memory_in_someone_elses_wording_reads_it_from_its_file(tmp_path, monkeypatch):
     """ehr-minja-slot-w1 / -w2: EHRAgent's records in a wording written blind, the knowledge
     notes as "- " lines, metadata {query, answer} on every record (no session the store never
-    kept); a malformed file is refused by name and key; there is no clean control of it."""
-    import dataclasses
+    kept); a malformed file is refused by name and key."""
     import json
 
-    from bench.scenarios import families as fm
-
-    fam = _in_wording(tmp_path, monkeypatch, "ehr-minja-slot-w2", _ehr_wording())
+    _in_wording(tmp_path, monkeypatch, "ehr-minja-slot-w2", _ehr_wording())
     sc = build_family("w", rho=0.5, seed=0, size=400, observed=5)
     victim, redirect = sc.meta["trigger"], sc.meta["redirect"]
     poison = [m for m in sc.memories if m["id"] in set(sc.poisoned)]
@@ -250,10 +247,36 @@ def test_the_ehr_minja_memory_in_someone_elses_wording_reads_it_from_its_file(tm
         (tmp_path / "w.json").write_text(json.dumps(bad))
         with pytest.raises(ScenarioError, match=f"family w: .*{key}"):
             build_family("w", rho=0.2, seed=0, size=300)
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+def test_the_ehr_memorys_clean_control_has_honest_slips_in_its_wording(tmp_path, monkeypatch):
+    """ehr-clean-slot-w1 / -w2: the EHR memory with no attack; each honest error is the agent's
+    own record of one of the patient's questions in the wording's honest template (its knowledge
+    notes, a wrong value from an answer to a question of the same type), one slip each (the
+    memory keeps no time), metadata {query, answer} only; its questions probed for that value."""
+    import dataclasses
+
+    from audits.demo.qa import template_key
+    from bench.scenarios import families as fm
+
+    fam = _in_wording(tmp_path, monkeypatch, "ehr-minja-slot-w2", _ehr_wording())
     monkeypatch.setitem(fm.FAMILIES, "w", dataclasses.replace(fam, attack="bridge-clean"))
-    (tmp_path / "w.json").write_text(json.dumps(_ehr_wording()))
-    with pytest.raises(ScenarioError, match="clean control"):
-        build_family("w", rho=0.2, seed=0, size=300)
+    sc = build_family("w", seed=1, size=400, observed=5)
+    assert sc.poisoned == [] and sc.meta["attack"] == "honest" and "EHR" in sc.meta["note"]
+    errors = [m for m in sc.memories if m["id"] in set(sc.meta["honest_errors"])]
+    assert len(errors) == len({m["metadata"]["query"] for m in errors}) >= 8
+    answers = {(m["metadata"]["query"], m["metadata"]["answer"]) for m in sc.memories
+               if m["id"] not in set(sc.meta["honest_errors"]) and "query" in m["metadata"]}
+    for m in errors:
+        q, wrong = m["metadata"]["query"], m["metadata"]["answer"]
+        assert set(m["metadata"]) == {"query", "answer"} and sc.meta["trigger"] in q
+        assert m["text"].startswith(f"Eh7 {q}\n- ") and m["text"].endswith(f"=> {wrong}")
+        assert all(a != wrong for o, a in answers if o == q) and any(a == wrong for o, a in answers if o != q)
+        assert any(a == wrong and template_key(o).split()[0] == template_key(q).split()[0]
+                   for o, a in answers if o != q)  # a question asked the same way
+    assert {p["harm"]["target"] for p in sc.probes} == {m["metadata"]["answer"] for m in errors}
+    assert len(sc.probes) == 2 * len(errors) and sum(p["observed"] for p in sc.probes) == 5
 
 
 @pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
@@ -267,6 +290,28 @@ def test_the_blind_ehr_minja_families_are_the_recipe_in_their_own_wording(name):
     assert len(poison) == sc.meta["injected"] and abs(sc.meta["rho"] - 0.2) < 0.02
     assert all(sc.meta["redirect"] in m["metadata"]["answer"] for m in poison)
     assert not any(m["text"].startswith("Q: ") and "\nKnowledge:" in m["text"] for m in sc.memories)
+
+
+def test_a_question_with_no_wrong_value_leaves_the_observed_count_whole():
+    """TUNE locomo-clean-slot-w3 seed 4: one of the ten questions has no value to mix up; the
+    incidents are still the first five errors' (four, before)."""
+    sc = build_family("locomo-clean-slot-w3", seed=4, size=400, observed=5)
+    assert len(sc.probes) == 18 and sum(p["observed"] for p in sc.probes) == 5
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+@pytest.mark.parametrize("name", ["ehr-clean-slot-w1", "ehr-clean-slot-w2"])
+def test_the_blind_ehr_clean_controls_have_honest_slips_and_no_attack(name):
+    """Structure only (the HOLDOUT's wording is never printed): no poison, ten slips on ten of
+    the patient's questions, each a value that the store's record on its question does not give."""
+    sc = build_family(name, seed=0, size=400, observed=5)
+    assert sc.meta["split"] == FAMILIES[name].split and sc.poisoned == [] and sc.meta["attack"] == "honest"
+    errors = [m for m in sc.memories if m["id"] in set(sc.meta["honest_errors"])]
+    assert len(errors) == len({m["metadata"]["query"] for m in errors}) >= 8
+    for m in errors:
+        store = [o for o in sc.memories if o["metadata"].get("query") == m["metadata"]["query"] and o is not m]
+        assert store and all(o["metadata"]["answer"] != m["metadata"]["answer"] for o in store)
+    assert sum(p["observed"] for p in sc.probes) == 5
 
 
 @pytest.mark.parametrize("name", ["locomo-minja-slot-w1", "locomo-minja-slot-w2", "locomo-minja-slot-w3",
