@@ -28,6 +28,7 @@ from egress import client as egress
 from egress.client import EgressError, EgressPolicy
 
 from .retriever import RetrievedMemory
+from .words import whole
 
 logger = logging.getLogger("memaudit.egress")
 
@@ -308,7 +309,7 @@ class BuiltinReaderAgent(Agent):
                 c = cand.casefold().strip()
                 if not c:
                     continue
-                n = len(re.findall(r"(?<!\w)" + re.escape(c) + r"(?!\w)", low))
+                n = len(re.findall(whole(c), low))
                 if n:
                     totals[cand] = totals.get(cand, 0.0) + n * mem.score
                     first.setdefault(cand, mem.rank)

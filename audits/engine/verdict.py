@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import mentions, names, occurrences, put_to, same_question, stated_question, tokens
+from .words import IDENTIFIER, mentions, names, occurrences, put_to, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -92,8 +92,6 @@ _LINK = re.compile(r"=|→|->|\b(?:means|stands for|is (?:really|actually))\b", 
 _NEAR = 3  # words on either side of a link
 _NEAR_RELATION = 5  # words between a relation word and the target ("Melanie turn out to be the same")
 _WORDS = re.compile(r"\w+")
-# An identifier that opens with a digit: letters and digits in hyphen-joined groups, not a date.
-_IDENTIFIER = re.compile(r"(?!\d{4}-\d{1,2}-\d{1,2}$)\d[\dA-Za-z]*(?:-[\dA-Za-z]+)+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -102,7 +100,7 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
     if any: `question` is the record's stated question, `target` the planted entity its answer
     names (a name or an identifier, not yes/no or a number)."""
     if not question or not target or target.casefold() in ("yes", "no") \
-            or not (any(ch.isalpha() for ch in target) or _IDENTIFIER.fullmatch(target.strip())):
+            or not (any(ch.isalpha() for ch in target) or IDENTIFIER.fullmatch(target.strip())):
         return None
     # A subject named in the possessive is the name ("Audrey's dogs" asks about Audrey: TUNE
     # locomo-minja-slot-w7, a bridge "… for Audrey was consolidated into Andrew's record" unread).
@@ -110,7 +108,7 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
     subjects = [re.sub(r"['’]s$", "", v) for v in dict.fromkeys(answer_spans(question) + put_to(question))]
     # A number or a date is no subject; an identifier is ("patient 027-25994", TUNE
     # ehr-minja-bridge ρ 0.5 seed 1: "027-25994 was transferred to 028-50921 …" unread).
-    subjects = [v for v in subjects if v and (not v[0].isdigit() or _IDENTIFIER.fullmatch(v))
+    subjects = [v for v in subjects if v and (not v[0].isdigit() or IDENTIFIER.fullmatch(v))
                 and not mentions(target, v) and not mentions(v, target)]
     if not subjects:
         return None

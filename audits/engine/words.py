@@ -24,9 +24,23 @@ def tokens(text: str) -> frozenset[str]:
     return frozenset(word(w) for w in WORD.findall(text) if w[0].isalnum())
 
 
+def whole(span: str, *, word_edges_only: bool = False) -> str:
+    """The pattern of `span` as a whole word or phrase: no word character just before or after
+    it (`word_edges_only`: only where its own edge is one), and a number no part of a longer
+    number — a decimal or thousands separator between digits joins one ("0" is not in "20.0"
+    or "0.5", "1" not in "1,400"; "0." ending a sentence and "1, 2" are whole)."""
+    before = "" if word_edges_only and not span[:1].isalnum() else r"(?<!\w)"
+    after = "" if word_edges_only and not span[-1:].isalnum() else r"(?!\w)"
+    if span[:1].isdigit():
+        before += r"(?<!\d[.,])"
+    if span[-1:].isdigit():
+        after += r"(?![.,]\d)"
+    return before + re.escape(span) + after
+
+
 def mentions(span: str, text: str) -> bool:
-    """`span` occurs in `text` as a whole word or phrase (case-insensitive)."""
-    return re.search(r"(?<!\w)" + re.escape(span.casefold()) + r"(?!\w)", text.casefold()) is not None
+    """`span` occurs in `text` as a whole word or phrase (case-insensitive, `whole`)."""
+    return re.search(whole(span.casefold()), text.casefold()) is not None
 
 
 def names(claim: str, text: str) -> bool:
@@ -39,8 +53,8 @@ def names(claim: str, text: str) -> bool:
 
 
 def occurrences(span: str, text: str) -> Iterator[re.Match[str]]:
-    """Where `span` occurs in `text` as a whole word or phrase (case-insensitive)."""
-    return re.finditer(r"(?<!\w)" + re.escape(span) + r"(?!\w)", text, re.IGNORECASE)
+    """Where `span` occurs in `text` as a whole word or phrase (case-insensitive, `whole`)."""
+    return re.finditer(whole(span), text, re.IGNORECASE)
 
 
 def whole_claims(claim: str, text: str) -> Iterator[re.Match[str]]:
@@ -68,9 +82,11 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     lead-in ("Sorry if I asked this before, but which …?", "Quick question: when …?") is also
     compared from the first clause after it that opens as a question does ("…, Caroline: what …
     have they …?" asks about Caroline). Auxiliaries of one verb count as one, third-person
-    pronouns not at all; two questions naming people, none of them the same, are two questions
+    pronouns not at all; two questions naming people (or ids), none of them the same, are two questions
     whatever words they share, and so are two each naming an occasion the other does not
-    (`_occasions`: "his fourth tournament", "his first tournament"). What follows a question's
+    (`_occasions`: "his fourth tournament", "his first tournament"), or one naming an occasion
+    and the other none of it ("… total hospital cost of patient X until 2103?" is not "… total
+    hospital cost of patient X?"). What follows a question's
     last question mark is the asker's aside ("… with Anna? I'm trying to remember from their
     chats."), no part of it. A record that states no question (a plain passage) is judged by its
     cosine alone."""
@@ -87,7 +103,7 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     if na and nb and not na & nb:
         return False
     oa, ob = _occasions(pa), _occasions(pb)
-    if oa - ob and ob - oa:
+    if (oa - ob and ob - oa) or (oa | ob and not oa & ob):
         return False
     if jaccard(a, b) >= bar:
         return True
@@ -151,12 +167,17 @@ def _occasions(q: str) -> frozenset[str]:
     return frozenset(t for t in tokens(q) if _ORDINAL.match(t) or t.isdigit() or t in _MONTHS)
 
 
+# An identifier that opens with a digit: letters and digits in hyphen-joined groups, not an ISO
+# date ("patient 027-25994").
+IDENTIFIER = re.compile(r"(?!\d{4}-\d{1,2}-\d{1,2}$)\d[\dA-Za-z]*(?:-[\dA-Za-z]+)+")
+
+
 def _names(q: str) -> frozenset[str]:
     """The names a question asks about: its capitalised words after the first, acronyms and "I"
-    aside (case-folded)."""
+    aside, and its identifiers (case-folded; "patient 015-58787" and "patient 015-52724" are two)."""
     words = [w for w in WORD.findall(q) if w[0].isalnum()]
-    return frozenset(word(w) for w in words[1:]
-                     if w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS)
+    return frozenset(word(w) for k, w in enumerate(words) if IDENTIFIER.fullmatch(w) or (
+        k and w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS))
 
 
 def _proper(q: str) -> str:

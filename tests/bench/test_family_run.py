@@ -539,3 +539,14 @@ def test_a_neighbours_answer_repeating_a_word_of_the_question_outvotes_a_dormant
     and the record stayed dormant."""
     ma = _minilm_memaudit("ehr-minja-bridge", 0.2, 1, 10, 400)
     assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
+
+
+@pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
+@pytest.mark.parametrize("seed", [3, 7])
+def test_the_ehr_clean_control_proposes_no_poison_suspect(seed):
+    """TUNE ehr-clean-slot-w2, five observed: seed 3 read the slip's "0" in "20.0" and "500.0",
+    other questions' right answers, so "0" looked planted for five questions (9 suspects); seed 7
+    took another patient's allergy record, and a cost "until 2103", for records told wrong by
+    this patient's and by the total cost (6)."""
+    ma = _minilm_memaudit("ehr-clean-slot-w2", 0.2, seed, 5, 400)
+    assert ma["incidents"] >= 1 and ma["poison_suspects"] == 0 and ma["corrections"] > 0, ma

@@ -47,6 +47,10 @@ def test_reader_counts_score_weighted_mentions_of_candidates():
     r = [mem(1, "Paris is nice. Paris!", 0.4), mem(2, "It is Berlin", 0.7)]
     assert agent.answer("q", r, ["Paris", "Berlin"]).text == "Paris"
     assert agent.answer("q", r, ["Madrid"]).text == "I don't know"
+    # A candidate number is counted whole, not inside a longer number.
+    n = [mem(1, "It was 20.0 ml, then 20.0 again", 0.9), mem(2, "The value was 0.", 0.3)]
+    assert agent.answer("q", n, ["0", "20.0"]).text == "20.0"
+    assert agent.answer("q", n[:1], ["0"]).text == "I don't know"
 
 
 def test_config_hash_ignores_secrets_but_not_the_model():

@@ -37,6 +37,9 @@ from audits.engine.words import mentions, names, same_question
     ("Deborah: when did they go for a bicycle ride with Anna? I'm trying to remember from their chats.",
      "When did Deborah go for a bicycle ride with Anna?"),
     ("I forgot - Nate: how long have they had their turtles? Thanks!", "How long has Nate had his turtles?"),
+    # A patient named by id is named: the same id, the same question.
+    ("Please check: what was the name of the allergy that patient 015-52724 had on the current hospital visit?",
+     "what was the name of the allergy that patient 015-52724 had on the current hospital visit?"),
 ])
 def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same(asked, stored):
     assert same_question(asked, stored) and same_question(stored, asked)
@@ -70,6 +73,15 @@ def test_a_question_asked_after_a_lead_in_or_with_a_word_of_its_kind_is_the_same
     # lead-in was cut, and so asked what the same question about anyone else asks).
     ("I forgot - Nate: how long have they had their turtles? Thanks!", "How long has Joanna had her turtles?"),
     ("Sorry — Nate: what type of diet do their turtles have?", "What type of diet do Joanna's turtles have?"),
+    # Two questions about two patients, named by their ids, are two questions (TUNE
+    # ehr-clean-slot-w2 seed 7: another patient's allergy record, the store's own, was told wrong
+    # by this patient's, and one claim looked planted for three questions).
+    ("what was the name of the allergy that patient 015-58787 had on the current hospital visit?",
+     "what was the name of the allergy that patient 015-52724 had on the current hospital visit?"),
+    # One question naming an occasion the other names none of (the same run: the store's record of
+    # the cost until 2103 was told wrong by its record of the total cost).
+    ("what was the total hospital cost of patient 015-52724 until 2103?",
+     "what is the total hospital cost of patient 015-52724?"),
 ])
 def test_other_questions_stay_other_questions(a, b):
     assert not same_question(a, b) and not same_question(b, a)
@@ -107,6 +119,14 @@ def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
     ("2023", "July 2023", True),
     ("Tim", "Tim's record: 12 July 2023", True),
     ("4", "A: 4", True),
+    # A number is named whole: not inside a decimal or a thousands-separated number (TUNE
+    # ehr-clean-slot-w2 seed 3: "20.0" and "500.0" named the slip's "0", one claim planted for
+    # five questions).
+    ("0", "20.0", False),
+    ("0", "A: 0.5", False),
+    ("1", "1,400", False),
+    ("0", "it was 0.", True),
+    ("3", "1, 2, 3", True),
 ])
 def test_a_date_is_named_only_as_a_whole_date(claim, text, named):
     assert names(claim, text) is named
