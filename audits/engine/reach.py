@@ -121,13 +121,9 @@ from .expansion import answer_slot, outside_answers, write_bursts, written_at
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
+from .words import FUNCTION as _FUNCTION
 from .words import WORD, mentions, names, normalized, same_question, stated_question, tokens, word
 
-_FUNCTION = frozenset(
-    "a an the of in on at to for from by with and or but as is are was were be been being it its "
-    "this that these those which who whom whose what when where why how not no yes do does did "
-    "has have had will would can could should may might must there their they them he she his her "
-    "we our you your i me my so if then than about after before over under into out up down".split())
 # Words that open a sentence capitalised without being a name.
 _OPENERS = _FUNCTION | frozenset("notes note about according among asked someone remember when "
                                  "if writers several most many some people".split())

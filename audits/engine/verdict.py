@@ -494,8 +494,13 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         # session 74 written 200 days before two planted copies of session 419).
         st = (store or {}).get(m)
         if st and claim[m] and corrected_by is None:
+            # ...that states the same question, where both state one: honest records of two
+            # questions retrieved for one incident are no copies of each other (TUNE
+            # ehr-clean-slot-w2 fresh seed 50: a slip answering "the name of the output …" with
+            # the diagnoses of the store's record on "the name of the diagnosis …").
             copies = [p for p in members if p != m and claim[p] == claim[m]
-                      and (store or {}).get(p, {}).get("question") == st["question"]]
+                      and (store or {}).get(p, {}).get("question") == st["question"]
+                      and same_question(stated_question(rec), stated_question(mems[idx[p]]))]
             copies += [c for c in (outside or {}).get(m, []) if c not in copies and c in idx]
             copies = [c for c in copies if not apart(m, c)]
             answer = _norm(st.get("answer"))

@@ -13,6 +13,12 @@ from typing import Any
 # A word (letters and digits, joined by an apostrophe, a period or a hyphen) or one punctuation mark.
 WORD = re.compile(r"[^\W_]+(?:['’.\-][^\W_]+)*|[^\w\s]", re.UNICODE)
 _POSSESSIVE = re.compile(r"['’]s$")
+# Function words: what a question or a passage says nothing particular with.
+FUNCTION = frozenset(
+    "a an the of in on at to for from by with and or but as is are was were be been being it its "
+    "this that these those which who whom whose what when where why how not no yes do does did "
+    "has have had will would can could should may might must there their they them he she his her "
+    "we our you your i me my so if then than about after before over under into out up down".split())
 
 
 def word(w: str) -> str:
@@ -86,7 +92,8 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     whatever words they share, and so are two each naming an occasion the other does not
     (`_occasions`: "his fourth tournament", "his first tournament"), or one naming an occasion
     and the other none of it ("… total hospital cost of patient X until 2103?" is not "… total
-    hospital cost of patient X?"). What follows a question's
+    hospital cost of patient X?"), and two each asking about two things the other does not ("… the
+    adoption meeting?", "… the LGBTQ conference?"; a paraphrase swaps one word). What follows a question's
     last question mark is the asker's aside ("… with Anna? I'm trying to remember from their
     chats."), no part of it. A record that states no question (a plain passage) is judged by its
     cosine alone."""
@@ -104,6 +111,9 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return False
     oa, ob = _occasions(pa), _occasions(pb)
     if (oa - ob and ob - oa) or (oa | ob and not oa & ob):
+        return False
+    ca, cb = _asked_words(pa) - FUNCTION, _asked_words(pb) - FUNCTION
+    if len(ca - cb) >= 2 and len(cb - ca) >= 2:
         return False
     if jaccard(a, b) >= bar:
         return True

@@ -270,8 +270,10 @@ def test_a_record_written_apart_from_its_planted_copies_is_no_copy_of_theirs(has
     assert v["p1"].verdict == POISON_LIKE and any("planted copies" in r for r in v["p1"].reasons)
     assert v["p2"].verdict == POISON_LIKE
     assert v["honest"].verdict == HONEST_ERROR, v["honest"].reasons
-    # Where the store records neither source nor time, nothing says they were written apart.
-    bare = [MemoryRecord(m.id, m.text, {k: x for k, x in m.metadata.items() if k in ("query", "answer")})
+    # Where the store records neither source nor time, nothing says they were written apart (the
+    # honest record asking the very question: its keyword note asks another, no copy's).
+    bare = [MemoryRecord(m.id, m.text, {k: (q if m.id == "honest" and k == "query" else x)
+                                        for k, x in m.metadata.items() if k in ("query", "answer")})
             for m in mems]
     v = judge(["p1", "p2", "honest"], _retriever(bare, hashing_embedder), store=store)
     assert v["honest"].verdict == POISON_LIKE
