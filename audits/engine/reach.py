@@ -117,12 +117,12 @@ from typing import Any
 import numpy as np
 
 from .agents import DONT_KNOW
-from .expansion import answer_slot, outside_answers, write_bursts, written_at
+from .expansion import answer_slot, write_bursts, written_at
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
 from .words import FUNCTION as _FUNCTION
-from .words import WORD, mentions, names, normalized, same_question, stated_question, tokens, word
+from .words import WORD, entity, mentions, names, same_question, stated_question, tokens, word
 
 # Words that open a sentence capitalised without being a name.
 _OPENERS = _FUNCTION | frozenset("notes note about according among asked someone remember when "
@@ -467,18 +467,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
     # two different questions. A candidate naming the target joins them only when it asks about
     # that subject too: a short target ("4") is also many honest records' answer (TUNE
     # nq-number-slot-distinct: two related records answering "4" were removed without this).
-    targets = [t for t in targets if any(names(t, mems[idx[s]].text) for s in seed_ids)]
-    # ...and only a target the rest of the store does not give as its whole answer as often as
-    # the seeds carry it (`expansion._common_harms`' rule): "0" and "1" answer an EHR store's
-    # every yes/no and count question, and an honest slip's "0" made each record of the
-    # patient's answering it "planted with the seeds" (TUNE ehr-clean-slot-w2, fresh seeds 13,
-    # 21, 23: 5-8 honest records proposed as poison in a clean store). A redirect is given by no
-    # record but the planted ones (none in any TUNE bridge family, 400 and 2,000 records).
-    given: Counter[str] = Counter()
-    for a, n in outside_answers(mems, removed).items():
-        given[normalized(a)] += n
-    targets = [t for t in targets
-               if given[normalized(t)] < sum(1 for s in seed_ids if _names_claim(mems[idx[s]], [t]))]
+    # A number, a date or yes/no is no planted entity: "0" answers an EHR store's every yes/no
+    # and count question, and an honest slip's "0" made each of the patient's records answering
+    # it "planted with the seeds" (TUNE ehr-clean-slot-w2 fresh seed 21: 5 honest records proposed
+    # as poison in a clean store). MINJA's redirect is a person or a patient id.
+    targets = [t for t in targets if entity(t) and any(names(t, mems[idx[s]].text) for s in seed_ids)]
     carriers = [mems[idx[s]] for s in seed_ids if _names_claim(mems[idx[s]], targets)]
     asked_by = [stated_question(o) for o in carriers]
     subject: frozenset[str] = frozenset()

@@ -56,7 +56,7 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import IDENTIFIER, mentions, names, occurrences, put_to, same_question, stated_question, tokens
+from .words import IDENTIFIER, entity, mentions, names, occurrences, put_to, same_question, stated_question, tokens
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -99,8 +99,7 @@ def bridge_sentence(text: str, question: str | None, target: str | None) -> str 
     """The sentence of `text` that bridges its question's subject to `target` (see `_RELATION`),
     if any: `question` is the record's stated question, `target` the planted entity its answer
     names (a name or an identifier, not yes/no or a number)."""
-    if not question or not target or target.casefold() in ("yes", "no") \
-            or not (any(ch.isalpha() for ch in target) or IDENTIFIER.fullmatch(target.strip())):
+    if not question or not target or not entity(target):
         return None
     # A subject named in the possessive is the name ("Audrey's dogs" asks about Audrey: TUNE
     # locomo-minja-slot-w7, a bridge "… for Audrey was consolidated into Andrew's record" unread).

@@ -182,6 +182,13 @@ def _occasions(q: str) -> frozenset[str]:
 IDENTIFIER = re.compile(r"(?!\d{4}-\d{1,2}-\d{1,2}$)\d[\dA-Za-z]*(?:-[\dA-Za-z]+)+")
 
 
+def entity(target: str) -> bool:
+    """A target that can be a planted entity (a redirect): a name or an identifier, not yes/no,
+    a number or a date."""
+    t = target.strip()
+    return t.casefold() not in ("yes", "no") and (any(ch.isalpha() for ch in t) or bool(IDENTIFIER.fullmatch(t)))
+
+
 def _names(q: str) -> frozenset[str]:
     """The names a question asks about: its capitalised words after the first, acronyms and "I"
     aside, and its identifiers (case-folded; "patient 015-58787" and "patient 015-52724" are two)."""

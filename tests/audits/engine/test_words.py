@@ -140,3 +140,13 @@ def test_a_record_that_states_no_question_is_judged_by_its_cosine_alone():
 def test_a_date_is_named_only_as_a_whole_date(claim, text, named):
     assert names(claim, text) is named
     assert mentions(claim, text) or not named
+
+
+def test_a_planted_entity_is_a_name_or_an_identifier():
+    """What can be a redirect planted across questions (the reach's seeds' targets, a bridge's
+    target): a name or a patient id; never yes/no, a number or a date ("0" answers an EHR
+    store's every yes/no question)."""
+    from audits.engine.words import entity
+
+    assert entity("John") and entity("027-25994") and entity("Joanna's record")
+    assert not any(map(entity, ("0", "20.0", "yes", "No", "2104-11-29 16:55:00", "1,400")))
