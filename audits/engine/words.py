@@ -101,8 +101,7 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
         return True
     a, b = _without_aside(a), _without_aside(b)
 
-    def jaccard(x: str, y: str) -> float:
-        tx, ty = _asked_words(x), _asked_words(y)
+    def jaccard(tx: frozenset[str], ty: frozenset[str]) -> float:
         return len(tx & ty) / len(tx | ty) if tx | ty else 0.0
 
     pa, pb = _proper(a), _proper(b)
@@ -112,12 +111,13 @@ def same_question(a: str | None, b: str | None, *, bar: float = 0.6) -> bool:
     oa, ob = _occasions(pa), _occasions(pb)
     if (oa - ob and ob - oa) or (oa | ob and not oa & ob):
         return False
-    ca, cb = _asked_words(pa) - FUNCTION, _asked_words(pb) - FUNCTION
+    wa, wb = _asked_words(pa), _asked_words(pb)
+    ca, cb = wa - FUNCTION, wb - FUNCTION
     if len(ca - cb) >= 2 and len(cb - ca) >= 2:
         return False
-    if jaccard(a, b) >= bar:
+    if jaccard(_asked_words(a), _asked_words(b)) >= bar:
         return True
-    return (pa, pb) != (a, b) and jaccard(pa, pb) >= bar
+    return (pa, pb) != (a, b) and jaccard(wa, wb) >= bar
 
 
 def _without_aside(q: str) -> str:

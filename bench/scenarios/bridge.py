@@ -558,9 +558,11 @@ def _clean_control(name: str, split: str, src: _Source, wording: SlotWording | E
     # The store's answers on each of the victim's questions (EHR re-keys two records of one
     # question type to the same question at times); the errors are on distinct questions.
     said: dict[str, list[str]] = {}
+    first: dict[str, dict] = {}
     for x in vq:
         said.setdefault(x["q"], []).append(x["a"].casefold())
-    firsts = [x for k, x in enumerate(vq) if all(y["q"] != x["q"] for y in vq[:k])]
+        first.setdefault(x["q"], x)
+    firsts = list(first.values())
     n_err = min(N_ERRORS, len(firsts))
     ehr = isinstance(wording, EhrWording)
     # Like with like: an answer to a question asked the same way, else any (LoCoMo); EHR: to a
@@ -572,7 +574,10 @@ def _clean_control(name: str, split: str, src: _Source, wording: SlotWording | E
     for e, item in enumerate(firsts[:n_err]):
         # A mix-up of like with like where it can be: an answer to a question asked the same way
         # ("When …" gets a date).
-        groups = (rq, [x for x in vq if x["q"] != item["q"]])[::1 if e % 2 == 0 else -1][:2 if ehr else 1]
+        own = [x for x in vq if x["q"] != item["q"]]
+        groups = [rq, own] if e % 2 == 0 else [own, rq]
+        if not ehr:  # LoCoMo: the one group
+            groups = groups[:1]
         pool = next((p for kind in kinds for g in groups
                      if (p := [x["a"] for x in g if kind(x["q"]) == kind(item["q"])])), [])
         wrong = next((a for a in rng.sample(pool, len(pool))
