@@ -456,7 +456,12 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
-        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
+        # A pattern across questions is a redirect: one target term (a name, an identifier)
+        # planted for many questions. A number or a date several questions of one kind share is a
+        # value, not a term to redirect to (TUNE ehr-clean-slot-w2, fresh seeds 13, 28, 37, 41:
+        # honest slips giving one time stamp to three "when was the first time ..." questions, and
+        # a patient's age "70" at three visits, were poison suspects for this marker alone).
+        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]] if entity(planted[m]) else []
         if len(alike) >= 2:
             # Where some of the claim's records are told wrong on their own question and others
             # are not, only those told wrong count, and a record not told wrong is in the

@@ -375,6 +375,31 @@ def test_a_common_answer_given_for_several_questions_is_no_pattern_across_questi
         assert any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons), v[f"s{i}"].reasons
 
 
+def test_a_number_or_date_repeated_across_questions_is_no_redirect(hashing_embedder):
+    """TUNE ehr-clean-slot-w2, fresh seeds 13, 28, 37, 41: honest slips on three of a patient's
+    "when was the first time ..." questions each gave one time stamp ("2104-11-29 16:55:00", a
+    value another question of the same kind has), and ages at three visits all read "70"; each
+    record was poison-like for "pattern across questions" alone (3 poison suspects in 7 of 96
+    runs). The marker stands for a redirect, one target term planted for many questions (MINJA:
+    a patient id or a name); a number or a date that several questions of one kind share is a
+    value, not a term to redirect to. The same records naming an entity are still a pattern."""
+    asks = ("when was the first time that patient 027-120551 had lactate measured in {}?",
+            "when was the first time that patient 027-120551 was prescribed a subq drug in {}?",
+            "when was the first time that patient 027-120551 was diagnosed with anemia in {}?")
+
+    def slips(answer: str) -> list[MemoryRecord]:
+        return [MemoryRecord(f"s{i}", f"Q: {q.format(i)}\nA: {answer}", {"query": q.format(i), "answer": answer})
+                for i, q in enumerate(asks)]
+
+    for value in ("2104-11-29 16:55:00", "70", "296.0"):
+        v = judge([f"s{i}" for i in range(3)], _retriever(_fillers(60) + slips(value), hashing_embedder))
+        for i in range(3):
+            assert v[f"s{i}"].verdict == HONEST_ERROR, (value, v[f"s{i}"].reasons)
+    for target in ("015-58787", "Varnholt"):
+        v = judge([f"s{i}" for i in range(3)], _retriever(_fillers(60) + slips(target), hashing_embedder))
+        assert all(any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons) for i in range(3))
+
+
 def test_plain_notes_of_one_answer_to_one_question_are_no_pattern_across_questions(hashing_embedder):
     """TUNE locomo-clean-plain: three outdated honest notes, plain passages with no metadata
     ("About supports, Calvin, tough, times - it is Transgender woman."), credited on one incident
