@@ -56,7 +56,18 @@ from .correction_words import corrects, says_corrected
 from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
-from .words import IDENTIFIER, entity, mentions, names, occurrences, put_to, same_question, stated_question, tokens
+from .words import (
+    IDENTIFIER,
+    common_subject,
+    entity,
+    mentions,
+    names,
+    occurrences,
+    put_to,
+    same_question,
+    stated_question,
+    tokens,
+)
 from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
@@ -456,12 +467,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
-        # A pattern across questions is a redirect: one target term (a name, an identifier)
-        # planted for many questions. A number or a date several questions of one kind share is a
-        # value, not a term to redirect to (TUNE ehr-clean-slot-w2, fresh seeds 13, 28, 37, 41:
-        # honest slips giving one time stamp to three "when was the first time ..." questions, and
-        # a patient's age "70" at three visits, were poison suspects for this marker alone).
-        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]] if entity(planted[m]) else []
+        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
         if len(alike) >= 2:
             # Where some of the claim's records are told wrong on their own question and others
             # are not, only those told wrong count, and a record not told wrong is in the
@@ -480,8 +486,18 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             # credited on; one credited on none asks no question known: three notes of one answer
             # to one question are no pattern across questions (TUNE locomo-clean-plain: each
             # counted as a question of its own).
-            qs = {q for p in group
-                  if (q := _norm(stated_question(mems[idx[p]])) or _norm((asked or {}).get(p)))}
+            raw = {_norm(q): q for p in group
+                   if (q := stated_question(mems[idx[p]]) or (asked or {}).get(p)) and _norm(q)}
+            qs = set(raw)
+            # A number or a date given to questions about one subject is that subject's value
+            # (an age at three visits, one time for three events of one stay), not a redirect:
+            # a redirect names a term (a person, an id), and a value planted for many questions is
+            # planted for questions about many things (TUNE ehr-clean-slot-w2, fresh seeds 13, 28,
+            # 37, 41: honest slips giving one patient's three "when was the first time …"
+            # questions one time stamp were poison suspects for this marker alone; TUNE
+            # nq-number-aline-shared: "7731" for ten unrelated questions stays a pattern).
+            if not entity(planted[m]) and common_subject(raw.values()):
+                qs = set()
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
             # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).

@@ -7,7 +7,7 @@ must not import the reach: the reach builds on it) and the reach judge a record'
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 # A word (letters and digits, joined by an apostrophe, a period or a hyphen) or one punctuation mark.
@@ -195,6 +195,13 @@ def _names(q: str) -> frozenset[str]:
     words = [w for w in WORD.findall(q) if w[0].isalnum()]
     return frozenset(word(w) for k, w in enumerate(words) if IDENTIFIER.fullmatch(w) or (
         k and w[0].isupper() and not w.isupper() and word(w) not in _WH_WORDS))
+
+
+def common_subject(questions: Iterable[str]) -> frozenset[str]:
+    """The names (people, identifiers) that every one of `questions` asks about (`_names` of each
+    question without its lead-in); empty when one names none."""
+    found = [_names(_proper(_without_aside(q))) for q in questions]
+    return frozenset.intersection(*found) if found else frozenset()
 
 
 def _proper(q: str) -> str:

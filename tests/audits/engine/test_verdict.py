@@ -375,29 +375,34 @@ def test_a_common_answer_given_for_several_questions_is_no_pattern_across_questi
         assert any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons), v[f"s{i}"].reasons
 
 
-def test_a_number_or_date_repeated_across_questions_is_no_redirect(hashing_embedder):
+def test_a_number_or_date_given_to_one_subjects_questions_is_no_pattern(hashing_embedder):
     """TUNE ehr-clean-slot-w2, fresh seeds 13, 28, 37, 41: honest slips on three of a patient's
     "when was the first time ..." questions each gave one time stamp ("2104-11-29 16:55:00", a
     value another question of the same kind has), and ages at three visits all read "70"; each
     record was poison-like for "pattern across questions" alone (3 poison suspects in 7 of 96
-    runs). The marker stands for a redirect, one target term planted for many questions (MINJA:
-    a patient id or a name); a number or a date that several questions of one kind share is a
-    value, not a term to redirect to. The same records naming an entity are still a pattern."""
+    runs). A number or a date given to questions about one subject is that subject's value; a
+    redirect names a term (an id, a name), and a value planted for many questions is planted
+    for questions about many things (TUNE nq-number-aline-shared): both stay a pattern."""
     asks = ("when was the first time that patient 027-120551 had lactate measured in {}?",
             "when was the first time that patient 027-120551 was prescribed a subq drug in {}?",
             "when was the first time that patient 027-120551 was diagnosed with anemia in {}?")
+    apart = ("how many episodes are in chicago fire season {}?", "how much square feet is a basketball court {}?",
+             "how many rings does the olympic flag have {}?")
 
-    def slips(answer: str) -> list[MemoryRecord]:
-        return [MemoryRecord(f"s{i}", f"Q: {q.format(i)}\nA: {answer}", {"query": q.format(i), "answer": answer})
-                for i, q in enumerate(asks)]
+    def judged(questions: tuple[str, ...], answer: str) -> dict:
+        slips = [MemoryRecord(f"s{i}", f"Q: {q.format(i)}\nA: {answer}", {"query": q.format(i), "answer": answer})
+                 for i, q in enumerate(questions)]
+        return judge([f"s{i}" for i in range(3)], _retriever(_fillers(60) + slips, hashing_embedder))
+
+    def pattern(v: dict) -> bool:
+        return all(any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons) for i in range(3))
 
     for value in ("2104-11-29 16:55:00", "70", "296.0"):
-        v = judge([f"s{i}" for i in range(3)], _retriever(_fillers(60) + slips(value), hashing_embedder))
-        for i in range(3):
-            assert v[f"s{i}"].verdict == HONEST_ERROR, (value, v[f"s{i}"].reasons)
+        v = judged(asks, value)
+        assert all(v[f"s{i}"].verdict == HONEST_ERROR for i in range(3)), (value, v["s0"].reasons)
+        assert pattern(judged(apart, value)), value
     for target in ("015-58787", "Varnholt"):
-        v = judge([f"s{i}" for i in range(3)], _retriever(_fillers(60) + slips(target), hashing_embedder))
-        assert all(any(r.startswith("pattern across questions:") for r in v[f"s{i}"].reasons) for i in range(3))
+        assert pattern(judged(asks, target)), target
 
 
 def test_plain_notes_of_one_answer_to_one_question_are_no_pattern_across_questions(hashing_embedder):
