@@ -513,10 +513,22 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                         break
             near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
             ranked = sorted(near, key=lambda c: -max(near[c].values()))[:max_candidates]
-            for mid in ranked:
+            # ...or, whatever its shape, one that stands against the store: the store's own
+            # records on its question answer otherwise (`_stands_against`), for a harm target the
+            # rest of the store does not give as often as these carry it (`_common_harms`). A
+            # planted answer worded as the store's own records ("Q: <q> A: 7731") is nearer the
+            # seeds than no clean record (TUNE nq-number-aline-shared: one number planted for every
+            # target, R 0.71 from 5 observed, 0.14 from one); the store's only record on a
+            # question whose true answer is that value stands against nothing.
+            rest = {mid: ev for mid, ev in carriers.items() if mid not in near}
+            common = _common_harms(rest, in_batch | set(carriers), retriever) if rest else set()
+            against = [mid for mid, ev in rest.items() if ev.harm.config_hash() not in common and _stands_against(
+                mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev, in_batch | set(carriers),
+                retriever, replayer.top_k, support_cos)]
+            for mid in [*ranked, *against][:max_candidates]:
                 cands[mid] = carriers[mid]
                 res.agreement[mid] = 1.0
-                res.affinity[mid] = near[mid]
+                res.affinity[mid] = near.get(mid, {"stands_against": 1.0})
                 reached.add(mid)
             # 2c. write-time reach: records written in the seeds' burst (when no clean reference
             # record was), whatever they answer; each is tested against its own answer slot. Its

@@ -145,6 +145,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # TUNE twin of locomo-minja-bridge (``bridge.py``), written after that HOLDOUT's first run:
     # the same recipe on EHRAgent records, in its own wording.
     Family("ehr-minja-bridge", TUNE, "ehr", "any", "aline", "bridge", ()),
+    # TUNE (2026-12-06, written before any run on it): one number planted for every target in the
+    # aline layout (no time, no source), so that a verdict rule on numbers planted across
+    # questions is checked on a TUNE family, not on nq-number-aline (HOLDOUT); its own phrasings
+    # and no cosine spread.
+    Family("nq-number-aline-shared", TUNE, "nq", "number", "aline", "shared", (0, 1)),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
