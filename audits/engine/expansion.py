@@ -34,7 +34,11 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    feature: embedding cosine, lexical (token Jaccard), provenance (`metadata.source` of a
    seed, rare in the store) or write time (`metadata.written_at` inside a burst of the store's
    write times that holds two seeds, or the one seed when only one is timed: `write_bursts`). The cut is the reference sample's own
-   maximum, so it is set per store, not a constant. A record on the question of an event with
+   maximum, so it is set per store, not a constant. Whatever its shape, a record meeting the
+   harm is a candidate too where it stands against the store (the store's own records on its
+   question answer otherwise: `_stands_against`) and the harm's target is no common answer
+   (`_common_harms`): a planted answer worded as the store's own records is nearer the seeds
+   than no clean record. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
    Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it
    still has to earn causal credit below before it joins, and, when it has no answer slot (its
