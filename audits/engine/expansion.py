@@ -35,8 +35,8 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    seed, rare in the store) or write time (`metadata.written_at` inside a burst of the store's
    write times that holds two seeds, or the one seed when only one is timed: `write_bursts`). The cut is the reference sample's own
    maximum, so it is set per store, not a constant. Whatever its shape, a record meeting the
-   harm is a candidate too where it stands against the store (the store's own records on its
-   question answer otherwise: `_stands_against`) and the harm's target is no common answer
+   harm is a candidate too where it states a question and stands against the store there (the
+   store's own records on it answer otherwise: `_stands_against`) and the harm's target is no common answer
    (`_common_harms`): a planted answer worded as the store's own records is nearer the seeds
    than no clean record. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
@@ -517,14 +517,17 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                         break
             near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
             ranked = sorted(near, key=lambda c: -max(near[c].values()))[:max_candidates]
-            # ...or, whatever its shape, one that stands against the store: the store's own
-            # records on its question answer otherwise (`_stands_against`), for a harm target the
+            # ...or, whatever its shape, one that states a question and stands against the store
+            # there: the store's own records on its question answer otherwise (`_stands_against`), for a harm target the
             # rest of the store does not give as often as these carry it (`_common_harms`). A
             # planted answer worded as the store's own records ("Q: <q> A: 7731") is nearer the
             # seeds than no clean record (TUNE nq-number-aline-shared: one number planted for every
             # target, R 0.71 from 5 observed, 0.14 from one); the store's only record on a
             # question whose true answer is that value stands against nothing.
-            rest = {mid: ev for mid, ev in carriers.items() if mid not in near}
+            # A record that states no question (a chat turn naming the target in passing: "See you
+            # John, bye!") stands against nothing (TUNE locomo-minja-slot: such turns joined).
+            rest = {mid: ev for mid, ev in carriers.items()
+                    if mid not in near and stated_question(mems[retriever.index[mid]])}
             common = _common_harms(rest, in_batch | set(carriers), retriever) if rest else set()
             against = [mid for mid, ev in rest.items() if ev.harm.config_hash() not in common and _stands_against(
                 mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev, in_batch | set(carriers),
