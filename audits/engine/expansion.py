@@ -518,20 +518,28 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             near = seed_affinity(seed_ids, list(carriers), retriever, exclude=in_batch)
             ranked = sorted(near, key=lambda c: -max(near[c].values()))[:max_candidates]
             # ...or, whatever its shape, one that states a question and stands against the store
-            # there: the store's own records on its question answer otherwise (`_stands_against`), for a harm target the
-            # rest of the store does not give as often as these carry it (`_common_harms`). A
-            # planted answer worded as the store's own records ("Q: <q> A: 7731") is nearer the
+            # there: the store's own records on its question answer otherwise (`_stands_against`).
+            # A planted answer worded as the store's own records ("Q: <q> A: 7731") is nearer the
             # seeds than no clean record (TUNE nq-number-aline-shared: one number planted for every
             # target, R 0.71 from 5 observed, 0.14 from one); the store's only record on a
-            # question whose true answer is that value stands against nothing.
+            # question whose true answer is that value stands against nothing. Only for a target
+            # given against the store by at least two records, and by at least half the records
+            # that give it on a question of their own: where most give it rightly it is a common
+            # answer, and the few against are where the store contradicts itself (TUNE
+            # ehr-clean-slot-w2: an honest slip's "1" drew records of the patient's yes/no
+            # questions the re-keyed store answers both ways; its "946.53…" the one record it was
+            # copied from, on a question the store's records word otherwise).
             # A record that states no question (a chat turn naming the target in passing: "See you
             # John, bye!") stands against nothing (TUNE locomo-minja-slot: such turns joined).
             rest = {mid: ev for mid, ev in carriers.items()
                     if mid not in near and stated_question(mems[retriever.index[mid]])}
-            common = _common_harms(rest, in_batch | set(carriers), retriever) if rest else set()
-            against = [mid for mid, ev in rest.items() if ev.harm.config_hash() not in common and _stands_against(
-                mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev, in_batch | set(carriers),
-                retriever, replayer.top_k, support_cos)]
+            stands = {mid: _stands_against(mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev,
+                                           in_batch | set(carriers), retriever, replayer.top_k, support_cos)
+                      for mid, ev in rest.items()}
+            given = Counter(ev.harm.config_hash() for ev in rest.values())
+            against_n = Counter(ev.harm.config_hash() for mid, ev in rest.items() if stands[mid])
+            against = [mid for mid, ev in rest.items() if stands[mid] and against_n[ev.harm.config_hash()] >= 2
+                       and 2 * against_n[ev.harm.config_hash()] >= given[ev.harm.config_hash()]]
             for mid in [*ranked, *against][:max_candidates]:
                 cands[mid] = carriers[mid]
                 res.agreement[mid] = 1.0
