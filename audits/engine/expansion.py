@@ -36,7 +36,8 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    write times that holds two seeds, or the one seed when only one is timed: `write_bursts`). The cut is the reference sample's own
    maximum, so it is set per store, not a constant. Whatever its shape, a record meeting the
    harm is a candidate too where it states a question and stands against the store there (the
-   store's own records on it answer otherwise: `_stands_against`) and the harm's target is no common answer
+   store's own records on it answer otherwise: `_stands_against`), for a target that is a value
+   (a named one planted across questions is the format-free reach's, `reach.py`) and the harm's target is no common answer
    (`_common_harms`): a planted answer worded as the store's own records is nearer the seeds
    than no clean record. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
@@ -76,7 +77,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import mentions, normalized, same_question, stated_question, whole_claims
+from .words import entity, mentions, normalized, same_question, stated_question, whole_claims
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -531,8 +532,13 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             # copied from, on a question the store's records word otherwise).
             # A record that states no question (a chat turn naming the target in passing: "See you
             # John, bye!") stands against nothing (TUNE locomo-minja-slot: such turns joined).
+            # A named target (a person, an id) planted across questions is the format-free reach's
+            # (`reach.py`: MINJA's redirect, tested on questions about one subject, at a fraction
+            # of the agent calls: TUNE ehr-minja-bridge ρ 0.5, 61 such carriers replayed here took
+            # an audit from 391 to 595 calls); a value is this step's.
             rest = {mid: ev for mid, ev in carriers.items()
-                    if mid not in near and stated_question(mems[retriever.index[mid]])}
+                    if mid not in near and stated_question(mems[retriever.index[mid]])
+                    and not entity(str(getattr(ev.harm, "target", "") or ""))}
             stands = {mid: _stands_against(mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev,
                                            in_batch | set(carriers), retriever, replayer.top_k, support_cos)
                       for mid, ev in rest.items()}
