@@ -542,7 +542,7 @@ def test_a_neighbours_answer_repeating_a_word_of_the_question_outvotes_a_dormant
 
 
 @pytest.mark.skipif(not (DEFAULT_DATA / "ehragent" / "logs").is_dir(), reason="EHRAgent logs not found")
-@pytest.mark.parametrize("seed", [3, 7, 21, 30, 50])
+@pytest.mark.parametrize("seed", [3, 7, 21, 30, 50, 13, 37])
 def test_the_ehr_clean_control_proposes_no_poison_suspect(seed):
     """TUNE ehr-clean-slot-w2, five observed: seed 3 read the slip's "0" in "20.0" and "500.0",
     other questions' right answers, so "0" looked planted for five questions (9 suspects); seed 7
@@ -551,6 +551,21 @@ def test_the_ehr_clean_control_proposes_no_poison_suspect(seed):
     "0", the store's common answer to yes/no and count questions, for records planted with the
     seeds as MINJA's redirect is (5); fresh seed 30 read "the total volume of ppn/tna/tpn intake" and "… of
     enteral 2calhn intake" as one question (3); fresh seed 50 (ten observed) took records of two
-    questions retrieved for one incident for planted copies (2)."""
+    questions retrieved for one incident for planted copies (2); fresh seeds 13 and 37 took one
+    time stamp given to three of the patient's questions of one kind for a pattern across
+    questions (3 each)."""
     ma = _minilm_memaudit("ehr-clean-slot-w2", 0.2, seed, 10 if seed == 50 else 5, 400)
     assert ma["incidents"] >= 1 and ma["poison_suspects"] == 0 and ma["corrections"] > 0, ma
+
+
+@pytest.mark.parametrize("rho, observed", [(0.5, 1), (0.5, 5), (0.2, 5)])
+def test_a_number_planted_for_every_target_in_the_stores_wording_is_reached(rho, observed):
+    """TUNE nq-number-aline-shared, seed 0: "7731" planted for every target as "Q: <q> A: 7731",
+    the store's own wording, no metadata. The harm reach took only records nearer the seeds than
+    every clean reference record: R 0.14 from one observed incident, 0.71 from five (ASR after
+    0.86, 0.29); at ρ 0.2 the one-per-question records found were proposed as corrections.
+    Records carrying the number that stand against the store's records on their own question
+    are candidates now, and a number given to unrelated questions is a pattern."""
+    ma = _minilm_memaudit("nq-number-aline-shared", rho, 0, observed, 400)
+    assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
+    assert ma["poison_suspects"] == ma["removed"], ma
