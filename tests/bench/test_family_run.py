@@ -563,7 +563,8 @@ def test_a_number_planted_for_every_target_in_the_stores_wording_is_reached(rho,
     """TUNE nq-number-aline-shared, seed 0: "7731" planted for every target as "Q: <q> A: 7731",
     the store's own wording, no metadata. The harm reach took only records nearer the seeds than
     every clean reference record: R 0.14 from one observed incident, 0.71 from five (ASR after
-    0.86, 0.29); at ρ 0.2 the one-per-question records found were proposed as corrections.
+    0.86, 0.29); with a first verdict rule that took the pattern marker from every number
+    (`e8c3981`), the records found at ρ 0.2 were proposed as corrections.
     Records carrying the number that stand against the store's records on their own question
     are candidates now, and a number given to unrelated questions is a pattern."""
     ma = _minilm_memaudit("nq-number-aline-shared", rho, 0, observed, 400)
