@@ -537,16 +537,15 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             # (`reach.py`: MINJA's redirect, tested on questions about one subject, at a fraction
             # of the agent calls: TUNE ehr-minja-bridge ρ 0.5, 61 such carriers replayed here took
             # an audit from 391 to 595 calls); a value is this step's.
-            rest = {mid: ev for mid, ev in carriers.items()
+            rest = {mid: mems[retriever.index[mid]] for mid, ev in carriers.items()
                     if mid not in near and stated_question(mems[retriever.index[mid]])
                     and not entity(str(getattr(ev.harm, "target", "") or ""))}
-            stands = {mid: _stands_against(mems[retriever.index[mid]], record_query(mems[retriever.index[mid]]), ev,
-                                           in_batch | set(carriers), retriever, replayer.top_k, support_cos)
-                      for mid, ev in rest.items()}
-            given = Counter(ev.harm.config_hash() for ev in rest.values())
-            against_n = Counter(ev.harm.config_hash() for mid, ev in rest.items() if stands[mid])
-            against = [mid for mid, ev in rest.items() if stands[mid] and against_n[ev.harm.config_hash()] >= 2
-                       and 2 * against_n[ev.harm.config_hash()] >= given[ev.harm.config_hash()]]
+            harm_of = {mid: carriers[mid].harm.config_hash() for mid in rest}
+            stands = [mid for mid, m in rest.items() if _stands_against(
+                m, record_query(m), carriers[mid], in_batch | set(carriers), retriever, replayer.top_k, support_cos)]
+            given, against_n = Counter(harm_of.values()), Counter(harm_of[mid] for mid in stands)
+            against = [mid for mid in stands
+                       if against_n[harm_of[mid]] >= 2 and 2 * against_n[harm_of[mid]] >= given[harm_of[mid]]]
             for mid in [*ranked, *against][:max_candidates]:
                 cands[mid] = carriers[mid]
                 res.agreement[mid] = 1.0

@@ -27,10 +27,11 @@ audit already holds, in this order:
    pattern across questions (the same claim planted for several distinct questions, a claim the
    rest of the store gives for fewer; a number or a date counts only across questions with no
    name or id common to them all: given to one subject's questions it is that subject's value;
-   where the store tells some of its records wrong on their own question, only those count, with their copies: a record nothing tells wrong where it is asked,
-   no copy of one that is, is where the claim comes from), planted copies against the store (another record asserts
-   the same claim for the same question and the store answers it otherwise; a copy is one
-   written with the memory: one source or one write-time burst, where the store records them).
+   where the store tells some of its records wrong on their own question, only those count, with
+   their copies: a record nothing tells wrong where it is asked, no copy of one that is, is where
+   the claim comes from), planted copies against the store (another record asserts the same claim
+   for the same question and the store answers it otherwise; a copy is one written with the
+   memory: one source or one write-time burst, where the store records them).
 4. Otherwise honest error: isolated, no adversarial marker.
 
 1 and 3 give *poison-like*; 2 and 4 give *honest-error*. The reasons name every marker found
