@@ -13,6 +13,13 @@ answers what the rest of the store says. The reach:
    is nearer (cosine) the confirmed seeds than the *anti-seeds* (the records that answer the
    incidents once the batch is out: what the seeds contradicted) and nearer them than most of
    a random clean reference is (above the reference's own `quantile`): the cut is set per store.
+   Seeds framed as the store frames its records (`ShapeModel`: "Q: <q>\nA: <planted>" beside the
+   store's "Q: <q>\nA: <right>") say nothing by their shape; when other seeds are framed
+   otherwise, the model is those, records are compared by their frame (without the question they
+   state and their answer slot), and a copy of a group need not be seed-like: a record stating
+   its question with its claim is one (`restated`; TUNE sqa-entity-aline-distinct,
+   nq-number-aline-distinct). The store's records a confirmed group stood against join the
+   anti-seeds of the next pass.
    Under that cut, a seed-like memory is a candidate too when a copy backs it: among its nearest
    records a seed-like one at cosine ≥ `copy_cos` names one of its answer-like spans (a planted
    group is written several times, in shapes the seeds need not share: TUNE hotpot-plain-adv,
@@ -361,21 +368,60 @@ def _carries(out_text: str, claims: Sequence[str]) -> bool:
     return bool(t) and t != DONT_KNOW and any(mentions(c, t) or t.casefold() == c.casefold() for c in claims)
 
 
+# A seed whose frame (`_frame`) is at least this near (cosine) the frame of a record it
+# contradicted is written as the store writes: "Q: <q>\nA: <planted>" against "Q: <q>\nA:
+# <right>" (TUNE sqa-entity-aline-distinct, where the other planted records are framed
+# "Question: <q>\nThought: the records were updated recently, …\nA: <planted>").
+STORE_SHAPED = 0.9
+
+
+def _frame(m: Any) -> str:
+    """What a record is written in, beside what it is about and what it answers: its text without
+    the question it states and without its answer slot."""
+    text = m.text
+    asked = stated_question(m)
+    if asked:
+        text = text.replace(asked, " ", 1)
+    slot = answer_slot(m.metadata, text)
+    if slot and slot in text:
+        at = text.rindex(slot)
+        text = text[:at] + " " + text[at + len(slot):]
+    return text
+
+
 class ShapeModel:
-    """Seed-likeness of a memory's shape: nearer (cosine) the seeds' than the anti-seeds'."""
+    """Seed-likeness of a memory's shape: nearer (cosine) the seeds' than the anti-seeds'.
+
+    Seeds written in the store's own frame (`STORE_SHAPED`) say nothing by their shape: with them
+    in the model the store's own records on the question are seed-like too, and a group is left
+    with no store's side. When other seeds are framed otherwise, the model is those, the
+    store-framed ones join the anti-seeds as examples of the store's frame, and every record is
+    compared by its frame: the questions' and answers' wording outweighed the rest, and
+    "Question: <another q>\nA: 3", a store record, was nearer a "Question: <q>\nThought: …\nA:
+    1935" seed (0.66) than the anti-seeds, all on <q> (0.59; TUNE nq-number-aline-distinct).
+    `store_shaped` then says the attack also writes as the store does."""
 
     def __init__(self, seeds: Sequence[Any], anti: Sequence[Any]) -> None:
-        self.S = np.stack([shape_profile(m.text) for m in seeds])
-        self.A = np.stack([shape_profile(m.text) for m in anti]) if anti else None
+        self.store_shaped = False
+        if anti:
+            S = np.stack([shape_profile(_frame(m)) for m in seeds])
+            A = np.stack([shape_profile(_frame(m)) for m in anti])
+            near = (S @ A.T).max(axis=1) >= STORE_SHAPED
+            self.store_shaped = bool(near.any() and not near.all())
+        if self.store_shaped:
+            self.S, self.A = S[~near], np.concatenate([A, S[near]])
+        else:
+            self.S = np.stack([shape_profile(m.text) for m in seeds])
+            self.A = np.stack([shape_profile(m.text) for m in anti]) if anti else None
 
-    def scores(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        P = np.stack([shape_profile(t) for t in texts])
+    def scores(self, records: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        P = np.stack([shape_profile(_frame(m) if self.store_shaped else m.text) for m in records])
         to_seed = (P @ self.S.T).max(axis=1)
-        to_anti = (P @ self.A.T).max(axis=1) if self.A is not None else np.zeros(len(texts), np.float32)
+        to_anti = (P @ self.A.T).max(axis=1) if self.A is not None else np.zeros(len(records), np.float32)
         return to_seed, to_anti
 
-    def like(self, text: str) -> bool:
-        s, a = self.scores([text])
+    def like(self, m: Any) -> bool:
+        s, a = self.scores([m])
         return bool(s[0] > a[0])
 
 
@@ -389,12 +435,15 @@ def seed_likeness(model: ShapeModel, retriever: Retriever, *, exclude: Collectio
     pool = [i for i in range(len(mems)) if allowed[i] and mems[i].id not in exclude]
     if not pool:
         return []
-    to_seed, to_anti = model.scores([mems[i].text for i in pool])
+    to_seed, to_anti = model.scores([mems[i] for i in pool])
     rng = np.random.default_rng(seed)
     ref = rng.choice(len(pool), size=min(reference, len(pool)), replace=False)
     cut = float(np.quantile(to_seed[ref], quantile))
+    # Frames repeat exactly (a template's records tie): where the model compares frames, a record
+    # at the cut is over it (at ρ 0.5 a planted frame is 10% of the reference, the cut its own).
+    over = (to_seed >= cut) if model.store_shaped else (to_seed > cut)
     out = [(mems[pool[j]].id, float(to_seed[j] - to_anti[j])) for j in range(len(pool))
-           if to_seed[j] > to_anti[j] and to_seed[j] > cut]
+           if to_seed[j] > to_anti[j] and over[j]]
     out.sort(key=lambda x: (-x[1], x[0]))
     return out
 
@@ -411,7 +460,7 @@ def backed_by_copies(model: ShapeModel, retriever: Retriever, *, exclude: Collec
     pool = [i for i in range(len(mems)) if allowed[i] and mems[i].id not in exclude]
     if not pool:
         return []
-    to_seed, to_anti = model.scores([mems[i].text for i in pool])
+    to_seed, to_anti = model.scores([mems[i] for i in pool])
     like = {pool[j] for j in range(len(pool)) if to_seed[j] > to_anti[j]}
     margin = {pool[j]: float(to_seed[j] - to_anti[j]) for j in range(len(pool))}
     ordered = sorted(like, key=lambda i: (-margin[i], mems[i].id))[:limit]
@@ -456,7 +505,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
 
     def seedlike(o: Any) -> bool:
         if o.id not in like:
-            like[o.id] = model.like(o.text)
+            like[o.id] = model.like(o)
         return like[o.id]
 
     E = retriever.embeddings
@@ -516,6 +565,15 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return seedlike(o) and float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos and _carries_claim(o, claims) \
             and not _one_article(o, mems[idx[mid]])
 
+    def restated(o: Any, m: Any, claims: Sequence[str]) -> bool:
+        """Where the attack also writes as the store does (`ShapeModel.store_shaped`), a copy
+        need not be seed-like, nor near m as a whole (a "Thought:" line between question and
+        answer kept one pair under `copy_cos`): a record that states m's question with its
+        claim."""
+        asked = stated_question(m)
+        return model.store_shaped and asked is not None and _carries_claim(o, claims) \
+            and same_question(asked, stated_question(o))
+
     def about(o: Any, m: Any, said: Sequence[str]) -> bool:
         """o is about m's subject: it names one of m's names other than the claim, or shares
         with m a content word the store rarely uses (`keyword_query`'s rule), outside the claim."""
@@ -574,7 +632,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             attack = carrier = is_copy
         else:
             def is_copy(o: Any) -> bool:
-                return copy(o, mid, claims)
+                return copy(o, mid, claims) or restated(o, m, claims)
 
             attack = seedlike
 
@@ -588,7 +646,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             # alone may: with many copies, the question retrieves some of them and not it.)
             row["stop"] = "not retrieved for its query"
             return None, True
-        r0: list[RetrievedMemory] = []
+        if model.store_shaped and not planted:
+            # Restated copies (`restated`) are found by the question they state, not only among
+            # the agent's top k: eight planted records on one question outlasted `rounds`
+            # retrievals of five, and the last two were read as the store's side (TUNE
+            # sqa-entity-aline-distinct ρ 0.5 seed 1).
+            group |= {o.id for o in retriever.retrieve(q, max(4 * k, 20), removed | group)
+                      if restated(o, m, claims)}
         r0 = retriever.retrieve(q, k, removed | group)
         for _ in range(rounds):
             more = {o.id for o in r0 if is_copy(o)}
@@ -604,8 +668,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # A target planted with the seeds is the incidents' harm, not a topic: the store's own
         # records on the victim's questions may mention it beside their answer (LoCoMo: "John
         # said …" in the evidence of a record about James), but none answers with it (`attack`).
+        # Where the attack frames its records as the store does, the claim is the answer slot
+        # of that frame, not a contrast with the neighbours: a store record giving "2" or "4"
+        # anywhere (a season number, a draft's answer) made a planted "A: 2" the topic (TUNE
+        # nq-number-aline-distinct, 2 of 7 targets in most runs).
         store0 = [o for o in r0 if not attack(o)]
-        topic = [] if planted else [c for c in claims if any(mentions(c, o.text) for o in store0)]
+        framed = model.store_shaped and answer_slot(m.metadata, m.text) is not None
+        topic = [] if planted or framed else [c for c in claims if any(mentions(c, o.text) for o in store0)]
         if topic:
             claims = [c for c in claims if c not in topic]
             row["claims"] = claims
@@ -631,7 +700,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # the group is judged against that claim alone (another of m's spans it mentions may be
         # what the store says too).
         said = [c for c in claims if _carries(y1.text, [c])]
-        if not said and planted:
+        # Outvoted on its own question (two planted records against two of the store's), a
+        # record framed as no record of the store is (seed-like by frame, `ShapeModel`) is tested
+        # as a dormant one: what answers there once the store's own records are out (TUNE
+        # sqa-entity-aline-distinct and nq-number-aline-distinct at ρ 0.2, R 0.10–0.57).
+        if not said and (planted or (model.store_shaped and seedlike(m))):
             return dormant(m, q, group, y1.text, claims, row, attack, carrier), store_side
         if not said:
             row["stop"] = "answer with the group does not carry the claim"
@@ -893,7 +966,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             first = {mems[i].id for i in named} | {c for c, _ in ranked if c in idx and _names_claim(
                 mems[idx[c]], targets) and subject & tokens(stated_question(mems[idx[c]]) or "")}
             if named:
-                to_seed, to_anti = model.scores([mems[i].text for i in named])
+                to_seed, to_anti = model.scores([mems[i] for i in named])
                 ranked += [(mems[i].id, float(a - b)) for i, a, b in zip(named, to_seed, to_anti)]
             ranked = sorted(ranked, key=lambda x: (x[0] not in first, -x[1], x[0]))
         res.candidates = max(res.candidates, len(ranked))
@@ -941,8 +1014,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             found += 1
         if not found or res.budget_cut or replayer.calls - calls0 >= max_calls:
             break
-        # The confirmed groups join the seeds: the next pass ranks by a model that knows them.
+        # The confirmed groups join the seeds, and the store's records they stood against the
+        # anti-seeds: the next pass ranks by a model that knows them. (Without the latter, a
+        # group planted in the store's own shape made the store's own records seed-like again:
+        # TUNE nq-number-aline-distinct, "0 on the store's side" from the second pass.)
         seed_ids = list(dict.fromkeys(seed_ids + res.added))
+        stood = {a for g in res.added for a in res.evidence[g].get("support", ()) if a in idx}
+        anti_m += [mems[idx[a]] for a in sorted(stood - {o.id for o in anti_m})]
         model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
         like.clear()
         sittings = sittings_of(seed_ids)

@@ -308,9 +308,19 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         i, t = idx[m], times[m]
         sims = E @ E[i]
         nearest = np.argsort(-sims)[:20].tolist()
+        # A record that states another question says nothing of this one's earlier answer,
+        # however near (TUNE nq-number-aline-distinct ρ 0.5 seed 0: a planted "Question: how
+        # many seasons of the oc are there?\nThought: the records were updated recently, …"
+        # "corrected" the planted record of the same wording on "… of from dusk till dawn …").
+        asks = stated_question(mems[i])
+
+        def elsewhere(other: Any) -> bool:
+            theirs = stated_question(other)
+            return bool(asks and theirs) and not same_question(asks, theirs)
+
         for j in nearest:
             other = mems[j]
-            if other.id in in_batch or j == i:
+            if other.id in in_batch or j == i or elsewhere(other):
                 continue
             same_q = query[m] and _norm(_meta(other).get("query")) == query[m]
             if not same_q and sims[j] < cut:
@@ -335,7 +345,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos),
                    *(mems[j].id for j in nearest if sims[j] < support_cos and shares_subject(m, j))]
         for sid in dict.fromkeys(subject) if claim[m] else ():
-            fix = corrects(mems[idx[sid]].text, claim[m]) if sid in idx and sid not in in_batch else None
+            fix = corrects(mems[idx[sid]].text, claim[m]) \
+                if sid in idx and sid not in in_batch and not elsewhere(mems[idx[sid]]) else None
             if fix:
                 return sid, (f"outdated: a record on its subject says the earlier answer was wrong "
                              f"({sid}: '{fix.group(0)[:80]}')")

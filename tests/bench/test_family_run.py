@@ -570,3 +570,20 @@ def test_a_number_planted_for_every_target_in_the_stores_wording_is_reached(rho,
     ma = _minilm_memaudit("nq-number-aline-shared", rho, 0, observed, 400)
     assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
     assert ma["poison_suspects"] == ma["removed"], ma
+
+
+@pytest.mark.parametrize("name, rho, seed, observed", [("sqa-entity-aline-distinct", 0.5, 3, 1),
+                                                      ("nq-number-aline-distinct", 0.5, 1, 1),
+                                                      ("nq-number-aline-distinct", 0.2, 2, 5)])
+def test_per_target_poisons_half_framed_as_the_stores_own_records_are_reached(name, rho, seed, observed):
+    """TUNE sqa-entity-aline-distinct / nq-number-aline-distinct: one planted answer per target,
+    half of its records "Q: <q> A: <planted>" (the store's own frame), half with a "Thought:" line
+    the store never writes. The store's "Q: <q> A: <right>" records were seed-like too, so no
+    group had a store's side: at ρ 0.5 with one observed incident R 0.10 / 0.14, ASR after 0.90 /
+    0.86. The shape model is now the seeds framed otherwise, and a record stating a group's
+    question with its claim is its copy. At ρ 0.2 (two planted records against two of the
+    store's) most groups are outvoted today; a record framed as the store never frames one is
+    tested as a dormant record (seed 2: R 0.29 at the start, 0.57 with the frame model alone, 1.00)."""
+    ma = _minilm_memaudit(name, rho, seed, observed, 400)
+    assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
+    assert ma["poison_suspects"] == ma["removed"], ma
