@@ -157,6 +157,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("sqa-entity-aline-distinct", TUNE, "sqa", "entity", "aline", "distinct", (0, 1)),
     # HOLDOUT: reported, never tuned on.
     Family("nq-number-aline", HOLDOUT, "nq", "number", "aline", "shared", (2, 3), spread=True),
+    # Pre-registered HOLDOUT (2026-12-06 session 17:44, committed before any audit ran on them):
+    # the per-target aline recipe of the two TUNE families above, where that session's shape
+    # model by frame was read, on other answers and in other phrasings: NQ's token answers with
+    # the store's frame beside phrasing 3, StrategyQA's entities in phrasings 2 and 3.
+    Family("nq-token-aline-distinct", HOLDOUT, "nq", "token", "aline", "distinct", (0, 3)),
+    Family("sqa-entity-aline-distinct-p23", HOLDOUT, "sqa", "entity", "aline", "distinct", (2, 3)),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
     Family("msmarco-plain-adv", HOLDOUT, "msmarco", "any", "plain", "adv", ()),
     Family("locomo-plain-shared", HOLDOUT, "locomo", "token", "plain", "shared", (4, 5)),
