@@ -694,7 +694,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 reach_info = {"candidates": rr.candidates, "tested": rr.tested,
                               "added": rr.added if joined_reach is not None else [], "subject": rr.subject,
                               "agent_calls": rr.agent_calls, "trace": rr.trace, "budget_cut": rr.budget_cut,
-                              "tentative": tentative, "rejected": rr.rejected}
+                              "tentative": tentative, "rejected": rr.rejected, "framed": rr.framed}
             if joined_reach is not None:
                 batch, residual = joined_reach
                 rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],

@@ -354,6 +354,8 @@ class ReachResult:
     subject: list[str] = field(default_factory=list)
     agent_calls: int = 0
     budget_cut: bool = False  # the audit's call budget ran out mid-candidate: the reach stopped there
+    # The seeds were compared by frame (`ShapeModel.store_shaped`, `frame_stands_against`).
+    framed: bool = False
     # Confirmed but not added: the reach started from members not yet judged poison-like, and
     # what it found did not make them a pattern across questions (`audit.analyse`).
     rejected: list[str] = field(default_factory=list)
@@ -401,9 +403,9 @@ class ShapeModel:
     1935" seed (0.66) than the anti-seeds, all on <q> (0.59; TUNE nq-number-aline-distinct).
     `store_shaped` then says the attack also writes as the store does."""
 
-    def __init__(self, seeds: Sequence[Any], anti: Sequence[Any]) -> None:
+    def __init__(self, seeds: Sequence[Any], anti: Sequence[Any], *, by_frame: bool = True) -> None:
         self.store_shaped = False
-        if anti:
+        if anti and by_frame:
             S = np.stack([shape_profile(_frame(m)) for m in seeds])
             A = np.stack([shape_profile(_frame(m)) for m in anti])
             near = (S @ A.T).max(axis=1) >= STORE_SHAPED
@@ -423,6 +425,53 @@ class ShapeModel:
     def like(self, m: Any) -> bool:
         s, a = self.scores([m])
         return bool(s[0] > a[0])
+
+
+# The share of a frame's records that must stand against the store for it to be the attack's
+# (`frame_stands_against`). Set on TUNE: every record of the planted "Thought:" frame stands
+# against the store in sqa-entity-aline-distinct and nq-number-aline-distinct (1.00 in every run
+# read: ρ 0.2 and 0.5, 1 and 5 observed); in sqa-clean-honest at 60 targets, 25 observed and
+# 2,000 records, where every honest slip is written in the store's own variants ("Q: <q>?",
+# "… (from the reference)"), 0.60 and 0.23 (seed 2, two passes) and 0.48 (seed 5).
+FRAME_AGAINST = 0.8
+
+
+def frame_stands_against(model: ShapeModel, retriever: Retriever, *, exclude: Collection[str],
+                         sample: int = 40, min_tallied: int = 3) -> bool:
+    """Is the seeds' other frame the attack's (`ShapeModel.store_shaped`)? The records written in
+    it (within `STORE_SHAPED` of a seed's frame: a store's padding "Question: …\nThought: <facts>"
+    is near, not in it) outside the seeds must stand against the store on their own questions: for
+    at least `FRAME_AGAINST` of those that state a question with an answer slot (up to `sample`,
+    nearest first), a record stating that question, framed otherwise, gives another slot. (Not
+    its majority: the attack's copies in the store's frame may outnumber the store's records
+    there.) A frame the store's own records
+    are written in stands against it only where the store errs: honest slips judged poison-like for
+    their source, written "Q: <q> (from the reference)" and "Question: <q>", made it the model, and
+    33 honest records of the first wording were proposed as poison (TUNE sqa-clean-honest, 60
+    targets, seed 2; 0.60 of that frame's records stood against the store). At least
+    `min_tallied` must be read."""
+    mems = retriever.memories
+    allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
+    pool = [m for i, m in enumerate(mems) if allowed[i] and m.id not in exclude
+            and stated_question(m) and answer_slot(m.metadata, m.text)]
+    if not pool:
+        return False
+    to_seed, to_anti = model.scores(pool)
+    framed = [m for m, a, b in sorted(zip(pool, to_seed, to_anti), key=lambda x: (-x[1], x[0].id))
+              if a > b and a >= STORE_SHAPED]
+    tallied = against = 0
+    for m in framed[:sample]:
+        asked, slot = stated_question(m), answer_slot(m.metadata, m.text)
+        others = [o for o in retriever.retrieve(asked, 20, {m.id})
+                  if (oq := stated_question(o)) and same_question(asked, oq) and answer_slot(o.metadata, o.text)]
+        if others:
+            s_, a_ = model.scores(others)
+            others = [o for o, x, y in zip(others, s_, a_) if x <= y]
+        if not others:
+            continue
+        tallied += 1
+        against += any(answer_slot(o.metadata, o.text).casefold() != slot.casefold() for o in others)
+    return tallied >= min_tallied and against >= FRAME_AGAINST * tallied
 
 
 def seed_likeness(model: ShapeModel, retriever: Retriever, *, exclude: Collection[str],
@@ -497,8 +546,20 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         return res
     anti_m = [mems[idx[a]] for a in anti if a in idx]
     seed_ids = [s for s in seeds if s in idx]
-    model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
     removed = set(batch)
+
+    def shape_model() -> ShapeModel:
+        """The seeds' shape model, by frame only where their other frame is the attack's."""
+        seeds_m = [mems[idx[s]] for s in seed_ids]
+        mdl = ShapeModel(seeds_m, anti_m)
+        # Once the frame is the attack's it stays so: its records found, none is left to read.
+        if mdl.store_shaped and not res.framed and not frame_stands_against(
+                mdl, retriever, exclude=removed | set(seed_ids)):
+            mdl = ShapeModel(seeds_m, anti_m, by_frame=False)
+        res.framed = res.framed or mdl.store_shaped
+        return mdl
+
+    model = shape_model()
     calls0 = replayer.calls
     k = replayer.top_k
     like: dict[str, bool] = {}
@@ -1021,7 +1082,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         seed_ids = list(dict.fromkeys(seed_ids + res.added))
         stood = {a for g in res.added for a in res.evidence[g].get("support", ()) if a in idx}
         anti_m += [mems[idx[a]] for a in sorted(stood - {o.id for o in anti_m})]
-        model = ShapeModel([mems[idx[s]] for s in seed_ids], anti_m)
+        model = shape_model()
         like.clear()
         sittings = sittings_of(seed_ids)
     # A candidate tested before its sitting was known (the groups confirmed after it made the

