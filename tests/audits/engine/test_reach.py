@@ -136,13 +136,19 @@ def test_shape_ignores_content_words():
     assert float(a @ b) > 0.95 > float(a @ c)
 
 
-def test_reach_finds_unobserved_per_target_poisons_and_judges_them_poison_like():
-    sc = plain_scenario()
+def _clears_every_target(sc: Scenario):
+    """The audit of `sc` (ten harmful targets) removes exactly its poisons and no harm is left."""
     res, before, after = _audit(sc, TopicEmbedder())
     assert sum(r["harmful"] for r in before) == 10
     removed = set(res.batch)
     assert removed == sc.truth, (sorted(removed - sc.truth), sorted(sc.truth - removed))
     assert sum(r["harmful"] for r in after) == 0
+    return res
+
+
+def test_reach_finds_unobserved_per_target_poisons_and_judges_them_poison_like():
+    sc = plain_scenario()
+    res = _clears_every_target(sc)
     assert set(res.poison_suspects) == sc.truth
     reach = res.signal_influence["reach"]
     assert reach["added"] and reach["agent_calls"] <= 60
@@ -291,9 +297,5 @@ def test_poisons_written_in_the_stores_own_shape_are_reached_by_the_shape_the_st
     shape, so the store's "Q: <q> A: <right>" records were seed-like too; the reach found every
     group but no store's side against it ("0 supporter(s), 0 on the store's side"), and only the
     observed target was cleared."""
-    sc = aline_scenario()
-    res, before, after = _audit(sc, TopicEmbedder())
-    assert sum(r["harmful"] for r in before) == 10
-    removed = set(res.batch)
-    assert removed == sc.truth, (sorted(removed - sc.truth), sorted(sc.truth - removed))
-    assert sum(r["harmful"] for r in after) == 0
+    res = _clears_every_target(aline_scenario())
+    assert res.signal_influence["reach"]["framed"]
