@@ -444,12 +444,11 @@ def frame_stands_against(model: ShapeModel, retriever: Retriever, *, exclude: Co
     at least `FRAME_AGAINST` of those that state a question with an answer slot (up to `sample`,
     nearest first), a record stating that question, framed otherwise, gives another slot. (Not
     its majority: the attack's copies in the store's frame may outnumber the store's records
-    there.) A frame the store's own records
-    are written in stands against it only where the store errs: honest slips judged poison-like for
-    their source, written "Q: <q> (from the reference)" and "Question: <q>", made it the model, and
-    33 honest records of the first wording were proposed as poison (TUNE sqa-clean-honest, 60
-    targets, seed 2; 0.60 of that frame's records stood against the store). At least
-    `min_tallied` must be read."""
+    there.) A frame the store's own records are written in stands against it only where the store
+    errs: honest slips judged poison-like for their source, written "Q: <q> (from the reference)"
+    and "Question: <q>", made it the model, and 33 honest records of the first wording were
+    proposed as poison (TUNE sqa-clean-honest, 60 targets, seed 2; 0.60 of that frame's records
+    stood against the store). At least `min_tallied` must be read."""
     mems = retriever.memories
     allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
     pool = [m for i, m in enumerate(mems) if allowed[i] and m.id not in exclude
