@@ -15,7 +15,9 @@ answers what the rest of the store says. The reach:
    a random clean reference is (above the reference's own `quantile`): the cut is set per store.
    Seeds framed as the store frames its records (`ShapeModel`: "Q: <q>\nA: <planted>" beside the
    store's "Q: <q>\nA: <right>") say nothing by their shape; when other seeds are framed
-   otherwise, the model is those, records are compared by their frame (without the question they
+   otherwise, and nearly every record of that other frame stands against the store on its own
+   question (`frame_stands_against`: the store's own phrasings do not), the model is those,
+   records are compared by their frame (without the question they
    state and their answer slot), and a copy of a group need not be seed-like: a record stating
    its question with its claim is one (`restated`; TUNE sqa-entity-aline-distinct,
    nq-number-aline-distinct). The store's records a confirmed group stood against join the
