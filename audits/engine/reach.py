@@ -17,10 +17,9 @@ answers what the rest of the store says. The reach:
    store's "Q: <q>\nA: <right>") say nothing by their shape; when other seeds are framed
    otherwise, and nearly every record of that other frame stands against the store on its own
    question (`frame_stands_against`: the store's own phrasings do not), the model is those,
-   records are compared by their frame (without the question they
-   state and their answer slot), and a copy of a group need not be seed-like: a record stating
-   its question with its claim is one (`restated`; TUNE sqa-entity-aline-distinct,
-   nq-number-aline-distinct). The store's records a confirmed group stood against join the
+   records are compared by their frame (without the question they state and their answer
+   slot), and a copy of a group need not be seed-like: a record stating its question with its
+   claim is one (`restated`; TUNE sqa-entity-aline-distinct, nq-number-aline-distinct). The store's records a confirmed group stood against join the
    anti-seeds of the next pass.
    Under that cut, a seed-like memory is a candidate too when a copy backs it: among its nearest
    records a seed-like one at cosine ≥ `copy_cos` names one of its answer-like spans (a planted
