@@ -38,9 +38,9 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
    harm is a candidate too where it states a question and stands against the store there (the
    store's own records on it answer otherwise: `_stands_against`), for a target that is a value
    (a named one planted across questions is the format-free reach's, `reach.py`) given against
-   the store by at least two records and half of those giving it on a question of their own: a
-   planted answer worded as the store's own records is nearer the seeds than no clean record.
-   A record on the question of an event with
+   the store by at least two records, and by at least half of the records giving it on a question
+   of their own: a planted answer worded as the store's own records is nearer the seeds than no
+   clean record. A record on the question of an event with
    another harm is no carrier (a number planted for one question is another's right answer).
    Such a record's agreement is 1.0 (its content asserts what the seed's harm looks for); it
    still has to earn causal credit below before it joins, and, when it has no answer slot (its

@@ -150,9 +150,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # questions is checked on a TUNE family, not on nq-number-aline (HOLDOUT); its own phrasings
     # and no cosine spread.
     Family("nq-number-aline-shared", TUNE, "nq", "number", "aline", "shared", (0, 1)),
-    # TUNE (2026-12-06, read): one planted answer per target, in the aline layout and the store's
-    # own wording, no metadata, so nothing but their question links the targets' planted records:
-    # the reach misses most of the unobserved targets' (docs/benchmarks.md section 9).
+    # TUNE (2026-12-06, read): one planted answer per target, in the aline layout, half of its
+    # records in the store's own wording, no metadata, so nothing but their question links the
+    # targets' planted records; the reach's shape model by frame was read here (docs/benchmarks.md
+    # section 9).
     Family("nq-number-aline-distinct", TUNE, "nq", "number", "aline", "distinct", (0, 1)),
     Family("sqa-entity-aline-distinct", TUNE, "sqa", "entity", "aline", "distinct", (0, 1)),
     # HOLDOUT: reported, never tuned on.
