@@ -670,6 +670,11 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             seeds = [m for m in causal if m in claims and any(mentions(t, claims[m]) for t in targets)]
         if seeds and p.top_n is None and p.reach_candidates:
             anti = sorted({a for v in store.values() for a in v["support"]})
+            # Members judged no poison, in the batch only for standing, alone, against their own
+            # question's records (the expansion's dormant step): the reach may find those records
+            # planted (`format_free_reach`'s `standing`).
+            standing = [m for m in batch if m in first and first[m].verdict != POISON_LIKE
+                        and _standing_only(_per_event(ranked, m))]
             # The reach stops short of what its join (one residual) and the collateral check need;
             # out of calls mid-candidate, it keeps the groups it confirmed (`ReachResult.budget_cut`).
             def reach_held() -> Any:
@@ -677,7 +682,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     return format_free_reach(
                         batch, seeds, anti, retriever, replayer, max_candidates=p.reach_candidates,
                         min_support=p.reach_support, seed=p.seed, copy_cos=p.copy_cos,
-                        support_cos=p.support_cos, targets=targets, bridges=_bridges(retriever.memories))
+                        support_cos=p.support_cos, targets=targets, bridges=_bridges(retriever.memories),
+                        standing=standing)
             rr = budget.run("reach", reach_held, reserve=reserve)
             if rr is not None and rr.budget_cut:
                 budget.cut.append("reach")
@@ -699,6 +705,16 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                 batch, residual = joined_reach
                 rounds.append({"reach": True, "batch_size": len(batch), "harmful": residual["harmful"],
                                "added": sorted(rr.added), "tested": rr.tested})
+                # What they stood against is planted: they are the store's side of that question,
+                # and leave the batch where the incidents' harm stays out without them.
+                restored = sorted({s for m in rr.added for s in rr.evidence[m].get("restored", ())} & set(batch))
+                if restored:
+                    trial = [m for m in batch if m not in set(restored)]
+                    r = budget.run("reach", lambda: residual_harm(events, replayer, trial))
+                    if r is not None and _harmful_events(r) <= _harmful_events(residual):
+                        batch, residual = trial, r
+                        rounds.append({"restored": restored, "batch_size": len(batch),
+                                       "harmful": residual["harmful"]})
                 reach_ev = {m: {k: v for k, v in e.items() if k != "harm"} for m, e in rr.evidence.items()
                             if m in set(rr.added)}
                 for m, e in reach_ev.items():
@@ -830,6 +846,13 @@ def _copies(batch: Sequence[str], claims: Mapping[str, str], retriever: Retrieve
 
 def _per_event(ranked: Sequence[Suspect], mid: str) -> list[dict[str, Any]]:
     return next((s.per_event for s in ranked if s.id == mid), [])
+
+
+def _standing_only(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Was a member credited only by the expansion's dormant step (replayed alone, it met the
+    harm and stood against its question's records), with no incident's or derived event's credit?"""
+    credited = [e for e in rows if e.get("score", 0.0) > 0]
+    return bool(credited) and all(e.get("sufficiency") for e in credited)
 
 
 def _asked(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent]) -> dict[str, str]:

@@ -533,12 +533,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
           quantile: float = 0.9, seed: int = 0, max_group: int = 12, min_copies: int = 2,
           copy_cos: float = 0.7, support_cos: float = 0.4, passes: int = 3,
           max_calls: int = 300, targets: Sequence[str] = (),
-          bridges: Callable[[str, str | None], bool] | None = None) -> ReachResult:
+          bridges: Callable[[str, str | None], bool] | None = None,
+          standing: Collection[str] = ()) -> ReachResult:
     """Steps 1–5 of the module docstring, in up to `passes` passes (each confirmed group joins
     the seeds of the next: more seeds, a better shape model), while the agent calls stay under
     `max_calls`; the batch itself is not changed here. `targets`: the incidents' harm targets;
     a candidate whose claim names one that the seeds carry is planted with them (step 4).
-    `bridges(m, target)`: m states a bridge from its question's subject to `target`."""
+    `bridges(m, target)`: m states a bridge from its question's subject to `target`.
+    `standing`: batch members in the batch only for standing, alone, against the records of
+    their own question (the expansion's dormant step), judged no poison: where the group tested
+    is those records, they are its store's side (`verify`), and the evidence names them
+    (`restored`)."""
     states_bridge = bridges or (lambda _mid, _target: False)
     res = ReachResult()
     mems, idx = retriever.memories, retriever.index
@@ -748,14 +753,25 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if (len(group) < min_copies and not planted) or len(group) > max_group:
             row["stop"] = f"group of {len(group)}"
             return None, store_side
+        # A batch member there only for standing, alone, against this question's records
+        # (`standing`) stood against this group if against anything: the store's two "how many
+        # death stars …? A: 2" records, outvoted by eight planted "A: 4" records, were taken for
+        # another incident's harm "2", and the "4" group then had no store's side (TUNE
+        # nq-number-aline-distinct ρ 0.5, R 0.86). Here they are the store again.
+        asked = stated_question(m)
+        back = {s for s in standing if s in removed and s not in group and asked is not None
+                and same_question(asked, stated_question(mems[idx[s]]))
+                and not _carries_claim(mems[idx[s]], claims)}
+        kept = removed - back
         seen = {o.id for o in r1}
-        rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen]
+        rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen] \
+            + [mems[idx[s]] for s in sorted(back)]
         alts = []
         for o in rest:
             alts += claim_spans(o, [me], question)
         cands = list(dict.fromkeys(claims + alts))
-        _, y1 = replayer.replay(q, removed, cands)
-        _, y0 = replayer.replay(q, removed | group, cands)
+        _, y1 = replayer.replay(q, kept, cands)
+        _, y0 = replayer.replay(q, kept | group, cands)
         row.update({"with": y1.text, "without": y0.text})
         # The claim under test is the one the agent asserts with the group; the answer without
         # the group is judged against that claim alone (another of m's spans it mentions may be
@@ -778,8 +794,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
-        asked = stated_question(m)
-        wide = retriever.retrieve(q, max(4 * k, 20), removed | group)
+        wide = retriever.retrieve(q, max(4 * k, 20), kept | group)
         units = answer_units(y0.text, q)
         row["read"] = units
         # The store's side on that question: records about it, not seed-like, not asserting the
@@ -835,6 +850,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
               "after": y0.text, "support": support, "group": sorted(group),
               "harm": make_harm({"type": "contains", "target": target}),
               "retrieved": [o.id for o in r1]}
+        if back & set(support):
+            ev["restored"] = sorted(back & set(support))
         if not support and stated:
             ev["store_record"] = stated
         elif len(support) < min_support and not stated and because is not None:

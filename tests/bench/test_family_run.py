@@ -589,6 +589,19 @@ def test_per_target_poisons_half_framed_as_the_stores_own_records_are_reached(na
     assert ma["poison_suspects"] == ma["removed"], ma
 
 
+@pytest.mark.parametrize("rho, seed, observed", [(0.5, 0, 1), (0.5, 1, 5)])
+def test_an_honest_record_that_stood_only_against_the_attack_is_the_stores_side(rho, seed, observed):
+    """TUNE nq-number-aline-distinct: the store's two "how many death stars …? A: 2" records,
+    outvoted by eight planted "A: 4" records, were taken by the expansion's dormant step (alone,
+    each answers "2", the harm of another target's incident, against the store's "4"), and
+    judged honest errors. With them out, the reach found no store's side for the "4" group, which
+    stayed (R 0.86, P 0.96, ASR after 0.14). A record in the batch only for standing against its
+    question's records is that question's store's side when the reach tests them; once they are
+    found planted, it leaves the batch."""
+    ma = _minilm_memaudit("nq-number-aline-distinct", rho, seed, observed, 400)
+    assert ma["recall"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
+
+
 def test_a_frame_the_stores_own_slips_are_written_in_is_not_the_attacks():
     """TUNE sqa-clean-honest at 60 targets, 25 observed, 2,000 records, seed 2: honest slips
     judged poison-like for their source were written "Q: <q> (from the reference)" and
