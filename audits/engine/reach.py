@@ -770,18 +770,14 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         for o in rest:
             alts += claim_spans(o, [me], question)
         cands = list(dict.fromkeys(claims + alts))
-        # Without its group the reader may also answer a passage's other names (the topic, and
-        # what its neighbours name too): a planted passage argues one side of a comparison
-        # ("Emma Bull … was born earlier than … Virginia Woolf"; "Glanville is notably younger
-        # than Keith Bostic") and the store's records say the other name, which the passage
-        # names too. Not offered, the reader answered a name of unrelated records and no
-        # supporter was counted (TUNE hotpot-plain-adv at 60 targets, 2,000 records, 25
-        # observed: 84 of 300 poisons missed). With the group they are not offered: the planted
-        # passages name them as often as their claim.
+        # Without its group the reader may also answer the topic: a planted passage argues one
+        # side of a comparison ("Emma Bull … was born earlier than … Virginia Woolf") and the
+        # store's records say the other name, which the passage names too. Not offered, the
+        # reader answered a name of unrelated records and no supporter was counted (TUNE
+        # hotpot-plain-adv at 60 targets, 2,000 records, 25 observed: 84 of 300 poisons missed).
+        # With the group it is not offered: the planted passages name it as often as their claim.
         _, y1 = replayer.replay(q, kept, cands)
-        named = [] if planted or framed or answer_slot(m.metadata, m.text) is not None else \
-            [sp for sp in answer_spans(m.text) if sp not in claims]
-        _, y0 = replayer.replay(q, kept | group, list(dict.fromkeys(cands + named)))
+        _, y0 = replayer.replay(q, kept | group, list(dict.fromkeys(cands + topic)))
         row.update({"with": y1.text, "without": y0.text})
         # The claim under test is the one the agent asserts with the group; the answer without
         # the group is judged against that claim alone (another of m's spans it mentions may be
@@ -805,8 +801,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         wide = retriever.retrieve(q, max(4 * k, 20), kept | group)
-        # (Such a name is a span of m, so of q when m is asked as itself: read it whole.)
-        units = answer_units(y0.text, q) or [t for t in named if _carries(y0.text, [t])]
+        # (A topic is a span of m, so of q when m is asked as itself: read it whole.)
+        units = answer_units(y0.text, q) or [t for t in topic if _carries(y0.text, [t])]
         row["read"] = units
         # The store's side on that question: records about it, not seed-like, not asserting the
         # claim; the supporters among them carry the new answer.
