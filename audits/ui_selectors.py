@@ -77,7 +77,8 @@ def audit_results(*, organization: Organization, audit_run_id: int) -> dict[str,
     not_reproduced = [e["id"] for e in event_rows if e["harmful_before"] and not e["reproduced"]]
     harmful_after = sum(1 for e in counted if e["harmful_after"]) if residual else None
     rounds = [{"n": i, "batch_size": r.get("batch_size"), "harmful": r.get("harmful"),
-               "added": len(r.get("added") or []), "split": len(r.get("split") or [])}
+               "added": len(r.get("added") or []), "split": len(r.get("split") or []),
+               "restored": len(r.get("restored") or [])}
               for i, r in enumerate(data["residual_rounds"], start=1)
               if i > 1 and r.get("batch_size") and r.get("harmful") is not None]
     batch_size = len(data["batch"])

@@ -195,3 +195,16 @@ def test_corrections_split_out_of_the_batch_are_named_and_not_proposed(client, c
     assert 'id="collateral-kept"' in page and "Split out of the batch, 2 corrections" in page
     assert "m-kept-1, m-kept-2</span> (not proposed)" in page and 'id="collateral-flag"' not in page
     assert "batch of 2 (2 corrections that broke a clean answer split out), 0 still harmful" in page
+
+
+def test_records_returned_as_the_store_side_of_a_planted_group_are_named_in_the_rounds(client, corrected_run, alice):
+    """As the engine writes it when the reach confirms a planted group that records in the batch
+    only stood against (`audit.analyse`, round `restored`): the round says they went back."""
+    res = dict(corrected_run.results)
+    res["residual_rounds"] = [*res.get("residual_rounds", [{"batch_size": 3, "harmful": 0}]),
+                              {"restored": ["m-side-1", "m-side-2"], "batch_size": 1, "harmful": 0}]
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert ("batch of 1 (2 records returned: the store's own side of a planted group found later), "
+            "0 still harmful") in page
