@@ -707,13 +707,13 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                                "added": sorted(rr.added), "tested": rr.tested})
                 # What they stood against is planted: they are the store's side of that question,
                 # and leave the batch where the incidents' harm stays out without them.
-                restored = sorted({s for m in rr.added for s in rr.evidence[m].get("restored", ())} & set(batch))
+                restored = {s for m in rr.added for s in rr.evidence[m].get("restored", ())} & set(batch)
                 if restored:
-                    trial = [m for m in batch if m not in set(restored)]
+                    trial = [m for m in batch if m not in restored]
                     r = budget.run("reach", lambda: residual_harm(events, replayer, trial))
                     if r is not None and _harmful_events(r) <= _harmful_events(residual):
                         batch, residual = trial, r
-                        rounds.append({"restored": restored, "batch_size": len(batch),
+                        rounds.append({"restored": sorted(restored), "batch_size": len(batch),
                                        "harmful": residual["harmful"]})
                 reach_ev = {m: {k: v for k, v in e.items() if k != "harm"} for m, e in rr.evidence.items()
                             if m in set(rr.added)}

@@ -80,7 +80,11 @@ answers what the rest of the store says. The reach:
    planted one stood against. A record states a question in its `metadata.query`, its `Q:`
    line, or a first sentence that asks one after a short label ("Asked before: …?"). The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
-   a real model ignores them and answers freely, the test reads its output the same way).
+   a real model ignores them and answers freely, the test reads its output the same way), and
+   without G the topic of step 3 too (a planted comparison's other side). A batch member there
+   only for standing, alone, against the records of G's question (the expansion's dormant step:
+   `standing`) is in the store for these replays: with G planted, it is the store's side, and it
+   leaves the batch (`audit.analyse`).
 5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
    `min_support` (2) records outside G among the query's top max(4k, 20) carry the new answer (the store's majority on
    that question), each on the store's side of the shape split (not seed-like: when the records
