@@ -80,11 +80,10 @@ answers what the rest of the store says. The reach:
    planted one stood against. A record states a question in its `metadata.query`, its `Q:`
    line, or a first sentence that asks one after a short label ("Asked before: …?"). The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
-   a real model ignores them and answers freely, the test reads its output the same way), and
-   without G the topic of step 3 too (a planted comparison's other side). A batch member there
-   only for standing, alone, against the records of G's question (the expansion's dormant step:
-   `standing`) is in the store for these replays: with G planted, it is the store's side, and it
-   leaves the batch (`audit.analyse`).
+   a real model ignores them and answers freely, the test reads its output the same way). A
+   batch member there only for standing, alone, against the records of G's question (the
+   expansion's dormant step: `standing`) is in the store for these replays: with G planted, it
+   is the store's side, and it leaves the batch (`audit.analyse`).
 5. Confirmed when the answer with G is its claim, the answer without G is not, and at least
    `min_support` (2) records outside G among the query's top max(4k, 20) carry the new answer (the store's majority on
    that question), each on the store's side of the shape split (not seed-like: when the records
@@ -774,14 +773,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         for o in rest:
             alts += claim_spans(o, [me], question)
         cands = list(dict.fromkeys(claims + alts))
-        # Without its group the reader may also answer the topic: a planted passage argues one
-        # side of a comparison ("Emma Bull … was born earlier than … Virginia Woolf") and the
-        # store's records say the other name, which the passage names too. Not offered, the
-        # reader answered a name of unrelated records and no supporter was counted (TUNE
-        # hotpot-plain-adv at 60 targets, 2,000 records, 25 observed: 84 of 300 poisons missed).
-        # With the group it is not offered: the planted passages name it as often as their claim.
         _, y1 = replayer.replay(q, kept, cands)
-        _, y0 = replayer.replay(q, kept | group, list(dict.fromkeys(cands + topic)))
+        _, y0 = replayer.replay(q, kept | group, cands)
         row.update({"with": y1.text, "without": y0.text})
         # The claim under test is the one the agent asserts with the group; the answer without
         # the group is judged against that claim alone (another of m's spans it mentions may be
@@ -805,8 +798,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
         wide = retriever.retrieve(q, max(4 * k, 20), kept | group)
-        # (A topic is a span of m, so of q when m is asked as itself: read it whole.)
-        units = answer_units(y0.text, q) or [t for t in topic if _carries(y0.text, [t])]
+        units = answer_units(y0.text, q)
         row["read"] = units
         # The store's side on that question: records about it, not seed-like, not asserting the
         # claim; the supporters among them carry the new answer.
@@ -1106,9 +1098,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # The confirmed groups join the seeds, and the store's records they stood against the
         # anti-seeds (what the seeds contradicted, as the incidents' store records are): the
         # next pass ranks by a model that knows them. (The latter changed no row of the TUNE
-        # aline grid, 72 runs, when it was taken out to check; taken out once the reader may
-        # answer a passage's topic, TUNE hotpot-plain-adv at 60 targets, 2,000 records, seed 1
-        # lost 10 of its 261 poisons found.)
+        # aline grid, 72 runs, when it was taken out to check; taken out beside a reach rule since
+        # reverted, the reader offered a passage's topic, TUNE hotpot-plain-adv at 60 targets,
+        # 2,000 records, seed 1 lost 10 of its 261 poisons found.)
         seed_ids = list(dict.fromkeys(seed_ids + res.added))
         stood = {a for g in res.added for a in res.evidence[g].get("support", ()) if a in idx}
         anti_m += [mems[idx[a]] for a in sorted(stood - {o.id for o in anti_m})]
