@@ -19,8 +19,8 @@ answers what the rest of the store says. The reach:
    question (`frame_stands_against`: the store's own phrasings do not), the model is those,
    records are compared by their frame (without the question they state and their answer
    slot), and a copy of a group need not be seed-like: a record stating its question with its
-   claim is one (`restated`; TUNE sqa-entity-aline-distinct, nq-number-aline-distinct). The store's records a confirmed group stood against join the
-   anti-seeds of the next pass.
+   claim is one (`restated`; TUNE sqa-entity-aline-distinct, nq-number-aline-distinct). The
+   store's records a confirmed group stood against join the anti-seeds of the next pass.
    Under that cut, a seed-like memory is a candidate too when a copy backs it: among its nearest
    records a seed-like one at cosine ≥ `copy_cos` names one of its answer-like spans (a planted
    group is written several times, in shapes the seeds need not share: TUNE hotpot-plain-adv,
@@ -453,27 +453,30 @@ def frame_stands_against(model: ShapeModel, retriever: Retriever, *, exclude: Co
     and "Question: <q>", made it the model, and 33 honest records of the first wording were
     proposed as poison (TUNE sqa-clean-honest, 60 targets, seed 2; 0.60 of that frame's records
     stood against the store). At least `min_tallied` must be read."""
+    def stated(o: Any) -> tuple[str | None, str | None]:
+        """The question a record states and its answer slot."""
+        return stated_question(o), answer_slot(o.metadata, o.text)
+
     mems = retriever.memories
     allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
-    pool = [m for i, m in enumerate(mems) if allowed[i] and m.id not in exclude
-            and stated_question(m) and answer_slot(m.metadata, m.text)]
+    pool = [(m, qa) for i, m in enumerate(mems) if allowed[i] and m.id not in exclude
+            and all(qa := stated(m))]
     if not pool:
         return False
-    to_seed, to_anti = model.scores(pool)
-    framed = [m for m, a, b in sorted(zip(pool, to_seed, to_anti), key=lambda x: (-x[1], x[0].id))
+    to_seed, to_anti = model.scores([m for m, _ in pool])
+    framed = [(m, qa) for (m, qa), a, b in sorted(zip(pool, to_seed, to_anti), key=lambda x: (-x[1], x[0][0].id))
               if a > b and a >= STORE_SHAPED]
     tallied = against = 0
-    for m in framed[:sample]:
-        asked, slot = stated_question(m), answer_slot(m.metadata, m.text)
-        others = [o for o in retriever.retrieve(asked, 20, {m.id})
-                  if (oq := stated_question(o)) and same_question(asked, oq) and answer_slot(o.metadata, o.text)]
+    for m, (asked, slot) in framed[:sample]:
+        others = [(o, oslot) for o in retriever.retrieve(asked, 20, {m.id})
+                  for oq, oslot in [stated(o)] if oq and oslot and same_question(asked, oq)]
         if others:
-            s_, a_ = model.scores(others)
-            others = [o for o, x, y in zip(others, s_, a_) if x <= y]
+            s_, a_ = model.scores([o for o, _ in others])
+            others = [(o, oslot) for (o, oslot), x, y in zip(others, s_, a_) if x <= y]
         if not others:
             continue
         tallied += 1
-        against += any(answer_slot(o.metadata, o.text).casefold() != slot.casefold() for o in others)
+        against += any(oslot.casefold() != slot.casefold() for _, oslot in others)
     return tallied >= min_tallied and against >= FRAME_AGAINST * tallied
 
 
