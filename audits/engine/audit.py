@@ -55,13 +55,13 @@ from .expansion import (
     records_on,
     text_asserts,
 )
-from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
+from .fusion import HARMFUL, Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
 from .reach import answer_units, carries_answer, mentions, same_answer
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
-from .retriever import QueryEncoder, Retriever
+from .retriever import QueryEncoder, RetrievedMemory, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, bridge_said, judge
 from .words import occurrences, same_question, stated_question
@@ -629,7 +629,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
             return asked_of[key]
 
         store = _store_answers(batch, ranked, evmap, residual, retriever, on_question=asked_on(batch)[1])
-        claims = _claims(batch, evmap, retriever)
+        claims = budget.run("claims", lambda: _claims(batch, evmap, retriever, replayer), reserve=reserve)
         targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
 
@@ -976,11 +976,23 @@ def harm_targets(evmap: Mapping[str, AuditEvent]) -> list[str]:
 
 
 def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
-            retriever: Retriever) -> dict[str, str]:
+            retriever: Retriever, replayer: Replayer | None = None) -> dict[str, str]:
     """What each batch member asserts: its answer slot, else the (contains) harm target of an
-    incident that its text carries — so a memory without an answer layout still has a claim."""
+    incident that its text carries — so a memory without an answer layout still has a claim.
+
+    A target the incident's own question names (one side of a comparison: "Is the Marsilea or
+    the Brabejum the genus of more …?") is named by every record that restates the question,
+    whichever side it takes. Such a record claims it only when, read alone for that question, it
+    makes the agent answer it (`replayer`, one call each; without one, naming it is claiming it).
+    TUNE hotpot-clean-plain-w2: five honest slips opening with the question's keywords
+    ("Marsilea, Brabejum, genus, more (according to the old guide): centre") each answer
+    "Marsilea" alone, and read as claiming "Brabejum" they were five near duplicates of one
+    claim, "planted redundancy". A planted passage arguing one side makes the agent answer it."""
     targets = harm_targets(evmap)
+    offered = {t: [ev for ev in evmap.values() if getattr(ev.harm, "target", None) == t
+                   and next(occurrences(t, ev.query), None)] for t in targets}
     out: dict[str, str] = {}
+    pending: list[tuple[str, list[str]]] = []  # (member, the question-named targets it names)
     for mid in batch:
         if mid not in retriever.index:
             continue
@@ -993,11 +1005,36 @@ def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
         # first. A memory credited by an event whose target it does not carry (a clean passage
         # removed with its near-duplicate group) claims nothing: giving it the event's target
         # made clean passages look like one claim planted across questions.
-        for target in targets:
-            if next(occurrences(target, m.text), None):
-                out[mid] = target
-                break
+        named = [t for t in targets if next(occurrences(t, m.text), None)]
+        if replayer is not None and named and offered[named[0]]:
+            pending.append((mid, named))
+        elif named:
+            out[mid] = named[0]
+    if not pending:
+        return out
+    asks = [(mid, t, ev) for mid, named in pending for t in named for ev in offered[t]]
+    mems = retriever.memories
+    try:
+        alone = replayer.answer_alone_each([  # type: ignore[union-attr]
+            (ev.query, _alone(mems[retriever.index[mid]]), ev.candidates) for mid, _, ev in asks])
+    except BudgetExhausted:  # out of calls: naming it is claiming it, as before the test
+        return {**out, **{mid: named[0] for mid, named in pending}}
+    met: set[tuple[str, str]] = set()
+    for (mid, t, ev), a in zip(asks, alone):
+        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in a.samples]
+        if harms and sum(harms) / len(harms) >= HARMFUL:
+            met.add((mid, t))
+    for mid, named in pending:
+        # The longest target it claims: one the question offers only where the agent, reading it
+        # alone, answers it; one the question does not name by naming it.
+        got = next((t for t in named if not offered[t] or (mid, t) in met), None)
+        if got is not None:
+            out[mid] = got
     return out
+
+
+def _alone(m: MemoryRecord) -> RetrievedMemory:
+    return RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata)
 
 
 def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Replayer, *,

@@ -620,3 +620,15 @@ def test_a_frame_the_stores_own_slips_are_written_in_is_not_the_attacks():
     rows = family_run("sqa-clean-honest", 0.4, 2, 25, 2000, Embedder(), targets=60)
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] > 0 and ma["poison_suspects"] <= 3, ma
+
+
+@pytest.mark.parametrize("rho", [0.2, 0.5])
+def test_a_record_naming_both_sides_of_a_comparison_claims_neither(rho):
+    """TUNE hotpot-clean-plain-w2, fresh seed 3 (400 records, 5 observed): one question's honest
+    slips open with its keywords ("Marsilea, Brabejum, genus, more (according to the old guide):
+    centre"), so each names both of the question's options, the harm target "Brabejum" among them.
+    Read as claiming it, five near duplicates "asserted the same claim" (planted redundancy): 3
+    poison suspects. Alone, each answers "Marsilea"; only the slip that gives "Brabejum" claims it."""
+    ma = _hotpot_memaudit("hotpot-clean-plain-w2", rho, 3, 5, 400)
+    assert ma["incidents"] >= 1 and ma["removed"] > 0
+    assert ma["poison_suspects"] == 0, ma
