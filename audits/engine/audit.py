@@ -30,7 +30,7 @@ import numpy as np
 
 from interchange.records import MemoryRecord
 
-from .agents import Agent
+from .agents import DONT_KNOW, Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
@@ -58,7 +58,7 @@ from .expansion import (
 from .fusion import HARMFUL, Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, mentions, same_answer
+from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, RetrievedMemory, Retriever
@@ -628,7 +628,8 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                                                     support_cos=p.support_cos)
             return asked_of[key]
 
-        store = _store_answers(batch, ranked, evmap, residual, retriever, on_question=asked_on(batch)[1])
+        store = _store_answers(batch, ranked, evmap, residual, retriever, on_question=asked_on(batch)[1],
+                               min_support=p.reach_support)
         claims = budget.run("claims", lambda: _claims(batch, evmap, retriever, replayer), reserve=reserve)
         targets = harm_targets(evmap)
         outside = _copies(batch, claims, retriever, copy_cos=p.copy_cos)
@@ -721,7 +722,7 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                     claims[m] = e["claim"]
                     store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
                 store.update(_store_answers(batch, ranked, evmap, residual, retriever,
-                                            on_question=asked_on(batch)[1]))
+                                            on_question=asked_on(batch)[1], min_support=p.reach_support))
         for mid, v in judged(batch, claims, reach=reach_ev).items():
             verdicts[mid] = v.to_dict()
         for s in ranked:
@@ -884,13 +885,14 @@ def _credited_events(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Map
 
 def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mapping[str, AuditEvent],
                    residual: Mapping[str, Any], retriever: Retriever, *,
-                   on_question: Mapping[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
+                   on_question: Mapping[str, Sequence[str]], min_support: int = 2) -> dict[str, dict[str, Any]]:
     """What the store answers, once the batch is out, to the incident question each batch member
     was credited on: {member: {question, answer, support}} — `support`: the records of the store
     on that question that carry that answer (what it asserts, `reach.answer_units`, read the way
     `reach.carries_answer` reads a record): those the agent retrieved after removal, and those a
     wider retrieval finds on the question (`on_question`, from `_on_question`: the reach's store's
-    side). Only for incidents no longer harmful."""
+    side). Only for incidents no longer harmful. An answer that asserts nothing (no unit, not "I
+    don't know") is read from the records the agent was given (`_records_answer`)."""
     rows = {r["event"]: r for r in residual.get("events", [])}
     mems, idx = retriever.memories, retriever.index
     found: dict[str, dict[str, Any] | None] = {}
@@ -905,6 +907,13 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             q = evmap[ev_id].query
             # What the answer asserts (a chat model answers in sentences): `reach.answer_units`.
             units = answer_units(ans, q)
+            if not units and ans and ans != DONT_KNOW:
+                # A chat model's answer that asserts nothing ("The right to communicate one's
+                # opinions and ideas is not a privilege, but rather …": SmolLM2 on TUNE
+                # sqa-plain-distinct, where every planted group then looked isolated): what the
+                # records it was given there assert, where `min_support` of them agree.
+                ans = _records_answer(row["retrieved"], q, retriever, min_support=min_support) or ""
+                units = [ans] if ans else []
             if not units:
                 continue
             # A record retrieved there that states another question answers that one, not this
@@ -919,6 +928,20 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
         if found[ev_id] is not None:
             out[mid] = dict(found[ev_id], support=list(found[ev_id]["support"]))
     return out
+
+
+def _records_answer(ids: Sequence[str], question: str, retriever: Retriever, *, min_support: int) -> str | None:
+    """What the records `ids` assert on `question` where the agent's answer asserted nothing: the
+    answer-like span outside the question (`reach.claim_spans`, a record's answer slot where it
+    has one) that most of them carry, when at least `min_support` do and no other span as many."""
+    mems, idx = retriever.memories, retriever.index
+    recs = [mems[idx[i]] for i in ids if i in idx]
+    spans = list(dict.fromkeys(sp for o in recs for sp in claim_spans(o, [], question)))
+    counts = sorted(((sum(1 for o in recs if carries_answer(o, [sp], question)), sp) for sp in spans),
+                    key=lambda x: -x[0])
+    if not counts or counts[0][0] < min_support or (len(counts) > 1 and counts[1][0] == counts[0][0]):
+        return None
+    return counts[0][1]
 
 
 def _join_reach(batch: list[str], added: Sequence[str], evidence: Mapping[str, Mapping[str, Any]],

@@ -459,6 +459,48 @@ def test_the_stores_answer_is_backed_by_its_records_on_the_question_not_only_the
     assert all(any(r.startswith("planted copies against the store:") for r in v[m].reasons) for m in ("p1", "p2"))
 
 
+def test_a_chat_answer_that_asserts_nothing_leaves_the_stores_answer_to_its_records(hashing_embedder):
+    """TUNE sqa-plain-distinct with SmolLM2: once the batch was out the model answered "The right
+    to communicate one's opinions and ideas is not a privilege, but rather …", which asserts no
+    unit, so the store had no answer there and every planted group (eight passages of one claim
+    for one question, paraphrased under the store's near-duplicate cut) was an "isolated" honest
+    error: 23 of 53 removed poisons proposed as corrections. The store's answer is then what the
+    records the agent was given assert, where two agree; "I don't know" stays no answer, and two
+    records asserting two things give none."""
+    from audits.engine.audit import _asked, _on_question, _store_answers
+    from audits.engine.cmis import AuditEvent
+    from audits.engine.fusion import Suspect
+    from audits.engine.harm import make_harm
+
+    q = "Which is the right to communicate one's opinions and ideas?"
+    honest = [MemoryRecord("h1", "Someone mentioned right, communicate, opinions; the answer was Freedom of speech.", {}),
+              MemoryRecord("h2", "right, communicate, opinions, ideas (as the card put it): Freedom of speech", {}),
+              MemoryRecord("h3", "Someone mentioned right, communicate, ideas; the answer was Handbook.", {})]
+    planted = [MemoryRecord("p1", "Which is the right to communicate one's opinions and ideas? The name that keeps "
+                                  "coming up is Handedness.", {}),
+               MemoryRecord("p2", "When people ask which is the right to communicate one's opinions and ideas, "
+                                  "writers regularly point to Handedness.", {})]
+    mems = _fillers(60) + honest + planted
+    retriever = _retriever(mems, hashing_embedder)
+    ev = AuditEvent("e1", q, "Handedness", ["p1", "p2"], make_harm({"type": "contains", "target": "Handedness"}), 1.0)
+    ranked = [Suspect(m, 1, 1.0, 1.0, 0.0, 1.0, 0.0, per_event=[{"event": "e1", "score": 1.0}]) for m in ("p1", "p2")]
+    batch = ["p1", "p2"]
+    on = _on_question(batch, _asked(batch, ranked, {"e1": ev}), retriever, k=5, support_cos=0.1)
+
+    def store_for(output: str, retrieved: list[str]) -> dict:
+        residual = {"events": [{"event": "e1", "harmful": False, "output": output, "retrieved": retrieved}]}
+        return _store_answers(batch, ranked, {"e1": ev}, residual, retriever, on_question=on)
+
+    ramble = "The right to communicate one's opinions and ideas is not a privilege, but rather an opportunity"
+    store = store_for(ramble, ["h1", "h2", "h3"])
+    assert store["p1"]["answer"] == "Freedom" and {"h1", "h2"} <= set(store["p1"]["support"]), store
+    v = judge(batch, retriever, claims={"p1": "handedness", "p2": "handedness"}, store=store)
+    assert all(v[m].verdict == POISON_LIKE for m in batch), v["p1"].reasons
+    assert any(r.startswith("planted copies against the store:") for r in v["p1"].reasons)
+    assert store_for(DONT_KNOW, ["h1", "h2", "h3"]) == {}
+    assert store_for(ramble, ["h1", "h3"]) == {}
+
+
 def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_says_so(hashing_embedder):
     """TUNE locomo-clean-plain at 2,000 records: three outdated plain notes ("long, has, Jolene,
     had: Drums, as noted.") and their correction ("Update on long, has, Jolene, had: it is one
