@@ -30,7 +30,7 @@ import numpy as np
 
 from interchange.records import MemoryRecord
 
-from .agents import DONT_KNOW, Agent
+from .agents import Agent
 from .baselines import run_baselines
 from .cmis import (
     AuditEvent,
@@ -58,7 +58,7 @@ from .expansion import (
 from .fusion import HARMFUL, Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer
+from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer, says_nothing
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, RetrievedMemory, Retriever
@@ -891,8 +891,8 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
     on that question that carry that answer (what it asserts, `reach.answer_units`, read the way
     `reach.carries_answer` reads a record): those the agent retrieved after removal, and those a
     wider retrieval finds on the question (`on_question`, from `_on_question`: the reach's store's
-    side). Only for incidents no longer harmful. An answer that asserts nothing (no unit, not "I
-    don't know") is read from the records the agent was given (`_records_answer`)."""
+    side). Only for incidents no longer harmful. An answer in sentences that asserts nothing
+    (`reach.says_nothing`) is read from the records the agent was given (`_records_answer`)."""
     rows = {r["event"]: r for r in residual.get("events", [])}
     mems, idx = retriever.memories, retriever.index
     found: dict[str, dict[str, Any] | None] = {}
@@ -907,7 +907,7 @@ def _store_answers(batch: Sequence[str], ranked: Sequence[Suspect], evmap: Mappi
             q = evmap[ev_id].query
             # What the answer asserts (a chat model answers in sentences): `reach.answer_units`.
             units = answer_units(ans, q)
-            if not units and ans and ans != DONT_KNOW:
+            if says_nothing(ans, q):
                 # A chat model's answer that asserts nothing ("The right to communicate one's
                 # opinions and ideas is not a privilege, but rather …": SmolLM2 on TUNE
                 # sqa-plain-distinct, where every planted group then looked isolated): what the

@@ -272,6 +272,17 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
     return out
 
 
+def says_nothing(output: str, question: str | None) -> bool:
+    """An answer in sentences that asserts nothing the question does not (a chat model's "The
+    right to communicate one's opinions and ideas is not a privilege, but rather …"): longer than
+    `_SHORT_ANSWER` words, with no `answer_units` read against the question. A short answer that
+    repeats a word of the question is an answer (one side of a comparison: "Marsilea"), and "I
+    don't know" says it has none."""
+    text = " ".join(output.split())
+    return bool(text) and text != DONT_KNOW and len(text.split()) > _SHORT_ANSWER \
+        and not answer_units(text, question)
+
+
 _RANK_MARK = re.compile(r"\[\d{1,3}\]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CLAUSE = re.compile(r"[,.;:!?](?:\s|$)")

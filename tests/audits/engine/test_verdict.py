@@ -499,6 +499,10 @@ def test_a_chat_answer_that_asserts_nothing_leaves_the_stores_answer_to_its_reco
     assert any(r.startswith("planted copies against the store:") for r in v["p1"].reasons)
     assert store_for(DONT_KNOW, ["h1", "h2", "h3"]) == {}
     assert store_for(ramble, ["h1", "h3"]) == {}
+    # A short answer naming a word of the question is an answer (one side of a comparison), not
+    # nothing: TUNE hotpot-clean-plain-w2 answered "Marsilea" to "Is the Marsilea or the Brabejum
+    # …?", and records of another question retrieved there made "Silene" the store's answer.
+    assert store_for("Communicate", ["h1", "h2", "h3"]) == {}
 
 
 def test_a_plain_outdated_record_is_corrected_by_a_record_on_its_subject_that_says_so(hashing_embedder):
