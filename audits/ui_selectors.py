@@ -39,7 +39,7 @@ BUDGET_STAGES = {
     "conditional": "the conditional rounds (suspects that show once the batch is out)",
     "peel": "peeling (an incident's harm-carrying records taken out layer by layer until its harm is gone)",
     "expansion": "pattern expansion (unobserved copies of the confirmed poisons)",
-    "claims": "what a record arguing one side of a question's choice claims (read alone)",
+    "claims": "what records naming a side of a question's choice claim (each read alone)",
     "copies": "joining the confirmed poisons' planted copies",
     "reach": "the reach (unobserved poisons verified by replay)",
     "collateral": "the collateral check",
