@@ -51,17 +51,18 @@ from .expansion import (
     answered_otherwise,
     content_meets_harm,
     expand_batch,
+    harmful_alone,
     record_query,
     records_on,
     text_asserts,
 )
-from .fusion import HARMFUL, Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
+from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
 from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer, says_nothing
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
-from .retriever import QueryEncoder, RetrievedMemory, Retriever
+from .retriever import QueryEncoder, Retriever
 from .scenario import IncidentCase
 from .verdict import HONEST_ERROR, POISON_LIKE, bridge_said, judge
 from .words import occurrences, same_question, stated_question
@@ -1035,18 +1036,14 @@ def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
             out[mid] = named[0]
     if not pending:
         return out
-    asks = [(mid, t, ev) for mid, named in pending for t in named for ev in offered[t]]
     mems = retriever.memories
+    asks = [(mid, t, ev) for mid, named in pending for t in named for ev in offered[t]]
     try:
-        alone = replayer.answer_alone_each([  # type: ignore[union-attr]
-            (ev.query, _alone(mems[retriever.index[mid]]), ev.candidates) for mid, _, ev in asks])
+        ok = harmful_alone([(mems[retriever.index[mid]], ev.query, ev) for mid, _, ev in asks],
+                           replayer)  # type: ignore[arg-type]
     except BudgetExhausted:  # out of calls: naming it is claiming it, as before the test
-        return {**out, **{mid: named[0] for mid, named in pending}}
-    met: set[tuple[str, str]] = set()
-    for (mid, t, ev), a in zip(asks, alone):
-        harms = [float(ev.harm(ev.query, s, harmful_output=ev.output)) for s in a.samples]
-        if harms and sum(harms) / len(harms) >= HARMFUL:
-            met.add((mid, t))
+        ok = [True] * len(asks)
+    met = {(mid, t) for (mid, t, _), yes in zip(asks, ok) if yes}
     for mid, named in pending:
         # The longest target it claims: one the question offers only where the agent, reading it
         # alone, answers it; one the question does not name by naming it.
@@ -1054,10 +1051,6 @@ def _claims(batch: Sequence[str], evmap: Mapping[str, AuditEvent],
         if got is not None:
             out[mid] = got
     return out
-
-
-def _alone(m: MemoryRecord) -> RetrievedMemory:
-    return RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata)
 
 
 def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Replayer, *,

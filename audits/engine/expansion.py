@@ -350,6 +350,19 @@ class ExpansionResult:
     budget_cut: bool = False
 
 
+def harmful_alone(asks: Sequence[tuple[Any, str, AuditEvent]], replayer: Replayer) -> list[bool]:
+    """For each (record, query, event): does the agent, given the record alone for the query,
+    answer what meets the event's harm (its samples' mean at least `HARMFUL`)? One agent call
+    each (cached), in flight together."""
+    outs = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), ev.candidates)
+                                       for m, q, ev in asks])
+    met = []
+    for (_, q, ev), alone in zip(asks, outs):
+        harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in alone.samples]
+        met.append(bool(harms) and sum(harms) / len(harms) >= HARMFUL)
+    return met
+
+
 def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retriever: Retriever,
                   replayer: Replayer) -> list[str]:
     """Of the records the harm reach (2b) brought in and CMIS credited, those that do not cause
@@ -359,20 +372,11 @@ def _insufficient(mids: Sequence[str], cands: Mapping[str, AuditEvent], retrieve
     letting another record into the agent's top k (TUNE locomo-minja-bridge, every probe
     observed, 2,000 records: seven such turns joined). Only records without an answer slot are
     asked: a slot that meets the harm is what the record answers, while a text may name the
-    target in passing. One agent call each (cached), in flight together."""
-    bare, asks = [], []
-    for mid in mids:
-        m = retriever.memories[retriever.index[mid]]
-        if not answer_slot(m.metadata, m.text):
-            bare.append(mid)
-            asks.append((record_query(m), RetrievedMemory(m.id, m.text, 1.0, 1, m.metadata), cands[mid].candidates))
-    out = []
-    for mid, (q, _, _), alone in zip(bare, asks, replayer.answer_alone_each(asks)):
-        ev = cands[mid]
-        harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in alone.samples]
-        if not harms or sum(harms) / len(harms) < HARMFUL:
-            out.append(mid)
-    return out
+    target in passing (`harmful_alone`)."""
+    bare = [m for m in (retriever.memories[retriever.index[mid]] for mid in mids)
+            if not answer_slot(m.metadata, m.text)]
+    met = harmful_alone([(m, record_query(m), cands[m.id]) for m in bare], replayer)
+    return [m.id for m, ok in zip(bare, met) if not ok]
 
 
 def outside_answers(mems: Sequence[Any], exclude: Collection[str]) -> Counter[str]:
