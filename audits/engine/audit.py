@@ -1065,6 +1065,15 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     that answer its text mentions) and the answer after does not; the batch members
     the question retrieved before are named as `breaking`. Replays whose retrieval the batch
     does not touch are cache hits, so the check costs agent calls only where it matters.
+
+    A loss is the batch's doing only when it is not the agent's: each such question is replayed
+    once more with a placebo removal instead, as many of its other retrieved records (neither
+    batch members nor its source, none carrying the claim) as the batch had there. An answer
+    that loses the claim then too is *fragile* (a small chat model answers from whatever
+    context it is shown: SmolLM2 said "The answer is:" and nothing more once any record of the
+    context changed, 4 of 20 clean questions on TUNE sqa-plain-distinct, none broken among the
+    bench's own benign questions), reported as such and not as broken. Where no such records
+    are there to remove, the loss stays broken.
     """
     in_batch = set(batch)
     idx = [retriever.index[m] for m in batch if m in retriever.index]
@@ -1079,8 +1088,9 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     rng = np.random.default_rng(seed)
     picked = list(dict.fromkeys(order[: n // 2] + rng.permutation(pool).tolist()))[:n]
     calls0 = replayer.calls
-    rows = []
+    rows: list[dict[str, Any]] = []
     breaking: set[str] = set()
+    placebos: list[tuple[int, str, frozenset[str], list[str]]] = []
     questions = [record_query(mems[i])[:300] for i in picked]
     # Every question without, then with the batch removed, the agent calls of each in flight together.
     before = replayer.replay_each([(q, (), None) for q in questions])
@@ -1095,13 +1105,27 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
         broke = (changed and any(mentions(c, y0.text) for c in claims)
                  and not any(mentions(c, y1.text) for c in claims))
         culprits = sorted(x.id for x in r0 if x.id in in_batch) if broke else []
-        breaking.update(culprits)
         rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text,
                      "changed": changed, "broken": broke, "culprits": culprits})
+        if broke:
+            # The placebo: the lowest-ranked of the question's other records, as many as the
+            # batch had in its context (their places filled from below as the batch's were).
+            others = [x.id for x in r0 if x.id not in in_batch and x.id != m.id
+                      and not any(mentions(c, x.text) for c in claims)]
+            if len(others) >= len(culprits):
+                placebos.append((len(rows) - 1, q, frozenset(others[len(others) - len(culprits):]), claims))
+    answers = replayer.replay_each([(q, gone, None) for _, q, gone, _ in placebos])
+    for (i, _, _, claims), (_, yp) in zip(placebos, answers):
+        rows[i]["placebo"] = yp.text
+        if not any(mentions(c, yp.text) for c in claims):
+            rows[i].update({"broken": False, "fragile": True, "culprits": []})
+    for row in rows:
+        breaking.update(row["culprits"])
     total = len(rows)
     changed_n = sum(1 for r in rows if r["changed"])
     broken_n = sum(1 for r in rows if r["broken"])
     return {"questions": total, "changed": changed_n, "broken": broken_n,
+            "fragile": sum(1 for r in rows if r.get("fragile")),
             # Utility cost: answers the store itself supported that the batch changes. Answers
             # that merely change (`changed`) include the ones the batch fixed.
             "utility_cost": broken_n / total if total else 0.0,

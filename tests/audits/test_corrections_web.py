@@ -112,6 +112,20 @@ def test_an_unflagged_batch_shows_no_flag(client, corrected_run, alice):
     client.force_login(alice)
     page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
     assert "0 of 20 clean questions" in page and "collateral-flag" not in page and "propose-collateral" not in page
+    assert "collateral-fragile" not in page
+
+
+def test_answers_the_agent_loses_under_a_placebo_removal_too_are_shown_as_its_variability(client, corrected_run,
+                                                                                           alice):
+    res = dict(corrected_run.results)
+    # As `collateral_check` writes it: two answers changed, both lost under the placebo too.
+    res["collateral"] = {**res.get("collateral", {}), "questions": 20, "changed": 2, "broken": 0, "fragile": 2,
+                         "flagged": False, "breaking": []}
+    AuditRun.objects.filter(pk=corrected_run.pk).update(results=res)
+    client.force_login(alice)
+    page = client.get(f"/audits/{corrected_run.pk}/").content.decode()
+    assert 'id="collateral-fragile">2 lost the answer as well when as many of their other records left' in page
+    assert "0 of 20 clean questions" in page and "collateral-flag" not in page
 
 
 def test_proposing_one_correction_from_the_page_then_approving_it_in_the_queue(client, corrected_run, alice, bob,
