@@ -1069,11 +1069,10 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     A loss is the batch's doing only when it is not the agent's: each such question is replayed
     once more with a placebo removal instead, as many of its other retrieved records (neither
     batch members nor its source, none carrying the claim) as the batch had there. An answer
-    that loses the claim then too is *fragile* (a small chat model answers from whatever
-    context it is shown: SmolLM2 said "The answer is:" and nothing more once any record of the
-    context changed, 4 of 20 clean questions on TUNE sqa-plain-distinct, none broken among the
-    bench's own benign questions), reported as such and not as broken. Where no such records
-    are there to remove, the loss stays broken.
+    that loses the claim then too is *fragile*: the answer turns on whatever fills the context,
+    not on what the batch held (TUNE ehr-minja-bridge ρ 0.2 seed 0, 2 of 20 clean answers; TUNE
+    locomo-clean-slot-w4 seed 1, "Max" lost as much when another record left). It is reported
+    as such and not as broken. Where no such records are there to remove, the loss stays broken.
     """
     in_batch = set(batch)
     idx = [retriever.index[m] for m in batch if m in retriever.index]

@@ -238,9 +238,9 @@ def test_collateral_reads_what_a_chat_answer_asserts_not_its_wording(hashing_emb
 
 
 class _FickleAgent(BuiltinVoteAgent):
-    """A small chat model as the collateral check met it (SmolLM2 on TUNE sqa-plain-distinct):
-    it answers a question from the memories it was first shown for it, and says nothing ("The
-    answer is:") once anything in that context changes, whichever records left it."""
+    """An agent whose answer turns on its whole context: it answers a question from the memories
+    it was first shown for it, and says nothing ("The answer is:", as SmolLM2 often does) once
+    anything in that context changes, whichever records left it."""
 
     connector = "test-fickle"
 
@@ -259,8 +259,7 @@ def test_an_answer_lost_whichever_records_leave_its_context_is_not_the_batchs_do
     # The batch is in the clean question's context but carries nothing of its answer; the agent
     # loses the answer when the batch leaves, and as much when as many of the question's other
     # records leave instead (a placebo removal): the loss is the agent's, not the batch's. It
-    # was counted as broken (SmolLM2: 4 of 20 clean questions, none broken in the bench's own
-    # benign questions).
+    # was counted as broken.
     q = "which river runs through Ankh?"
     mems = _fillers(60)[:6] + [
         MemoryRecord("good", f"Q: {q}\nA: Ankh River", {"query": q, "answer": "Ankh River"}),
