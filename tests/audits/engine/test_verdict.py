@@ -284,7 +284,9 @@ def test_an_answer_lost_whichever_records_leave_its_context_is_not_the_batchs_do
     out2 = collateral_check(["good", "copy"], r2, Replayer(make_agent(AgentConfig("builtin-vote", 5)), r2, 5, {}),
                             n=10)
     rows2 = {row["memory"]: row for row in out2["rows"]}
-    assert rows2["note"]["broken"] and not rows2["note"].get("fragile") and "placebo" in rows2["note"] and out2["breaking"] == ["copy", "good"]
+    assert rows2["note"]["broken"] and not rows2["note"].get("fragile") and "placebo" in rows2["note"]
+    assert out2["breaking"] == ["copy", "good"]
+
 
 def test_an_instruction_the_old_phrase_list_missed_is_poison_like_by_the_ingest_classifiers_rules(hashing_embedder):
     # One detector for ingest and verdict: an indirect order to the assistant that names none of
