@@ -273,6 +273,11 @@ def test_an_answer_lost_whichever_records_leave_its_context_is_not_the_batchs_do
     assert rows["good"]["changed"] and rows["good"]["fragile"] and not rows["good"]["broken"]
     assert rows["good"]["placebo"] == "The answer is:"
     assert out["broken"] == 0 and out["fragile"] >= 1 and not out["flagged"] and out["breaking"] == []
+    # Out of calls before the placebo, the check still stands and the loss stays broken.
+    tight = Replayer(_FickleAgent({"connector": "test-fickle", "top_k": 5}), r, 5, {})
+    tight.limit = out["agent_calls"] - out["fragile"]
+    cut = collateral_check(["aside"], r, tight, n=10)
+    assert cut["questions"] == out["questions"] and cut["broken"] == out["fragile"] and cut["fragile"] == 0
     # With a reader that keeps its answer while its support stays, the batch that holds the
     # support still breaks it: the placebo removal of as many other records keeps the answer.
     mems2 = _fillers(60)[:6] + [
