@@ -1089,7 +1089,7 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
     calls0 = replayer.calls
     rows: list[dict[str, Any]] = []
     breaking: set[str] = set()
-    placebos: list[tuple[int, str, frozenset[str], list[str]]] = []
+    placebos: list[tuple[int, frozenset[str], list[str]]] = []  # (row, records taken out, claims)
     questions = [record_query(mems[i])[:300] for i in picked]
     # Every question without, then with the batch removed, the agent calls of each in flight together.
     before = replayer.replay_each([(q, (), None) for q in questions])
@@ -1112,12 +1112,12 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             others = [x.id for x in r0 if x.id not in in_batch and x.id != m.id
                       and not any(mentions(c, x.text) for c in claims)]
             if len(others) >= len(culprits):
-                placebos.append((len(rows) - 1, q, frozenset(others[len(others) - len(culprits):]), claims))
+                placebos.append((len(rows) - 1, frozenset(others[len(others) - len(culprits):]), claims))
     try:
-        answers = replayer.replay_each([(q, gone, None) for _, q, gone, _ in placebos])
+        answers = replayer.replay_each([(rows[i]["query"], gone, None) for i, gone, _ in placebos])
     except BudgetExhausted:  # out of calls: the losses stay broken, the check stands
         answers, placebos = [], []
-    for (i, _, _, claims), (_, yp) in zip(placebos, answers):
+    for (i, _, claims), (_, yp) in zip(placebos, answers):
         rows[i]["placebo"] = yp.text
         if not any(mentions(c, yp.text) for c in claims):
             rows[i].update({"broken": False, "fragile": True, "culprits": []})
