@@ -25,6 +25,21 @@ from orgs.models import Membership, Organization, Role
 
 PASSWORD = "correct-horse-battery-staple"
 
+# What a test must use to touch the database, and with it the broker's tasks.
+_BACKEND_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
+def pytest_collection_modifyitems(items):
+    """Mark `backend` every test that touches the database (its fixtures, `django_db`, `postgres`):
+    the PostgreSQL + Redis pass of .ci/run runs `-m backend`; a test that touches neither (the
+    engine's and the benches' tests, most of the suite's time) gives the same result on any
+    backend and runs once, in `make test`."""
+    for item in items:
+        if (_BACKEND_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("django_db") or item.get_closest_marker("postgres")):
+            item.add_marker(pytest.mark.backend)
+
 
 @pytest.fixture(autouse=True)
 def _ledger_key_dirs(settings, tmp_path):
