@@ -1101,8 +1101,7 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
         # that its text says.
         own = answer_slot(m.metadata, m.text)
         claims = [own] if own else [u for u in answer_units(y0.text) if mentions(u, m.text)]
-        broke = (changed and any(mentions(c, y0.text) for c in claims)
-                 and not any(mentions(c, y1.text) for c in claims))
+        broke = changed and _names_any(claims, y0.text) and not _names_any(claims, y1.text)
         culprits = sorted(x.id for x in r0 if x.id in in_batch) if broke else []
         rows.append({"memory": m.id, "query": q, "before": y0.text, "after": y1.text,
                      "changed": changed, "broken": broke, "culprits": culprits})
@@ -1110,7 +1109,7 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             # The placebo: the lowest-ranked of the question's other records, as many as the
             # batch had in its context (their places filled from below as the batch's were).
             others = [x.id for x in r0 if x.id not in in_batch and x.id != m.id
-                      and not any(mentions(c, x.text) for c in claims)]
+                      and not _names_any(claims, x.text)]
             if len(others) >= len(culprits):
                 placebos.append((len(rows) - 1, frozenset(others[len(others) - len(culprits):]), claims))
     try:
@@ -1119,7 +1118,7 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
         answers, placebos = [], []
     for (i, _, claims), (_, yp) in zip(placebos, answers):
         rows[i]["placebo"] = yp.text
-        if not any(mentions(c, yp.text) for c in claims):
+        if not _names_any(claims, yp.text):
             rows[i].update({"broken": False, "fragile": True, "culprits": []})
     for row in rows:
         breaking.update(row["culprits"])
@@ -1134,6 +1133,11 @@ def collateral_check(batch: Sequence[str], retriever: Retriever, replayer: Repla
             "changed_share": changed_n / total if total else 0.0,
             "breaking": sorted(breaking), "flagged": broken_n > 0,
             "agent_calls": replayer.calls - calls0, "rows": rows}
+
+
+def _names_any(claims: Sequence[str], text: str) -> bool:
+    """`text` mentions one of `claims` (the collateral check's reading of an answer or a record)."""
+    return any(mentions(c, text) for c in claims)
 
 
 def unchallenged(mid: str, retriever: Retriever, *, support_cos: float = 0.4) -> bool:
