@@ -30,7 +30,8 @@ attack per store. These families vary, one knob at a time:
   with its clean control; ``ehr-minja-slot-w1`` (HOLDOUT, pre-registered 2026-12-06 09:50) and
   ``-w2`` (TUNE): the recipe on EHRAgent's records in the slot layout, in two blind writers'
   wordings (``bridge.ehr_wording``), and their clean controls ``ehr-clean-slot-w1`` (HOLDOUT,
-  pre-registered 2026-12-06 12:20) and ``-w2`` (TUNE);
+  pre-registered 2026-12-06 12:20) and ``-w2`` (TUNE); ``ehr-minja-slot-w3`` / ``ehr-clean-slot-w3``
+  (TUNE, 2026-12-07: a third blind writer's wording from the same brief, written for reading);
 - instruction attacks ("from now on…", "ignore…", policy overrides);
 - clean controls: honest errors (an isolated wrong record) and outdated records (an older
   value with a newer correction), no poison at all, on NQ, LoCoMo and yes/no answers
@@ -341,6 +342,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("ehr-clean-slot-w2", TUNE, "ehr", "any", "slot", "bridge-clean", (),
            wordings="tune_ehr_minja_2",
            note="clean control (TUNE): the MINJA EHR memory with honest slips, a second blind writer's wording"),
+    # TUNE (2026-12-07): a third blind writer's wording from the same brief, written to be read
+    # (the HOLDOUT clean control -w1 proposes poison suspects in 3 of 24 runs and -w2 in none).
+    Family("ehr-minja-slot-w3", TUNE, "ehr", "any", "slot", "bridge", (),
+           wordings="tune_ehr_minja_3",
+           note="MINJA bridging in EHR records with metadata, in a third blind writer's wording (TUNE)"),
+    Family("ehr-clean-slot-w3", TUNE, "ehr", "any", "slot", "bridge-clean", (),
+           wordings="tune_ehr_minja_3",
+           note="clean control (TUNE): the MINJA EHR memory with honest slips, a third blind writer's wording"),
     # Written 2026-12-05 before any run on it, pre-registered HOLDOUT: a clean control on MS
     # MARCO's yes/no questions (PoisonedRAG's file, 24 of 100 targets), each honest error the
     # other answer (both "yes" and "no" slips), outdated records with their corrections. Run
