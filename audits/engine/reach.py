@@ -29,7 +29,7 @@ answers what the rest of the store says. The reach:
    counts only records about the candidate's subject (for every candidate: a clean fact kept in
    four paraphrases was "confirmed" by records about something else, TUNE locomo-clean-plain):
    naming one of its other names, or sharing a word at most 5% of the store contains
-   (`keyword_query`'s rule), outside the claim.
+   (`keyword_query`'s rule), outside the claim, or stating the question it states.
    When the seeds set a subject (step 4), a record whose answer names a harm target they carry,
    on a question about that subject, is a candidate whatever its shape, and is tested first
    (MINJA's last records carry no bridge: "Q: … A: R" looks like the store's own records).
@@ -672,7 +672,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         (`min_support` supporters), not a chat model's one record or echo, and a statement's
         heading is no claim of it. `backed`: a candidate admitted by its copies, not by the
         shape cut (marked in the trace). Every candidate's store's side must be about its
-        subject (`about`)."""
+        subject (`about`, or stating its question)."""
         m = mems[idx[mid]]
         row: dict[str, Any] = {"memory": mid, "query": q[:200]}
         if backed:
@@ -823,8 +823,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim" against other nobles'
         # records at cosine 0.43); a clean fact kept in four plain paraphrases, read as "Evan" for
         # "sports, activity, has, Evan: Swimming, as noted.", against records of Andrew's outdoor
-        # activities (TUNE locomo-clean-plain at 2,000, honest errors as seeds).
-        side = [o for o in side if about(o, m, said)]
+        # activities (TUNE locomo-clean-plain at 2,000, honest errors as seeds). A record that
+        # states the very question m states is about it, whatever words the rest of the store
+        # shares: the store's "Q: Which is the english singer and songwriter? A: Amy Winehouse"
+        # shares with the planted record only words its keyword decoys ("Q: english, singer,
+        # songwriter (in the first draft) A: …") use too (TUNE sqa-entity-aline-distinct ρ 0.5,
+        # fresh seeds 12, 13, 16, 18: a found group of eight with no store's side, R 0.90).
+        side = [o for o in side if (asked and stated_question(o)) or about(o, m, said)]
         support = [o.id for o in side if carries_answer(o, units, q)]
         row["support"] = support
         row["side"] = len(side)
@@ -890,7 +895,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         """A planted record outvoted on its own question (the agent answers what the store's own
         record on that question says, with it or without it): it is confirmed when it is what
         would answer there without that record. The store's side is the records stating the
-        same question that carry today's answer, not naming the claim, and when a neighbouring
+        same question that carry today's answer (or, an answer in the question's own words, whose
+        answer slot it gives whole), not naming the claim, and when a neighbouring
         question's records answer once they are out (or answer today, over the store's record on
         the question), those (at most `rounds` answers in all); the store must hold a record
         stating the question. With them out the answer must carry the claim, and with the group
@@ -899,9 +905,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         asked = stated_question(m)
         units = answer_units(now, q)
         wide, stated = stating(q, asked, removed | group, attack, carrier)
-        own = [o.id for o in stated if carries_answer(o, units, q)]
+        # An answer in its question's own words ("The Doctor (Doctor Who)" for "Which is the
+        # fictional character from Doctor Who?") asserts nothing beyond the question: the store's
+        # records there whose answer slot it gives whole are what outvotes m (TUNE
+        # sqa-entity-aline-distinct ρ 0.2, fresh seeds 12–15: "Cuisine of Hawaii", "Cauliflower").
+        own = [o.id for o in stated if (carries_answer(o, units, q) if units else _slot_given(o, now))]
         row["support"] = own
-        if not asked or not units or not stated:
+        if not asked or not (units or own) or not stated:
             if asked and vouched(m, claims[0]):
                 # No record of the store on its question to be outvoted by, but it states the
                 # bridge: alone is how it answers there (TUNE locomo-minja-slot-w7 ρ 0.2 seed 2,
@@ -1180,6 +1190,12 @@ def _slot_is(o: Any, units: Sequence[str]) -> bool:
     """A record's answer slot is one of `units` (a record without a slot is none)."""
     slot = answer_slot(o.metadata, o.text)
     return bool(slot) and slot.casefold() in {u.casefold() for u in units}
+
+
+def _slot_given(o: Any, answer: str) -> bool:
+    """A record's answer slot is given whole by `answer` (a record without a slot is not)."""
+    slot = answer_slot(o.metadata, o.text)
+    return bool(slot) and mentions(slot, answer)
 
 
 def _names_claim(o: Any, claims: Sequence[str]) -> bool:
