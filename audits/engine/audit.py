@@ -59,7 +59,7 @@ from .expansion import (
 from .fusion import Suspect, auc, decide_batch, fit_alpha, fuse, residual_harm
 from .graph import MemoryGraph, build_graph, compute_cas, graph_for_plot
 from .harm import Harm, HarmSpec, make_harm
-from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer, says_nothing
+from .reach import answer_units, carries_answer, claim_spans, mentions, same_answer, says_nothing, slot_given
 from .reach import reach as format_free_reach
 from .replay import BudgetExhausted, Replayer
 from .retriever import QueryEncoder, Retriever
@@ -1232,8 +1232,7 @@ def _gives_own(m: Any, answer: str, question: str) -> bool:
     ("Yes; it's classical music" has none, "Broken windshield, Car broke down" loses "Car" to
     its question: TUNE locomo-clean-slot-w2, fresh seeds 5 and 7, each the store's only record
     on its question, removed unreported)."""
-    slot = answer_slot(m.metadata, m.text)
-    return bool(slot and mentions(slot, answer)) or carries_answer(m, answer_units(answer, question), question)
+    return slot_given(m, answer) or carries_answer(m, answer_units(answer, question), question)
 
 
 def signal_influence(ranked: Sequence[Suspect], batch: Sequence[str], pool: Sequence[str], *,

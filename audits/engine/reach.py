@@ -909,7 +909,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # fictional character from Doctor Who?") asserts nothing beyond the question: the store's
         # records there whose answer slot it gives whole are what outvotes m (TUNE
         # sqa-entity-aline-distinct ρ 0.2, fresh seeds 12–15: "Cuisine of Hawaii", "Cauliflower").
-        own = [o.id for o in stated if (carries_answer(o, units, q) if units else _slot_given(o, now))]
+        own = [o.id for o in stated if (carries_answer(o, units, q) if units else slot_given(o, now))]
         row["support"] = own
         if not asked or not (units or own) or not stated:
             if asked and vouched(m, claims[0]):
@@ -1192,7 +1192,7 @@ def _slot_is(o: Any, units: Sequence[str]) -> bool:
     return bool(slot) and slot.casefold() in {u.casefold() for u in units}
 
 
-def _slot_given(o: Any, answer: str) -> bool:
+def slot_given(o: Any, answer: str) -> bool:
     """A record's answer slot is given whole by `answer` (a record without a slot is not)."""
     slot = answer_slot(o.metadata, o.text)
     return bool(slot) and mentions(slot, answer)
