@@ -57,6 +57,7 @@ consistency graph gets one more kind of edge, answer-slot agreement, and the aud
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -78,7 +79,7 @@ from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
 from .retriever import RetrievedMemory, Retriever
-from .words import entity, mentions, normalized, same_question, stated_question, whole_claims
+from .words import FUNCTION, entity, mentions, normalized, same_question, stated_question, tokens, whole_claims
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _REFERENCE = 256  # size of the random clean sample that sets the per-store cuts
@@ -457,6 +458,68 @@ def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude
                for o in retriever.retrieve(question, 20, exclude))
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+_WORDING_TOKENS = 5  # a sentence shorter than this is a frame ("A: 2", "as noted."), not a wording
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _sentences(text: str) -> frozenset[str]:
+    """A record's sentences of at least `_WORDING_TOKENS` words, lower-cased, as word sequences."""
+    out = set()
+    for s in _SENTENCE_END.split(text):
+        words = _TOKEN.findall(s.lower())
+        if len(words) >= _WORDING_TOKENS:
+            out.add(" ".join(words))
+    return frozenset(out)
+
+
+def planted_wording(suspects: Sequence[Any], claims: Mapping[str, str], retriever: Retriever,
+                    exclude: Collection[str], *, support_cos: float = 0.4) -> frozenset[str]:
+    """The attack's own wording: a suspect's sentence of at least `_WORDING_TOKENS` words that is
+    about nothing of its own — it names neither the suspect's claim (`claims`, else its answer
+    slot) nor a content word of the question it states ("Thought: the records were updated
+    recently, so the earlier answer no longer holds.") — unless the store's records outside
+    `exclude` answering the question of a suspect carrying it otherwise carry it too: then it is
+    the store's frame, not the attack's."""
+    wording: set[str] = set()
+    frame: set[str] = set()
+    for s in suspects:
+        q = stated_question(s)
+        claim = claims.get(s.id) or answer_slot(s.metadata, s.text) or ""
+        about = tokens(q or "") - FUNCTION
+        own = {line for line in _sentences(s.text) if not (claim and mentions(claim, line)) and not tokens(line) & about}
+        wording |= own
+        if q and own:
+            frame.update(line for o in retriever.retrieve(q, 20, exclude)
+                         if o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
+                         and normalized(answer_slot(o.metadata, o.text)) != normalized(claim)
+                         for line in _sentences(o.text) & own)
+    return frozenset(wording - frame)
+
+
+def in_their_voice(wording: Collection[str], retriever: Retriever, exclude: Collection[str], *,
+                   support_cos: float = 0.4) -> set[str]:
+    """The records outside `exclude` that carry the attack's wording (`planted_wording`), and the
+    records stating the question such a record states with the answer it gives there (its copies
+    in the store's own frame): they speak for the attack, so they tell no record of the store
+    wrong and correct none (TUNE nq-number-aline-distinct ρ 0.2 seeds 10 and 14: two missed
+    "… A: 4" plants, one of them in the attack's "Thought: the records were updated recently, so
+    the earlier answer no longer holds.", told the store's two "how many death stars …? A: 2"
+    records wrong, and they were taken for the planted "2" of two other questions)."""
+    if not wording:
+        return set()
+    marked = [o for o in retriever.memories if o.id not in exclude and _sentences(o.text) & set(wording)]
+    voiced = {o.id for o in marked}
+    for o in marked:
+        q, a = stated_question(o), normalized(answer_slot(o.metadata, o.text))
+        if not (q and a):
+            continue
+        voiced |= {c.id for c in retriever.retrieve(q, 20, set(exclude) | voiced)
+                   if c.score >= support_cos and (cq := stated_question(c)) and same_question(q, cq)
+                   and normalized(answer_slot(c.metadata, c.text)) == a}
+    return voiced
+
+
 def _stands_against(m: Any, q: str, ev: AuditEvent, removed: Collection[str], retriever: Retriever,
                     k: int, support_cos: float) -> bool:
     """Does the store answer record `m`'s question otherwise than the event's harm? For a record
@@ -489,7 +552,14 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
     allowed = np.isfinite(retriever.scores(np.zeros(retriever.embeddings.shape[1], np.float32)))
     reached: set[str] = set()  # candidates by their content alone (2b): they must be sufficient too
 
-    def candidates() -> dict[str, AuditEvent]:
+    def voiced(in_batch: set[str]) -> set[str]:
+        """The records in the seeds' own wording (`in_their_voice`): no store's side for anything."""
+        targets = {s: str(getattr(ev.harm, "target", "") or "") for s, ev in seeds.items()}
+        wording = planted_wording([mems[retriever.index[s]] for s in seeds], targets, retriever, in_batch,
+                                  support_cos=support_cos)
+        return in_their_voice(wording, retriever, in_batch, support_cos=support_cos)
+
+    def candidates(theirs: set[str]) -> dict[str, AuditEvent]:
         in_batch = set(res.batch)
         seed_ids = list(seeds)
         patterns = [slots[retriever.index[s]] for s in seed_ids]
@@ -546,7 +616,8 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                     and not entity(str(getattr(ev.harm, "target", "") or ""))}
             harm_of = {mid: carriers[mid].harm.config_hash() for mid in rest}
             stands = [mid for mid, m in rest.items() if _stands_against(
-                m, record_query(m), carriers[mid], in_batch | set(carriers), retriever, replayer.top_k, support_cos)]
+                m, record_query(m), carriers[mid], in_batch | set(carriers) | theirs, retriever, replayer.top_k,
+                support_cos)]
             given, against_n = Counter(harm_of.values()), Counter(harm_of[mid] for mid in stands)
             against = [mid for mid in stands
                        if against_n[harm_of[mid]] >= 2 and 2 * against_n[harm_of[mid]] >= given[harm_of[mid]]]
@@ -572,7 +643,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 ev = AuditEvent(f"provenance:{mid}", base.query, base.output, [], harm, 1.0, None)
                 m = mems[retriever.index[mid]]
                 if not ((bridges is not None and bridges(mid, prov[mid])) or _stands_against(
-                        m, record_query(m), ev, in_batch | {mid}, retriever, replayer.top_k, support_cos)):
+                        m, record_query(m), ev, in_batch | {mid} | theirs, retriever, replayer.top_k, support_cos)):
                     continue
                 cands[mid] = ev
                 res.agreement[mid] = 1.0
@@ -583,7 +654,8 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
         if not seeds:
             break
         in_batch = set(res.batch)
-        cands = candidates()
+        theirs = voiced(in_batch)
+        cands = candidates(theirs)
         if not cands:
             break
         # 3. derived events: the candidates' own queries, replayed over M \ B (in flight together)
@@ -600,7 +672,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
                 harms = [float(ev.harm(q, s, harmful_output=ev.output)) for s in out.samples]
                 h = sum(harms) / len(harms) if harms else 0.0
                 if h >= HARMFUL and (ev.harm.config_hash() not in common or _answers_otherwise(
-                        mems[retriever.index[mid]], q, ev, in_batch | set(cands), retriever, replayer.top_k,
+                        mems[retriever.index[mid]], q, ev, in_batch | set(cands) | theirs, retriever, replayer.top_k,
                         support_cos)):
                     derived.append(AuditEvent(f"derived:{mid}", q, out.text, [r.id for r in retrieved],
                                               ev.harm, h, ev.candidates))
@@ -673,7 +745,8 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
     if dormant and seeds and not res.budget_cut:
         # 6. what is left of the pattern, each record alone with its own query
         joined: list[str] = []
-        cands = candidates()
+        theirs = voiced(set(res.batch))
+        cands = candidates(theirs)
         for mid, ev in cands.items():
             m = mems[retriever.index[mid]]
             q = record_query(m)
@@ -696,7 +769,7 @@ def expand_batch(batch: Sequence[str], seed_events: Mapping[str, AuditEvent],
             # 1, 2023" joined, and two clean answers broke).
             target = getattr(ev.harm, "target", None)
             if h >= HARMFUL and ((bridges is not None and bridges(mid, target)) or _stands_against(
-                    m, q, ev, set(res.batch) | set(cands), retriever, replayer.top_k, support_cos)) \
+                    m, q, ev, set(res.batch) | set(cands) | theirs, retriever, replayer.top_k, support_cos)) \
                     and alpha * min(h, 1.0) + (1 - alpha) * max(
                     cas_hat.get(mid, 0.0), agree) >= threshold:
                 joined.append(mid)

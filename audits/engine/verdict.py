@@ -55,7 +55,16 @@ import numpy as np
 from ledger.classifier.instruction import instruction_markers
 
 from .correction_words import corrects, says_corrected
-from .expansion import answer_slot, answered_otherwise, outside_answers, source_of, write_bursts, written_at
+from .expansion import (
+    answer_slot,
+    answered_otherwise,
+    in_their_voice,
+    outside_answers,
+    planted_wording,
+    source_of,
+    write_bursts,
+    written_at,
+)
 from .reach import answer_spans, doc_freq, rare_words
 from .retriever import Retriever
 from .words import (
@@ -292,6 +301,14 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                                                                  for lo, hi in bursts))
         return not together
 
+    # The suspects' own voice: records outside the batch in a sentence its members on different
+    # questions share verbatim, and their answers' copies (`expansion.in_their_voice`). They
+    # correct no member and tell none wrong: an attacker who words a plant as a correction would
+    # otherwise have the store's true records proposed as outdated, linked to the plant.
+    voice = in_their_voice(planted_wording([mems[idx[m]] for m in members], claim, retriever, in_batch,
+                                           support_cos=support_cos), retriever, in_batch, support_cos=support_cos)
+    posing: dict[str, list[str]] = {m: [] for m in members}
+
     outside_claims: Counter[str] | None = None
 
     def common(c: str) -> int:
@@ -322,6 +339,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             other = mems[j]
             if other.id in in_batch or j == i or elsewhere(other):
                 continue
+            if other.id in voice:
+                posing[m].append(other.id)
+                continue
             same_q = query[m] and _norm(_meta(other).get("query")) == query[m]
             if not same_q and sims[j] < cut:
                 continue
@@ -345,6 +365,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         subject = [*(on_question or {}).get(m, []), *(mems[j].id for j in nearest if sims[j] >= support_cos),
                    *(mems[j].id for j in nearest if sims[j] < support_cos and shares_subject(m, j))]
         for sid in dict.fromkeys(subject) if claim[m] else ():
+            if sid in voice:
+                posing[m].append(sid)
+                continue
             fix = corrects(mems[idx[sid]].text, claim[m]) \
                 if sid in idx and sid not in in_batch and not elsewhere(mems[idx[sid]]) else None
             if fix:
@@ -378,7 +401,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         cooking class, the only one on its question)."""
         if m not in wrong:
             q = stated_question(mems[idx[m]])
-            wrong[m] = bool(q and planted[m]) and answered_otherwise(q, planted[m], retriever, in_batch,
+            wrong[m] = bool(q and planted[m]) and answered_otherwise(q, planted[m], retriever, in_batch | voice,
                                                                      support_cos=support_cos)
         return wrong[m]
 
@@ -415,6 +438,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         corrected_by = fixes[m][0] if fixes[m] else None
         if fixes[m]:
             reasons.append(fixes[m][1])
+        elif posing[m]:
+            seen = list(dict.fromkeys(posing[m]))
+            reasons.append(f"not corrected by records in the suspects' own wording ({', '.join(seen[:3])}): "
+                           f"a sentence the batch's members on other questions share, or such a record's "
+                           f"answer on its question")
         # 3. attack shape
         shape: list[str] = []
         if t is not None and span > 0:
