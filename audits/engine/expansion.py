@@ -75,6 +75,7 @@ from .cmis import (
     plan_replays,
     replay_all,
 )
+from .correction_words import says_corrected
 from .fusion import HARMFUL
 from .harm import make_harm
 from .replay import BudgetExhausted, Replayer
@@ -463,22 +464,29 @@ _WORDING_TOKENS = 5  # a sentence shorter than this is a frame ("A: 2", "as note
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _sentences(text: str) -> frozenset[str]:
-    """A record's sentences of at least `_WORDING_TOKENS` words, lower-cased, as word sequences."""
-    out = set()
+def _worded(text: str) -> tuple[tuple[str, str], ...]:
+    """A record's sentences of at least `_WORDING_TOKENS` words: (its words lower-cased, as the
+    sentence's identity; the sentence as written)."""
+    out = {}
     for s in _SENTENCE_END.split(text):
         words = _TOKEN.findall(s.lower())
         if len(words) >= _WORDING_TOKENS:
-            out.add(" ".join(words))
-    return frozenset(out)
+            out.setdefault(" ".join(words), s)
+    return tuple(out.items())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _sentences(text: str) -> frozenset[str]:
+    return frozenset(key for key, _ in _worded(text))
 
 
 def planted_wording(suspects: Sequence[Any], claims: Mapping[str, str], retriever: Retriever,
                     exclude: Collection[str], *, support_cos: float = 0.4) -> frozenset[str]:
-    """The attack's own wording: a suspect's sentence of at least `_WORDING_TOKENS` words that is
-    about nothing of its own — it names neither the suspect's claim (`claims`, else its answer
-    slot) nor a content word of the question it states ("Thought: the records were updated
-    recently, so the earlier answer no longer holds.") — unless the store's records outside
+    """The attack's own correction wording: a suspect's sentence of at least `_WORDING_TOKENS`
+    words that says an earlier answer was wrong (`correction_words.says_corrected`) and is about
+    nothing of its own — it names neither the suspect's claim (`claims`, else its answer slot) nor
+    a content word of the question it states ("Thought: the records were updated recently, so the
+    earlier answer no longer holds.") — unless the store's records outside
     `exclude` answering the question of a suspect carrying it otherwise carry it too: then it is
     the store's frame, not the attack's."""
     wording: set[str] = set()
@@ -487,7 +495,8 @@ def planted_wording(suspects: Sequence[Any], claims: Mapping[str, str], retrieve
         q = stated_question(s)
         claim = claims.get(s.id) or answer_slot(s.metadata, s.text) or ""
         about = tokens(q or "") - FUNCTION
-        own = {line for line in _sentences(s.text) if not (claim and mentions(claim, line)) and not tokens(line) & about}
+        own = {key for key, line in _worded(s.text) if says_corrected(line)
+               and not (claim and mentions(claim, line)) and not tokens(line) & about}
         wording |= own
         if q and own:
             frame.update(line for o in retriever.retrieve(q, 20, exclude)
