@@ -506,6 +506,17 @@ def planted_wording(suspects: Sequence[Any], claims: Mapping[str, str], retrieve
     return frozenset(wording - frame)
 
 
+def templated(suspects: Sequence[Any], wording: Collection[str], *, questions: int) -> dict[str, str]:
+    """Suspect id -> a sentence of the attack's wording (`planted_wording`) it carries verbatim,
+    where suspects stating at least `questions` distinct questions carry that sentence."""
+    asked: dict[str, set[str]] = {}
+    for s in suspects:
+        for line in _sentences(s.text) & set(wording):
+            asked.setdefault(line, set()).add(normalized(stated_question(s)) or f"#{s.id}")
+    common = {line for line, qs in asked.items() if len(qs) >= questions}
+    return {s.id: line for s in suspects for line in sorted(_sentences(s.text) & common)[:1]}
+
+
 def in_their_voice(wording: Collection[str], retriever: Retriever, exclude: Collection[str], *,
                    support_cos: float = 0.4) -> set[str]:
     """The records outside `exclude` that carry the attack's wording (`planted_wording`), and the

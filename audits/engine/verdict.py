@@ -9,7 +9,10 @@ audit already holds, in this order:
    answer…", system notes, policy overrides, tool-use directives), read by the ingest
    classifier's own rules (`ledger.classifier.instruction`: one detector for ingest and
    verdict), or bridging/redirect statements ("X is the same patient as Y", "was merged into",
-   "look up Y instead").
+   "look up Y instead"), or the suspects' own correction wording: a sentence that says an
+   earlier answer was wrong and names nothing of its record's own question or claim, pasted
+   verbatim into members on `PATTERN_QUESTIONS` distinct questions (and a member stating such a
+   member's question with its claim, its copy in the store's frame).
 2. A newer correction: a memory outside the batch that answers the same question (same
    `metadata.query`, or cosine at least the store's near-duplicate cut), was written later and
    says something else (or says it corrects) — the memory is an *outdated* record; so is one
@@ -17,14 +20,17 @@ audit already holds, in this order:
    `support_cos` near it, or among its nearest and naming most of its rare words) corrects:
    one that says an earlier answer was wrong and does not give its claim (plain passages: no
    answer slot, no time). A corrected record's copies (its claim,
-   near duplicates, written with it) are outdated with it.
+   near duplicates, written with it) are outdated with it. A record in the suspects' own
+   correction wording (`expansion.in_their_voice`) corrects nothing and tells nothing wrong: a
+   plant worded as a correction would otherwise make the store's true records "outdated".
 3. Attack shape: a write-time burst (the memory and at least two other batch members written
    inside a window that holds no clean memory of a random reference, and that many records in
    so narrow a window unlikely under the store's write rate for the batch as a whole), a
    provenance outlier (a source shared by at least three batch members, rare in the store, and
    more often than the batch's size and the source's share of the store make likely), planted
    redundancy (at least two other batch members, written with it, assert the same claim), a
-   pattern across questions (the same claim planted for several distinct questions, a claim the
+   pattern across questions (the same claim planted for several distinct questions by records no
+   newer record corrects, a claim the
    rest of the store gives for fewer; a number or a date counts only across questions with no
    name or id common to them all: given to one subject's questions it is that subject's value;
    where the store tells some of its records wrong on their own question, only those count, with
@@ -62,6 +68,7 @@ from .expansion import (
     outside_answers,
     planted_wording,
     source_of,
+    templated,
     write_bursts,
     written_at,
 )
@@ -83,6 +90,10 @@ from .words import normalized as _norm
 
 POISON_LIKE = "poison-like"
 HONEST_ERROR = "honest-error"
+# One claim given for this many distinct questions is a pattern across them (below 3, two honest
+# records may share an answer by chance); one correction sentence pasted into records of this many
+# questions is a template.
+PATTERN_QUESTIONS = 3
 
 BRIDGE = re.compile(
     r"\b(is the same (patient|person|entity|user|customer) as|same (patient|person) as|"
@@ -305,8 +316,12 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
     # questions share verbatim, and their answers' copies (`expansion.in_their_voice`). They
     # correct no member and tell none wrong: an attacker who words a plant as a correction would
     # otherwise have the store's true records proposed as outdated, linked to the plant.
-    voice = in_their_voice(planted_wording([mems[idx[m]] for m in members], claim, retriever, in_batch,
-                                           support_cos=support_cos), retriever, in_batch, support_cos=support_cos)
+    wording = planted_wording([mems[idx[m]] for m in members], claim, retriever, in_batch, support_cos=support_cos)
+    voice = in_their_voice(wording, retriever, in_batch, support_cos=support_cos)
+    # ...and members written in it: a sentence of it that members on `PATTERN_QUESTIONS` distinct
+    # questions carry verbatim is a template pasted into each, and a member stating such a
+    # member's question with its claim is that record's copy in the store's frame.
+    pasted = templated([mems[idx[m]] for m in members], wording, questions=PATTERN_QUESTIONS)
     posing: dict[str, list[str]] = {m: [] for m in members}
 
     outside_claims: Counter[str] | None = None
@@ -433,6 +448,15 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         if said:
             reasons.append(f"bridging/redirect statement: '{said[:160]}'")
             poison = True
+        line = pasted.get(m)
+        twin = None if line else next(
+            (p for p in pasted if p != m and claim[m] and claim[p] == claim[m]
+             and same_question(stated_question(rec), stated_question(mems[idx[p]]))), None)
+        if line or twin:
+            reasons.append(f"in the suspects' own wording: '{line[:120]}', a correction about nothing of its own "
+                           f"that suspects on {PATTERN_QUESTIONS} or more questions carry verbatim" if line else
+                           f"in the suspects' own wording: a copy, on its question, of {twin}, which carries it")
+            poison = True
         # 2. a newer correction outside the batch (`correction` above)
         t = times[m]
         corrected_by = fixes[m][0] if fixes[m] else None
@@ -508,8 +532,12 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             near_dup = sum(1 for p in same if float(E[idx[p]] @ E[i]) >= cut)
             if near_dup >= 2 and corrected_by is None:
                 shape.append(f"planted redundancy: {near_dup} near-duplicate suspects assert the same claim")
-        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m]]
-        if len(alike) >= 2:
+        # A record a newer one corrects (or says was wrong) is an honest mistake fixed since, not
+        # one of a claim's plants: two honest slips answering "screenplay", each corrected, with
+        # the store's two records whose true answer it is made one claim "planted" for four
+        # questions (TUNE locomo-clean-slot-w7 seed 15, a clean control).
+        alike = [p for p in members if p != m and planted[m] and planted[p] == planted[m] and not fixes[p]]
+        if len(alike) >= 2 and corrected_by is None:
             # Where some of the claim's records are told wrong on their own question and others
             # are not, only those told wrong count, and a record not told wrong is in the
             # pattern only as a copy of one that is (its question, or a near duplicate: a
@@ -542,7 +570,7 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             # A correction of one fact does not explain one claim planted everywhere; a claim the
             # rest of the store gives as often is a common answer, not a planted one ("yes" for
             # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).
-            if len(qs) >= 3 and common(planted[m]) < len(qs):
+            if len(qs) >= PATTERN_QUESTIONS and common(planted[m]) < len(qs):
                 named = "" if planted[m] == claim[m] else f" (its answer names '{planted[m]}')"
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "
                              f"distinct questions{named}")
