@@ -30,8 +30,7 @@ audit already holds, in this order:
    more often than the batch's size and the source's share of the store make likely), planted
    redundancy (at least two other batch members, written with it, assert the same claim), a
    pattern across questions (the same claim planted for several distinct questions by records no
-   newer record corrects, a claim the
-   rest of the store gives for fewer; a number or a date counts only across questions with no
+   newer record corrects, a claim the rest of the store gives for fewer; a number or a date counts only across questions with no
    name or id common to them all: given to one subject's questions it is that subject's value;
    where the store tells some of its records wrong on their own question, only those count, with
    their copies: a record nothing tells wrong where it is asked, no copy of one that is, is where
@@ -312,10 +311,11 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                                                                  for lo, hi in bursts))
         return not together
 
-    # The suspects' own voice: records outside the batch in a sentence its members on different
-    # questions share verbatim, and their answers' copies (`expansion.in_their_voice`). They
-    # correct no member and tell none wrong: an attacker who words a plant as a correction would
-    # otherwise have the store's true records proposed as outdated, linked to the plant.
+    # The suspects' own voice: records outside the batch carrying a correction sentence of a
+    # member's that names nothing of its own question or claim (`expansion.planted_wording`), and
+    # such a record's copies on its question (`expansion.in_their_voice`). They correct no member
+    # and tell none wrong: an attacker who words a plant as a correction would otherwise have the
+    # store's true records proposed as outdated, linked to the plant.
     wording = planted_wording([mems[idx[m]] for m in members], claim, retriever, in_batch, support_cos=support_cos)
     voice = in_their_voice(wording, retriever, in_batch, support_cos=support_cos)
     # ...and members written in it: a sentence of it that members on `PATTERN_QUESTIONS` distinct
@@ -465,8 +465,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
         elif posing[m]:
             seen = list(dict.fromkeys(posing[m]))
             reasons.append(f"not corrected by records in the suspects' own wording ({', '.join(seen[:3])}): "
-                           f"a sentence the batch's members on other questions share, or such a record's "
-                           f"answer on its question")
+                           f"a correction sentence of a suspect's that names nothing of its own, or such a "
+                           f"record's answer on its question")
         # 3. attack shape
         shape: list[str] = []
         if t is not None and span > 0:
@@ -567,9 +567,9 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             # nq-number-aline-shared: "7731" for unrelated questions stays a pattern).
             if not entity(planted[m]) and common_subject(raw.values()):
                 qs = set()
-            # A correction of one fact does not explain one claim planted everywhere; a claim the
-            # rest of the store gives as often is a common answer, not a planted one ("yes" for
-            # honest slips on yes/no questions in a store of yes/no answers: TUNE sqa-clean-honest).
+            # A claim the rest of the store gives as often is a common answer, not a planted one
+            # ("yes" for honest slips on yes/no questions in a store of yes/no answers: TUNE
+            # sqa-clean-honest).
             if len(qs) >= PATTERN_QUESTIONS and common(planted[m]) < len(qs):
                 named = "" if planted[m] == claim[m] else f" (its answer names '{planted[m]}')"
                 shape.append(f"pattern across questions: the same claim is planted for {len(qs)} "

@@ -529,12 +529,15 @@ def test_minja_in_more_blind_wordings_is_reached(name, rho, seed, observed):
     assert ma["poison_suspects"] == ma["removed"], ma
 
 
-@pytest.mark.parametrize("name, seed, observed", [("locomo-clean-slot-w11", 2, 10), ("locomo-clean-slot-w8", 7, 10)])
+@pytest.mark.parametrize("name, seed, observed", [("locomo-clean-slot-w11", 2, 10), ("locomo-clean-slot-w8", 7, 10),
+                                                   ("locomo-clean-slot-w7", 15, 5)])
 def test_the_blind_clean_controls_propose_no_poison_suspect(name, seed, observed):
     """TUNE clean controls in blind writers' wordings from HOLDOUT -w9's brief: records answering
     another question taken for the store's answer to an incident's question ("What activities
     has Melanie done?" for "When did Melanie go to the museum?"), so an outdated pair became
-    "planted copies against the store" (w8, 2 suspects) and honest slips planted claims (w11, 4)."""
+    "planted copies against the store" (w8, 2 suspects) and honest slips planted claims (w11, 4).
+    w7 seed 15: two honest slips answering "screenplay", each corrected by a newer record, and
+    the store's records whose true answer it is were one claim "planted" for four questions (4)."""
     ma = _minilm_memaudit(name, 0.2, seed, observed, 400)
     assert ma["incidents"] >= 1 and ma["poison_suspects"] == 0 and ma["corrections"] > 0, ma
 
