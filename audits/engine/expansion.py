@@ -454,9 +454,16 @@ def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude
     least `support_cos` near it) answers it otherwise: its answer slot, else its text, does not
     name `answer` (the store's record on a MINJA victim's question may name the redirect person
     in its evidence and answer otherwise: TUNE locomo-minja-bridge)."""
-    return any(o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)
-               and not mentions(answer, answer_slot(o.metadata, o.text) or o.text)
-               for o in retriever.retrieve(question, 20, exclude))
+    return any(not mentions(answer, answer_slot(o.metadata, o.text) or o.text)
+               for o in stating(question, retriever, exclude, support_cos=support_cos))
+
+
+def stating(question: str, retriever: Retriever, exclude: Collection[str], *,
+            support_cos: float = 0.4) -> list[RetrievedMemory]:
+    """The records outside `exclude`, among the 20 nearest `question` and at least `support_cos`
+    near it, that state it too (`same_question`)."""
+    return [o for o in retriever.retrieve(question, 20, exclude)
+            if o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)]
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
@@ -499,9 +506,8 @@ def planted_wording(suspects: Sequence[Any], claims: Mapping[str, str], retrieve
                and not (claim and mentions(claim, line)) and not tokens(line) & about}
         wording |= own
         if q and own:
-            frame.update(line for o in retriever.retrieve(q, 20, exclude)
-                         if o.score >= support_cos and (oq := stated_question(o)) and same_question(q, oq)
-                         and normalized(answer_slot(o.metadata, o.text)) != normalized(claim)
+            frame.update(line for o in stating(q, retriever, exclude, support_cos=support_cos)
+                         if normalized(answer_slot(o.metadata, o.text)) != normalized(claim)
                          for line in _sentences(o.text) & own)
     return frozenset(wording - frame)
 
@@ -534,9 +540,8 @@ def in_their_voice(wording: Collection[str], retriever: Retriever, exclude: Coll
         q, a = stated_question(o), normalized(answer_slot(o.metadata, o.text))
         if not (q and a):
             continue
-        voiced |= {c.id for c in retriever.retrieve(q, 20, set(exclude) | voiced)
-                   if c.score >= support_cos and (cq := stated_question(c)) and same_question(q, cq)
-                   and normalized(answer_slot(c.metadata, c.text)) == a}
+        voiced |= {c.id for c in stating(q, retriever, set(exclude) | voiced, support_cos=support_cos)
+                   if normalized(answer_slot(c.metadata, c.text)) == a}
     return voiced
 
 
