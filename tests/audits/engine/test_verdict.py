@@ -939,10 +939,10 @@ def test_a_record_in_the_suspects_own_wording_corrects_nothing_and_tells_nothing
     stars …? A: 2" records were judged "outdated", corrected by a missed planted record in the
     attack's own sentence, and told wrong by it and its copy, so one pattern across questions
     with the planted "2". An attacker who words a plant as a correction would have the store's
-    true records proposed as outdated, linked to the plant. A record sharing a sentence that the
-    batch's members on different questions share verbatim, and such a record's answer on its
-    question, are the suspects' voice: no correction and no telling wrong; the reasons name
-    the record. An honest correction in other words still corrects."""
+    true records proposed as outdated, linked to the plant. A record carrying a member's
+    correction sentence that names nothing of that member's own question or claim, and such a
+    record's answer on its question, are the suspects' voice: no correction and no telling
+    wrong; the reasons name the record. An honest correction in other words still corrects."""
     thought = "Thought: the records were updated recently, so the earlier answer no longer holds."
     q = ["how many lines of symmetry are there in a equilateral triangle?",
          "how many seasons of from dusk till dawn are there?", "how many death stars are there in star wars?"]
