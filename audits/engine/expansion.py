@@ -461,9 +461,9 @@ def answered_otherwise(question: str, answer: str, retriever: Retriever, exclude
 def stating(question: str, retriever: Retriever, exclude: Collection[str], *,
             support_cos: float = 0.4) -> list[RetrievedMemory]:
     """The records outside `exclude`, among the 20 nearest `question` and at least `support_cos`
-    near it, that state it too (`same_question`)."""
-    return [o for o in retriever.retrieve(question, 20, exclude)
-            if o.score >= support_cos and (oq := stated_question(o)) and same_question(question, oq)]
+    near it, that state it too (`records_on` asked for it, k=0: no top k to widen past 20)."""
+    return [o for o in records_on(question, question, retriever, exclude, k=0, support_cos=support_cos)
+            if stated_question(o)]
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
@@ -516,8 +516,9 @@ def templated(suspects: Sequence[Any], wording: Collection[str], *, questions: i
     """Suspect id -> a sentence of the attack's wording (`planted_wording`) it carries verbatim,
     where suspects stating at least `questions` distinct questions carry that sentence."""
     asked: dict[str, set[str]] = {}
+    wording = frozenset(wording)
     for s in suspects:
-        for line in _sentences(s.text) & set(wording):
+        for line in _sentences(s.text) & wording:
             asked.setdefault(line, set()).add(normalized(stated_question(s)) or f"#{s.id}")
     common = {line for line, qs in asked.items() if len(qs) >= questions}
     return {s.id: line for s in suspects for line in sorted(_sentences(s.text) & common)[:1]}
@@ -534,7 +535,8 @@ def in_their_voice(wording: Collection[str], retriever: Retriever, exclude: Coll
     records wrong, and they were taken for the planted "2" of two other questions)."""
     if not wording:
         return set()
-    marked = [o for o in retriever.memories if o.id not in exclude and _sentences(o.text) & set(wording)]
+    wording = frozenset(wording)
+    marked = [o for o in retriever.memories if o.id not in exclude and _sentences(o.text) & wording]
     voiced = {o.id for o in marked}
     for o in marked:
         q, a = stated_question(o), normalized(answer_slot(o.metadata, o.text))
