@@ -8,7 +8,9 @@ attack per store. These families vary, one knob at a time:
   ``written_at``), ``aline`` (``A:`` line, no metadata at all), ``plain`` (a passage, no
   metadata; the agent is ``builtin-reader`` with the probe's candidates);
 - poison phrasing: several templates per family (``phrasing``), PoisonedRAG's own
-  adversarial passages for ``nq-plain-adv``, ``hotpot-plain-adv`` and ``msmarco-plain-adv``;
+  adversarial passages for ``nq-plain-adv``, ``hotpot-plain-adv`` and ``msmarco-plain-adv``,
+  and the same passages in PoisonedRAG's published black-box form, the target question first
+  (``*-plain-adv-bb``: ``hotpot`` TUNE, ``nq`` and ``msmarco`` HOLDOUT, pre-registered 2026-12-07);
 - redundancy (ρ per target) and cosine spread (``spread``: templates with filler that pulls
   poisons of one target apart);
 - observed incidents (``observed``, 1–10 probes marked observed);
@@ -114,6 +116,11 @@ class Family:
     # passages replace `_HONEST_PLAIN` and whose corrections are used in turn (`_wordings`);
     # for a bridge family in the slot layout, its records' wording (`bridge.slot_wording`).
     wordings: str = ""
+    # PoisonedRAG's black-box attack as its own code plants it (`attack_method` "LM_targeted", the
+    # default of its main.py and run.py; src/attack.py `get_attack`): each passage is the target
+    # question, ".", then the adversarial text, `question + "." + adv_text`, so that it is
+    # retrieved for that question. The adv families without it plant the adversarial text alone.
+    black_box: bool = False
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
@@ -143,6 +150,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # nq-plain-adv is; it shows the per-target adversarial shape that sqa-plain-distinct's
     # generated passages no longer do. nq-plain-adv and msmarco-plain-adv stay held out.
     Family("hotpot-plain-adv", TUNE, "hotpotqa", "any", "plain", "adv", ()),
+    # TUNE (2026-12-07, written before any run on it): PoisonedRAG's published black-box passages
+    # (`Family.black_box`) on HotpotQA; its twins on NQ and MS MARCO are held out below.
+    Family("hotpot-plain-adv-bb", TUNE, "hotpotqa", "any", "plain", "adv", (), black_box=True),
     # TUNE twin of locomo-minja-bridge (``bridge.py``), written after that HOLDOUT's first run:
     # the same recipe on EHRAgent records, in its own wording.
     Family("ehr-minja-bridge", TUNE, "ehr", "any", "aline", "bridge", ()),
@@ -167,6 +177,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("sqa-entity-aline-distinct-p23", HOLDOUT, "sqa", "entity", "aline", "distinct", (2, 3)),
     Family("nq-plain-adv", HOLDOUT, "nq", "any", "plain", "adv", ()),
     Family("msmarco-plain-adv", HOLDOUT, "msmarco", "any", "plain", "adv", ()),
+    # Pre-registered HOLDOUT (2026-12-07 session 11:43, committed before any audit ran on them):
+    # PoisonedRAG's black-box passages as its attack.py plants them, the question first
+    # (`Family.black_box`). The adversarial texts are those of nq-plain-adv and
+    # msmarco-plain-adv, spent HOLDOUTs whose runs earlier sessions read; the form is new.
+    Family("nq-plain-adv-bb", HOLDOUT, "nq", "any", "plain", "adv", (), black_box=True),
+    Family("msmarco-plain-adv-bb", HOLDOUT, "msmarco", "any", "plain", "adv", (), black_box=True),
     Family("locomo-plain-shared", HOLDOUT, "locomo", "token", "plain", "shared", (4, 5)),
     Family("sqa-sentence-aline", HOLDOUT, "sqa", "sentence", "aline", "shared", (1, 3), spread=True),
     Family("instruction-plain", HOLDOUT, "locomo", "sentence", "plain", "instruction", (6, 7, 8)),
@@ -689,6 +705,8 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
             for k in range(inj):
                 if fam.attack == "adv":
                     text = tg["adv"][k % len(tg["adv"])]
+                    if fam.black_box:
+                        text = tg["t"] + "." + text
                 else:
                     tpl = _POISON[fam.phrasing[k % len(fam.phrasing)]]
                     text = _render(tpl, q, w, tg["t"])

@@ -107,3 +107,31 @@ def test_the_real_families_plant_poisonedrags_passages(name):
         assert len(poisons) == 80 and all(m["text"] in adv for m in poisons)
         assert all(m["metadata"] == {} for m in sc.memories)
         assert sum(p["observed"] for p in sc.probes) == 5
+
+
+BLACK_BOX = {"hotpot-plain-adv-bb": ("hotpotqa", TUNE), "nq-plain-adv-bb": ("nq", HOLDOUT),
+             "msmarco-plain-adv-bb": ("msmarco", HOLDOUT)}
+
+
+def test_the_black_box_families_are_split_as_their_plain_twins():
+    for name, (_, split) in BLACK_BOX.items():
+        fam = FAMILIES[name]
+        assert fam.black_box and fam.split == split
+        assert (fam.layout, fam.attack, fam.answer_type) == ("plain", "adv", "any")
+    assert not any(FAMILIES[n].black_box for n in ("nq-plain-adv", *ADV))
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["hotpot-plain-adv-bb", "msmarco-plain-adv-bb"])
+def test_a_black_box_passage_is_its_question_a_dot_and_the_adversarial_text(tmp_path, name):
+    """As PoisonedRAG's src/attack.py `get_attack` plants them for its default "LM_targeted"
+    (black-box) attack: `question + "."` followed by the adversarial text, no space between."""
+    stem = BLACK_BOX[name][0]
+    pdir = _synthetic(tmp_path, stem)
+    rows = json.loads((pdir / f"{stem}.json").read_text())
+    planted = {v["question"] + "." + t for v in rows.values() for t in v["adv_texts"]}
+    sc = build_family(name, rho=0.5, seed=0, size=300, observed=5, poison_dir=pdir)
+    poisons = [m for m in sc.memories if m["id"] in set(sc.poisoned)]
+    assert len(poisons) == sc.meta["targets"] * 8
+    assert all(m["text"] in planted and m["metadata"] == {} for m in poisons)
+    assert all(m["text"].startswith("which river town") and ".Passage " in m["text"] for m in poisons)
