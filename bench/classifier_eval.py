@@ -23,6 +23,10 @@ targets fully covered and clean flagged per 10,000. Sources:
   100 targets x 5 passages), read from ``DATA/poisonedrag``, else ``--poison-dir`` or
   ``$MEMAUDIT_POISON_DIR`` as the scenario families read them (HotpotQA and MS
   MARCO are ``results/adv_targeted_results/{hotpotqa,msmarco}.json`` of sleeepeer/PoisonedRAG);
+- ``nq-bb``, ``hotpotqa-bb``, ``msmarco-bb``: the same passages in PoisonedRAG's published
+  black-box form, as its ``src/attack.py`` plants them for its default attack ("LM_targeted"):
+  ``question + "." + adv_text``, the target question first. All three are held out: the
+  thresholds were set on NQ's adversarial texts alone, never on this form;
 - ``gen:<family>``: the project's scenario generators (``bench.scenarios``): each poison family
   of ``families.py`` at rho 0.4 (5 poisons per target, PoisonedRAG's redundancy), seed 0; a
   poison's target is the question its text restates (``nq-plain-adv`` is PoisonedRAG NQ again
@@ -70,6 +74,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 TUNED_ON = "nq"
 POISONEDRAG = ("nq", "hotpotqa", "msmarco")
+# The same passages in PoisonedRAG's published black-box form (src/attack.py `get_attack`,
+# "LM_targeted"): the target question, ".", the adversarial text (`families.Family.black_box`).
+BLACK_BOX = tuple(f"{s}-bb" for s in POISONEDRAG)
 GENERATED_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.attack not in ("adv", "honest"))
 GENERATED = tuple(f"gen:{n}" for n in GENERATED_FAMILIES) + ("gen:qa", "gen:rap", "gen:clean-honest")
 TARGET_COVERAGE = 0.99
@@ -112,7 +119,8 @@ def adv_file(source: str, data: Path, poison_dir: Path | None) -> Path:
 
 def load_poisons(data: Path, split: str, *, source: str = "nq",
                  poison_dir: Path | None = None) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    adv = json.loads(adv_file(source, data, poison_dir).read_text())
+    base = source.removesuffix("-bb")
+    adv = json.loads(adv_file(base, data, poison_dir).read_text())
     targets = sorted(adv)
     if split == "tune":
         targets = targets[0::2]
@@ -122,7 +130,7 @@ def load_poisons(data: Path, split: str, *, source: str = "nq",
     for key in targets:
         for i, text in enumerate(adv[key]["adv_texts"]):
             pid = f"adv-{key}-{i}" if source == "nq" else f"adv-{source}-{key}-{i}"
-            poisons.append((pid, text))
+            poisons.append((pid, adv[key]["question"] + "." + text if source != base else text))
             target_of[pid] = key
     return poisons, target_of
 
@@ -403,7 +411,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--instructions", action="store_true", help="the instruction rule on bench/instruction_set.py")
     ap.add_argument("--instruction-set", action="append", choices=list(SETS),
                     help="with --instructions: only these sets (repeatable; default all)")
-    ap.add_argument("--source", action="append", choices=POISONEDRAG + GENERATED,
+    ap.add_argument("--source", action="append", choices=POISONEDRAG + BLACK_BOX + GENERATED,
                     help="with --loso: only these sources (repeatable; default all)")
     ap.add_argument("--poison-dir", type=Path, default=None,
                     help="where <source>_adv_targeted.json (or <source>.json) lives when not under DATA/poisonedrag "
@@ -453,8 +461,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = instruction_eval(args.data, args.embedder, args.instruction_set)
         print_instructions(rows)
     elif args.loso:
-        sources = args.source or list(POISONEDRAG + GENERATED)
-        missing = [s for s in sources if s in POISONEDRAG and not adv_file(s, args.data, args.poison_dir).exists()]
+        sources = args.source or list(POISONEDRAG + BLACK_BOX + GENERATED)
+        missing = [s for s in sources if s in POISONEDRAG + BLACK_BOX
+                   and not adv_file(s.removesuffix("-bb"), args.data, args.poison_dir).exists()]
         if missing:
             print(f"no adversarial passages for {', '.join(missing)} (see --poison-dir)", file=sys.stderr)
             return 2

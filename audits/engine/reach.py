@@ -55,9 +55,13 @@ answers what the rest of the store says. The reach:
    its near-duplicate group contains, and that the question does not. With many copies the
    records retrieved beside it are all copies, so the contrast is made again once its group is
    out (step 4): a span the store's side then mentions is the topic, not the claim (TUNE
-   hotpot-plain-adv: "French" in "Georges Guynemer, a renowned French ace"). The claim under
-   test is the one the agent asserts with the group; the answer without it must not carry
-   that claim.
+   hotpot-plain-adv: "French" in "Georges Guynemer, a renowned French ace"). A record that
+   states its question and has no such span (a lower-case answer: "goalkeeper", "film
+   director") claims the rare lower-case words outside the question that most of its copies
+   repeat and the store's side beside it does not (`copy_words`; TUNE hotpot-plain-adv-bb,
+   PoisonedRAG's black-box passages), and the reader is then offered the store's records' own
+   rare lower-case words too (`own_words`). The claim under test is the one the agent asserts
+   with the group; the answer without it must not carry that claim.
 4. Replay with and without it: f(q, R(q, M \\ B)) and f(q, R(q, M \\ B \\ G)), G its group —
    itself and the retrieved records carrying its claim — grown adaptively (up to `rounds`)
    while the retrieval after removal still brings up copies: seed-like records carrying the
@@ -313,6 +317,25 @@ def claim_spans(m: RetrievedMemory | Any, others: Sequence[Any], question: str |
             continue
         out.append(s)
     return out
+
+
+def own_words(o: Any, skip: frozenset[str], df: Mapping[str, int], n: int) -> list[str]:
+    """A record's lower-case answer candidates: its words the store rarely uses (`rare_words`)
+    outside `skip` (the question's words, and the record it is read beside), as written in it."""
+    rare = rare_words(o.text, df, n) - skip
+    return list(dict.fromkeys(w for w in WORD.findall(o.text) if w.islower() and word(w) in rare))
+
+
+def copy_words(m: Any, copies: Sequence[Any], others: Sequence[Any], question: str,
+               df: Mapping[str, int], n: int) -> list[str]:
+    """What a record stating `question` asserts in lower case, read from its copies: of its rare
+    words in lower case outside the question (`own_words`), those the most copies repeat (at
+    least one) and no record of the store's side beside it (`others`) mentions. Empty without
+    a copy."""
+    count = {w: sum(1 for c in copies if mentions(w, c.text)) for w in own_words(m, tokens(question), df, n)
+             if not any(mentions(w, o.text) for o in others)}
+    most = max(count.values(), default=0)
+    return [w for w, c in count.items() if c == most] if most else []
 
 
 def synth_query(m: Any) -> str:
@@ -686,6 +709,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # rest (what the store says); a span the rest also mentions is the topic, not a claim.
         rest1 = [o for o in r1 if o.id != mid and not seedlike(o)]
         claims = claim_spans(me, rest1, question)
+        # A planted answer in lower case names nothing `answer_spans` reads ("goalkeeper", "film
+        # director"): a record stating its question, with copies, claims the rare words it and
+        # its copies repeat (`copy_words`); the store's records then offer theirs too.
+        worded = not claims and question is not None
+        if worded:
+            copies = [o for o in r1 if o.id != mid and seedlike(o)
+                      and (float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos
+                           or same_question(question, stated_question(o)))]
+            claims = copy_words(me, copies, rest1, question, df, len(mems))
+            if claims:
+                row["worded"] = True
         if strict and question is None:
             # A heading names what a passage is about, not an answer: past the first
             # `max_candidates`, two sentences of one padding article under its title
@@ -786,6 +820,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         alts = []
         for o in rest:
             alts += claim_spans(o, [me], question)
+            if worded:
+                alts += own_words(o, tokens(question) | tokens(me.text), df, len(mems))
         cands = list(dict.fromkeys(claims + alts))
         _, y1 = replayer.replay(q, kept, cands)
         _, y0 = replayer.replay(q, kept | group, cands)

@@ -60,3 +60,18 @@ def test_explain_names_the_rule_that_kept_a_missed_target_out():
     assert [r["target"] for r in rows] == ["T"] and sorted(rows[0]["missed"]) == [p for p, _ in poisons]
     assert rows[0]["all"]["why_not"] == "core is not question-sized" and rows[0]["all"]["core_size"] > 12
     assert rows[0]["groups"] and rows[0]["groups"][0]["why_not"] == "core is not question-sized"
+
+
+def test_a_black_box_source_is_its_passages_with_the_question_first(tmp_path):
+    """`-bb` sources: PoisonedRAG's src/attack.py plants `question + "." + adv_text`."""
+    import json
+
+    rows = {f"t{i}": {"question": f"who founded town {i}", "adv_texts": [f"Town {i} was founded by Quorin {k}."
+                                                                         for k in range(5)]} for i in range(3)}
+    (tmp_path / "hotpotqa.json").write_text(json.dumps(rows))
+    plain, target_of = classifier_eval.load_poisons(tmp_path, "all", source="hotpotqa", poison_dir=tmp_path)
+    bb, bb_target_of = classifier_eval.load_poisons(tmp_path, "all", source="hotpotqa-bb", poison_dir=tmp_path)
+    assert [t for _, t in bb] == [rows[target_of[p]]["question"] + "." + t for p, t in plain]
+    assert sorted(bb_target_of.values()) == sorted(target_of.values())
+    assert not {p for p, _ in bb} & {p for p, _ in plain}
+    assert classifier_eval.BLACK_BOX == ("nq-bb", "hotpotqa-bb", "msmarco-bb")
