@@ -10,7 +10,8 @@ attack per store. These families vary, one knob at a time:
 - poison phrasing: several templates per family (``phrasing``), PoisonedRAG's own
   adversarial passages for ``nq-plain-adv``, ``hotpot-plain-adv`` and ``msmarco-plain-adv``,
   and the same passages in PoisonedRAG's published black-box form, the target question first
-  (``*-plain-adv-bb``: ``hotpot`` TUNE, ``nq`` and ``msmarco`` HOLDOUT, pre-registered 2026-12-07);
+  (``*-plain-adv-bb``: ``hotpot`` TUNE, ``nq`` and ``msmarco`` HOLDOUT, pre-registered 2026-12-07;
+  ``hotpot-plain-adv-bbq``, TUNE: HotpotQA's question written as a search query, as NQ's are);
 - redundancy (ρ per target) and cosine spread (``spread``: templates with filler that pulls
   poisons of one target apart);
 - observed incidents (``observed``, 1–10 probes marked observed);
@@ -121,6 +122,9 @@ class Family:
     # question, ".", then the adversarial text, `question + "." + adv_text`, so that it is
     # retrieved for that question. The adv families without it plant the adversarial text alone.
     black_box: bool = False
+    # With `black_box`: the question as a search engine's query, lower case with no question mark
+    # (NQ's and MS MARCO's questions are written so; HotpotQA's are not).
+    as_query: bool = False
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
@@ -153,6 +157,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     # TUNE (2026-12-07, written before any run on it): PoisonedRAG's published black-box passages
     # (`Family.black_box`) on HotpotQA; its twins on NQ and MS MARCO are held out below.
     Family("hotpot-plain-adv-bb", TUNE, "hotpotqa", "any", "plain", "adv", (), black_box=True),
+    # TUNE (2026-12-07, written before any run on it): the same with HotpotQA's question written
+    # as NQ and MS MARCO write theirs (`Family.as_query`), so that the held-out twins' form is
+    # read on TUNE data.
+    Family("hotpot-plain-adv-bbq", TUNE, "hotpotqa", "any", "plain", "adv", (), black_box=True, as_query=True),
     # TUNE twin of locomo-minja-bridge (``bridge.py``), written after that HOLDOUT's first run:
     # the same recipe on EHRAgent records, in its own wording.
     Family("ehr-minja-bridge", TUNE, "ehr", "any", "aline", "bridge", ()),
@@ -706,7 +714,8 @@ def build_family(name: str, *, rho: float = 0.2, seed: int = 0, size: int = 400,
                 if fam.attack == "adv":
                     text = tg["adv"][k % len(tg["adv"])]
                     if fam.black_box:
-                        text = tg["t"] + "." + text
+                        asked = tg["t"].strip().rstrip("?").lower() if fam.as_query else tg["t"]
+                        text = asked + "." + text
                 else:
                     tpl = _POISON[fam.phrasing[k % len(fam.phrasing)]]
                     text = _render(tpl, q, w, tg["t"])

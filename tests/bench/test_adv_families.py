@@ -109,7 +109,8 @@ def test_the_real_families_plant_poisonedrags_passages(name):
         assert sum(p["observed"] for p in sc.probes) == 5
 
 
-BLACK_BOX = {"hotpot-plain-adv-bb": ("hotpotqa", TUNE), "nq-plain-adv-bb": ("nq", HOLDOUT),
+BLACK_BOX = {"hotpot-plain-adv-bb": ("hotpotqa", TUNE), "hotpot-plain-adv-bbq": ("hotpotqa", TUNE),
+             "nq-plain-adv-bb": ("nq", HOLDOUT),
              "msmarco-plain-adv-bb": ("msmarco", HOLDOUT)}
 
 
@@ -135,3 +136,17 @@ def test_a_black_box_passage_is_its_question_a_dot_and_the_adversarial_text(tmp_
     assert len(poisons) == sc.meta["targets"] * 8
     assert all(m["text"] in planted and m["metadata"] == {} for m in poisons)
     assert all(m["text"].startswith("which river town") and ".Passage " in m["text"] for m in poisons)
+
+
+@needs_data
+def test_the_query_form_asks_in_lower_case_without_a_question_mark(tmp_path):
+    """`as_query`: HotpotQA's question written as NQ and MS MARCO write theirs."""
+    pdir = _synthetic(tmp_path, "hotpotqa")
+    rows = json.loads((pdir / "hotpotqa.json").read_text())
+    for v in rows.values():
+        v["question"] = v["question"].title() + "?"
+    (pdir / "hotpotqa.json").write_text(json.dumps(rows))
+    planted = {v["question"].rstrip("?").lower() + "." + t for v in rows.values() for t in v["adv_texts"]}
+    sc = build_family("hotpot-plain-adv-bbq", rho=0.5, seed=0, size=300, observed=5, poison_dir=pdir)
+    poisons = [m["text"] for m in sc.memories if m["id"] in set(sc.poisoned)]
+    assert poisons and all(t in planted and "?" not in t for t in poisons)
