@@ -123,7 +123,12 @@ def _in_address(text: str, start: int, end: int) -> bool:
     if sentence.strip() or not re.match(r"\s*,", after):
         return False
     rest = re.split(r"(?<=[.!?])\s", after, maxsplit=1)[0]
-    return rest.rstrip().endswith("!") or bool(_YOU.search(rest))
+    # A title or a quotation in quotation marks speaks to no one ("… two songs: "Withing You
+    # Without You"": TUNE hotpot-plain-adv-bb).
+    return rest.rstrip().endswith("!") or bool(_YOU.search(_QUOTED.sub(" ", rest)))
+
+
+_QUOTED = re.compile(r'"[^"\n]*"|\u201c[^\u201d\n]*\u201d')
 
 
 def _asserts(claim: str, body: str) -> bool:

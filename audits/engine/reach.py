@@ -44,7 +44,8 @@ answers what the rest of the store says. The reach:
    under `max_calls` (300: the issue's budget is 600 for a whole audit of 5 incidents).
 2. The query it would be retrieved for, synthesised from the memory itself: its leading
    question-like span (text up to the first `?`) when it has one (its `metadata.query` when that
-   span only opens the query, a lead-in), else its `metadata.query`,
+   span only opens the query, a lead-in), else its `metadata.query`, else a first sentence typed
+   as a search query (lower case, opening as a question does, ended by a full stop),
    else its own text — and when that text retrieves only seed-like records even with its group
    out (its template outweighs its topic), its distinctive words (`keyword_query`: no function words, none that
    more than 5% of the store contains). A statement still unconfirmed is asked the leading
@@ -260,7 +261,8 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
             tok = frozenset(t for t in tok if t not in _FUNCTION)
         elif tok <= _FUNCTION and not tok <= _YES_NO:  # "He", "The": no answer; "no" is one
             return
-        if unit and tok and not (qtok and tok <= qtok) and unit.casefold() not in (u.casefold() for u in out):
+        if unit and tok and not (qtok and tok <= qtok and not offered(unit, question or "")) \
+                and unit.casefold() not in (u.casefold() for u in out):
             out.append(unit)
 
     head = _CLAUSE.split(body, maxsplit=1)[0]
@@ -274,6 +276,14 @@ def answer_units(output: str, question: str | None = None) -> list[str]:
     for n in numbers:
         add(n)
     return out
+
+
+def offered(unit: str, question: str) -> bool:
+    """The question offers `unit` as one of its alternatives ("… a left-hand or right-hand
+    batsman?", "… earlier, the Seven Days Battles or the Battle of Manila?"): an answer naming it
+    answers, it does not restate the topic."""
+    u = re.escape(" ".join(unit.split()))
+    return re.search(rf"(?<![\w-]){u}\s+or\b|\bor\s+(?:the\s+|an?\s+)?{u}(?![\w-])", question, re.IGNORECASE) is not None
 
 
 def says_nothing(output: str, question: str | None) -> bool:
@@ -352,7 +362,19 @@ def synth_query(m: Any) -> str:
         # locomo-minja-slot-w11: "**Q:** Hey, can you check something for me?" was asked).
         lead = q.split("?", 1)[0].strip()
         return q if lead and head[0].strip().endswith(lead) and len(q) > len(lead) + 1 else head[0].strip() + "?"
+    typed = _TYPED_QUERY.match(m.text)
+    if typed and not q and 3 <= len(typed.group(1).split()) <= 40:
+        # A question typed as a search engine's query, in lower case and without a question mark
+        # ("who sings does he love me with reba.Linda Davis …": PoisonedRAG's black-box passages on
+        # NQ and MS MARCO, read on TUNE hotpot-plain-adv-bbq).
+        return typed.group(1).strip() + "?"
     return q or m.text
+
+
+# A first sentence in lower case that opens as a question does, ended by a full stop: a query typed
+# into a search box.
+_TYPED_QUERY = re.compile(r"^\s*((?:who|whom|whose|what|when|where|which|why|how|is|are|was|were|do|does|did|"
+                          r"can|could|will|would|should|has|have|had)\b[^\n.!?]{6,300})\.")
 
 
 _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic

@@ -299,3 +299,21 @@ def test_poisons_written_in_the_stores_own_shape_are_reached_by_the_shape_the_st
     observed target was cleared."""
     res = _clears_every_target(aline_scenario())
     assert res.signal_influence["reach"]["framed"]
+
+
+def test_an_alternative_the_question_offers_is_an_answer_not_its_topic():
+    """TUNE hotpot-plain-adv-bbq seed 1: "Is the Pakistan fast bowler who joined the Kent County
+    Cricket Club in June, 2011 a left-hand or right-hand batsmans?" was answered "right-hand" once
+    the batch was out, and that answer was dropped as words of the question: the store's answer
+    went unread, the reach had no anti-seeds, every record looked seed-like and no group found a
+    store's side (R 0.10, ASR after 0.20). An option the question offers ("A or B") is an answer;
+    the rest of the question is still its topic."""
+    from audits.engine.reach import answer_units
+
+    q = "Is the Pakistan fast bowler who joined the Kent County Cricket Club in June, 2011 a left-hand or right-hand batsmans?"
+    assert answer_units("right-hand", q) == ["right-hand"] and answer_units("left-hand", q) == ["left-hand"]
+    assert answer_units("Kent County", q) == []
+    q = "Which was fought earlier in our nation's history, the Seven Days Battles or the Battle of Manila?"
+    assert answer_units("The Battle of Manila", q)[0] == "The Battle of Manila"
+    assert "Seven Days Battles" in answer_units("The Seven Days Battles.", q)
+    assert answer_units("Manila", q) == [] and answer_units("our nation's history", q) == []
