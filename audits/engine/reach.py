@@ -1156,6 +1156,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             bk = mid in by_copies
             try:
                 ev, store_side = verify(mid, q, question, bk, strict)
+                if ev is None and question is not None and not stated_question(m) and _TYPED_QUERY.match(m.text):
+                    # A typed query read as its question may name the answer it offers ("who was
+                    # born earlier, emma bull or virginia woolf.Emma Bull, …" claims neither
+                    # name): the record is asked as itself too, as a passage is (TUNE
+                    # hotpot-plain-adv-bbq ρ 0.5 seed 3).
+                    question, q = None, m.text
+                    ev, store_side = verify(mid, q, question, bk, strict)
                 if ev is None and not store_side and question is None:
                     # Its own text found only look-alikes, even with its group out (the template
                     # outweighs the topic): ask by its distinctive words, those rare in the store.

@@ -141,3 +141,4 @@ def test_a_lower_case_answer_its_copies_repeat_is_the_claim_of_a_record_stating_
     assert set(res.batch) == sc.truth
     confirmed = [r for r in res.signal_influence["reach"]["trace"] if r.get("stop") == "confirmed"]
     assert confirmed and all(r.get("worded") and set(r["claims"]) <= set(_PLANTED_TRADE) for r in confirmed)
+
