@@ -738,7 +738,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         if worded:
             copies = [o for o in r1 if o.id != mid and seedlike(o)
                       and (float(E[idx[o.id]] @ E[idx[mid]]) >= copy_cos
-                           or same_question(question, stated_question(o)))]
+                           or ((oq := synth_query(o)) != o.text and same_question(question, oq)))]
             claims = copy_words(me, copies, rest1, question, df, len(mems))
             if claims:
                 row["worded"] = True

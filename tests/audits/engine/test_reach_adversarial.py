@@ -67,16 +67,21 @@ def _unobserved(sc: Scenario, observed: int = 4) -> set[str]:
     return {m for m in sc.truth if int(m[1]) >= observed}
 
 
-def test_a_topic_word_beside_crowded_copies_is_not_the_claim():
-    sc = crowded_scenario()
+def _every_poison_reached(sc: Scenario) -> list[dict]:
+    """Audit `sc` (every target harmful before, none after, the batch exactly its poisons, the
+    unobserved targets' too); the reach's confirmed trace rows."""
     res, before, after = _audit(sc, TopicEmbedder())
     assert sum(r["harmful"] for r in before) == 10
     missed = _unobserved(sc) - set(res.batch)
     assert not missed, sorted(missed)
     assert sum(r["harmful"] for r in after) == 0
     assert set(res.batch) == sc.truth
+    return [r for r in res.signal_influence["reach"]["trace"] if r.get("stop") == "confirmed"]
+
+
+def test_a_topic_word_beside_crowded_copies_is_not_the_claim():
+    confirmed = _every_poison_reached(crowded_scenario())
     # The trace names the claim the answer moved from, never the region (the topic).
-    confirmed = [r for r in res.signal_influence["reach"]["trace"] if r.get("stop") == "confirmed"]
     assert confirmed and not any(set(r["claims"]) & set(_TOPIC) for r in confirmed)
 
 
@@ -132,13 +137,6 @@ def test_a_lower_case_answer_its_copies_repeat_is_the_claim_of_a_record_stating_
     offer theirs ("centre") as the reader's other candidates. TUNE hotpot-plain-adv-bbq: the
     question typed as a query ("which professional ice hockey position … play.In the …") is the
     question asked, not the whole passage (whose region name was taken for its claim)."""
-    sc = lowercase_scenario(typed=typed)
-    res, before, after = _audit(sc, TopicEmbedder())
-    assert sum(r["harmful"] for r in before) == 10
-    missed = _unobserved(sc) - set(res.batch)
-    assert not missed, sorted(missed)
-    assert sum(r["harmful"] for r in after) == 0
-    assert set(res.batch) == sc.truth
-    confirmed = [r for r in res.signal_influence["reach"]["trace"] if r.get("stop") == "confirmed"]
+    confirmed = _every_poison_reached(lowercase_scenario(typed=typed))
     assert confirmed and all(r.get("worded") and set(r["claims"]) <= set(_PLANTED_TRADE) for r in confirmed)
 
