@@ -102,6 +102,12 @@ Version 3.13 changes no rule or weight: in a store too small for a spread of its
 detector's bar borrows the spread of the clean background it was fitted against (3.12, a refit on
 every spent set, was measured and not adopted).
 
+Version 3.14 (2026-12-07) changes rule 5b only: members that all open with one question, verbatim
+(PoisonedRAG's published black-box passages, `question + "." + text`), have that question as the
+pattern's question part whatever its length; only the rest of the core must be question-sized
+(``judge._shared_question``). Read on PoisonedRAG HotpotQA in that form; MS MARCO and NQ in it
+held out (``bench/classifier_eval.py --loso``, docs/benchmarks.md section 1b).
+
 Modules, one per rule family: ``text`` (step 1), ``corpus`` (step 2), ``grouping`` (steps 3-4,
 4b), ``judge`` (step 5), ``answer`` (5f and 6: numbers and names), ``refutation`` (5j),
 ``readmit`` (6, 6b), ``instruction`` (3.1), ``learned`` (3.3), ``pipeline`` (7), ``model`` (datatypes).

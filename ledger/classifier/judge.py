@@ -5,6 +5,7 @@ first (5d-5j), then the figures of what is left decide whether it is a suspiciou
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,14 @@ def judge(corpus: Corpus, held: Sequence[int], core: frozenset[str], *, params: 
     if dense:
         _peel(sel, _dense_similarity(dense), ratio=params.dense_outlier_ratio, params=params)
     fig = _figures(sel, corpus, core, core_w=core_w, params=params, dense=dense)
-    why_not = _why_not(fig, distinct=len(sel.reps) + readmitted, core_size=len(core),
+    # Members that all open with one question, verbatim, are written to be retrieved for it
+    # (PoisonedRAG's black-box passages: `question + "." + text`): that question is the
+    # pattern's question part whatever its length, and only the rest of the core must be
+    # question-sized.
+    asked = _shared_question(sel.reps)
+    sized = max(params.min_core_tokens, len(core - asked)) if asked and len(core) >= params.min_core_tokens \
+        else len(core)
+    why_not = _why_not(fig, distinct=len(sel.reps) + readmitted, core_size=sized,
                        support_size=len(held), split_sides=split_sides, params=params)
     return Group(
         members=tuple(m.memory_id for m in sel.members),
@@ -146,6 +154,21 @@ def _drop_off_length(sel: _Selection, params: Params) -> None:
         return
     mid = sorted(r.words for r in sel.reps)[len(sel.reps) // 2]
     sel.keep([r for r in sel.reps if mid / params.length_spread <= r.words <= mid * params.length_spread])
+
+
+# A passage's opening question: up to its first "?", or a query typed in lower case without one
+# ("who sings does he love me with reba.Linda Davis …"), ended by a full stop.
+_OPENING_QUESTION = re.compile(r"^\s*([^\n?]{10,300}\?|(?:who|whom|whose|what|when|where|which|why|how|is|are|"
+                               r"was|were|do|does|did|can|could|will|would|should|has|have|had)\b[^\n.!?]{6,300}\.)")
+
+
+def _shared_question(reps: Sequence[Passage]) -> frozenset[str]:
+    """The content tokens of the question every member opens with, verbatim; empty when they do
+    not all open with the same one."""
+    heads = {(m.group(1).strip().casefold() if (m := _OPENING_QUESTION.match(r.text)) else None) for r in reps}
+    if len(heads) != 1 or None in heads:
+        return frozenset()
+    return frozenset(tokenize(next(iter(heads)))[0])
 
 
 def _peel(sel: _Selection, sim: Similarity, *, ratio: float, params: Params) -> None:
