@@ -132,6 +132,8 @@ from typing import Any
 
 import numpy as np
 
+from ledger.classifier.text import TYPED_QUERY
+
 from .agents import DONT_KNOW
 from .expansion import answer_slot, write_bursts, written_at
 from .harm import make_harm
@@ -362,19 +364,13 @@ def synth_query(m: Any) -> str:
         # locomo-minja-slot-w11: "**Q:** Hey, can you check something for me?" was asked).
         lead = q.split("?", 1)[0].strip()
         return q if lead and head[0].strip().endswith(lead) and len(q) > len(lead) + 1 else head[0].strip() + "?"
-    typed = _TYPED_QUERY.match(m.text)
+    typed = TYPED_QUERY.match(m.text)
     if typed and not q and 3 <= len(typed.group(1).split()) <= 40:
         # A question typed as a search engine's query, in lower case and without a question mark
         # ("who sings does he love me with reba.Linda Davis …": PoisonedRAG's black-box passages on
         # NQ and MS MARCO, read on TUNE hotpot-plain-adv-bbq).
         return typed.group(1).strip() + "?"
     return q or m.text
-
-
-# A first sentence in lower case that opens as a question does, ended by a full stop: a query typed
-# into a search box.
-_TYPED_QUERY = re.compile(r"^\s*((?:who|whom|whose|what|when|where|which|why|how|is|are|was|were|do|does|did|"
-                          r"can|could|will|would|should|has|have|had)\b[^\n.!?]{6,300})\.")
 
 
 _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic
@@ -1156,7 +1152,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             bk = mid in by_copies
             try:
                 ev, store_side = verify(mid, q, question, bk, strict)
-                if ev is None and question is not None and not stated_question(m) and _TYPED_QUERY.match(m.text):
+                if ev is None and question is not None and not stated_question(m) and TYPED_QUERY.match(m.text):
                     # A typed query read as its question may name the answer it offers ("who was
                     # born earlier, emma bull or virginia woolf.Emma Bull, …" claims neither
                     # name): the record is asked as itself too, as a passage is (TUNE

@@ -14,7 +14,7 @@ from ledger.classifier.answer import other_answers
 from ledger.classifier.corpus import Corpus
 from ledger.classifier.model import Dense, Group, Params
 from ledger.classifier.refutation import minority_side
-from ledger.classifier.text import Passage, chatty, jaccard, pattern_sentence, tokenize
+from ledger.classifier.text import TYPED_QUERY, Passage, chatty, jaccard, pattern_sentence, tokenize
 
 TOO_FEW = "too few distinct passages"
 
@@ -156,16 +156,15 @@ def _drop_off_length(sel: _Selection, params: Params) -> None:
     sel.keep([r for r in sel.reps if mid / params.length_spread <= r.words <= mid * params.length_spread])
 
 
-# A passage's opening question: up to its first "?", or a query typed in lower case without one
-# ("who sings does he love me with reba.Linda Davis …"), ended by a full stop.
-_OPENING_QUESTION = re.compile(r"^\s*([^\n?]{10,300}\?|(?:who|whom|whose|what|when|where|which|why|how|is|are|"
-                               r"was|were|do|does|did|can|could|will|would|should|has|have|had)\b[^\n.!?]{6,300}\.)")
+# A passage's opening question up to its first "?" (or a typed query: `text.TYPED_QUERY`).
+_ASKED_FIRST = re.compile(r"^\s*([^\n?]{10,300}\?)")
 
 
 def _shared_question(reps: Sequence[Passage]) -> frozenset[str]:
     """The content tokens of the question every member opens with, verbatim; empty when they do
     not all open with the same one."""
-    heads = {(m.group(1).strip().casefold() if (m := _OPENING_QUESTION.match(r.text)) else None) for r in reps}
+    heads = {(m.group(1).strip().casefold() if (m := _ASKED_FIRST.match(r.text) or TYPED_QUERY.match(r.text)) else None)
+             for r in reps}
     if len(heads) != 1 or None in heads:
         return frozenset()
     return frozenset(tokenize(next(iter(heads)))[0])

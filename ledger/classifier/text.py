@@ -40,6 +40,11 @@ _PERSONAL = re.compile(r"\b(?:I|[Mm]y|[Mm]e|[Ww]e|[Oo]ur|[Uu]s|[Yy]ou|[Yy]our)\b
 _QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c].*?['\"\u2019\u201d](?!\w)")
 _CHATTY = re.compile(r"!|\b(?:[Tt]hanks?|[Hh]ey|[Hh]i|[Ww]ow|[Yy]eah|[Yy]ep|[Ll]et's)\b")
 SENTENCE_END = re.compile(r"[.!?:;\"\n]")
+# A query typed into a search box, as a text's first sentence: lower case, opening as a question
+# does, no question mark, ended by a full stop ("who sings does he love me with reba.Linda Davis
+# …": PoisonedRAG's black-box passages on NQ and MS MARCO). Group 1 is the query.
+TYPED_QUERY = re.compile(r"^\s*((?:who|whom|whose|what|when|where|which|why|how|is|are|was|were|do|does|did|"
+                         r"can|could|will|would|should|has|have|had)\b[^\n.!?]{6,300})\.")
 
 
 @dataclass
