@@ -836,10 +836,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         rest = [o for o in r1 if o.id not in group] + [o for o in r0 if o.id not in seen] \
             + [mems[idx[s]] for s in sorted(back)]
         alts = []
+        mine = tokens(question) | tokens(me.text) if worded else frozenset()
         for o in rest:
             alts += claim_spans(o, [me], question)
             if worded:
-                alts += own_words(o, tokens(question) | tokens(me.text), df, len(mems))
+                alts += own_words(o, mine, df, len(mems))
         cands = list(dict.fromkeys(claims + alts))
         _, y1 = replayer.replay(q, kept, cands)
         _, y0 = replayer.replay(q, kept | group, cands)
