@@ -74,7 +74,13 @@ answers what the rest of the store says. The reach:
    different ones — `same_question`; when they state one, the names in it, `answer_spans`: the
    trigger entity, a patient id or a person): then the seeds are its copies, one claim planted
    across questions about one subject (MINJA's redirect, one record per victim question; TUNE
-   ehr-minja-bridge). Words are compared as the same word whatever their case and a possessive
+   ehr-minja-bridge). A group of one stands too when the record opens with the question it
+   answers (`opening_question`), a seed opens with one, and none of the store's records carrying
+   the answer without it opens with that question (`baited`: written to be retrieved for it where
+   the store does not write so; PoisonedRAG's black-box passage at one per target, TUNE
+   hotpot-plain-adv-bb ρ 0.05): it needs `min_support` supporters, and outvoted today (the
+   answer with it is the store's) it is confirmed by what it answers alone, f(q, {m})
+   (`outvoted_alone`). Words are compared as the same word whatever their case and a possessive
    "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
    the seeds with no subject). Its group is then the records naming the target on a question
    about the subject (not a padding line that names the target), its
@@ -350,27 +356,56 @@ def copy_words(m: Any, copies: Sequence[Any], others: Sequence[Any], question: s
     return [w for w, c in count.items() if c == most] if most else []
 
 
+def _leading_question(text: str) -> str | None:
+    """The text up to its first "?", when that is one line of 3–40 words."""
+    head = text.strip().split("?", 1)
+    if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
+        return head[0].strip() + "?"
+    return None
+
+
+def _typed_question(text: str) -> str | None:
+    """A first sentence typed as a search engine's query, in lower case and without a question
+    mark ("who sings does he love me with reba.Linda Davis …": PoisonedRAG's black-box passages
+    on NQ and MS MARCO, read on TUNE hotpot-plain-adv-bbq), as a question."""
+    typed = TYPED_QUERY.match(text)
+    if typed and 3 <= len(typed.group(1).split()) <= 40:
+        return typed.group(1).strip() + "?"
+    return None
+
+
+def opening_question(text: str) -> str | None:
+    """The question a text opens with, read from the text alone: its leading question, else a
+    first sentence typed as a query."""
+    return _leading_question(text) or _typed_question(text)
+
+
+def baited(m: Any, store_side: Sequence[Any]) -> bool:
+    """m opens with a question (`opening_question`) that none of `store_side` (the store's records
+    answering that question otherwise) opens with: written to be retrieved for it, where the store
+    does not write so. An honest record in a store of question-and-answer notes opens as the
+    records it disagrees with do."""
+    bait = opening_question(m.text)
+    return bait is not None and not any(
+        (o := opening_question(x.text)) is not None and same_question(bait, o) for x in store_side)
+
+
 def synth_query(m: Any) -> str:
     """The question a memory would be retrieved for, from the memory itself: its leading
     question, or its `metadata.query` when that leading question is only the query's lead-in
     ("User: Can you check something for me? How many months …?" is stored with the query "Can
     you check something for me? How many months …?": TUNE locomo-minja-slot)."""
-    head = m.text.strip().split("?", 1)
     q = m.metadata.get("query") if isinstance(m.metadata, Mapping) else None
     q = q.strip() if isinstance(q, str) else ""
-    if len(head) == 2 and 3 <= len(head[0].split()) <= 40 and "\n" not in head[0].strip():
+    head = _leading_question(m.text)
+    if head:
         # Whatever labels it ("User: ", "**Q:** "), the leading question is the query's lead-in
         # when the query's first sentence ends it and the query goes on (TUNE
         # locomo-minja-slot-w11: "**Q:** Hey, can you check something for me?" was asked).
         lead = q.split("?", 1)[0].strip()
-        return q if lead and head[0].strip().endswith(lead) and len(q) > len(lead) + 1 else head[0].strip() + "?"
-    typed = TYPED_QUERY.match(m.text)
-    if typed and not q and 3 <= len(typed.group(1).split()) <= 40:
-        # A question typed as a search engine's query, in lower case and without a question mark
-        # ("who sings does he love me with reba.Linda Davis …": PoisonedRAG's black-box passages on
-        # NQ and MS MARCO, read on TUNE hotpot-plain-adv-bbq).
-        return typed.group(1).strip() + "?"
-    return q or m.text
+        return q if lead and head[:-1].endswith(lead) and len(q) > len(lead) + 1 else head
+    typed = _typed_question(m.text)
+    return typed if typed and not q else q or m.text
 
 
 _RARE_SHARE = 0.05  # a word more than 5% of the store's records contain is template, not topic
@@ -706,6 +741,60 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         ctok = set().union(*(tokens(c) for c in said)) if said else set()
         return bool((rare_words(m.text, df, len(mems)) - ctok) & tokens(o.text))
 
+    def sided(m: Any, q: str, exclude: Collection[str], units: Sequence[str], said: Sequence[str],
+              attack: Any, carrier: Any) -> tuple[list[RetrievedMemory], list[Any], list[str]]:
+        """The store's side on m's question `q` with `exclude` out: a wide retrieval, the records
+        in it about that question (cosine to it at least `support_cos`), not seed-like, not
+        carrying the claim `said`, and the ids of those that carry the answer `units`."""
+        asked = stated_question(m)
+        wide = retriever.retrieve(q, max(4 * k, 20), exclude)
+        side = [o for o in wide if o.score >= support_cos and not attack(o)
+                and same_question(asked, stated_question(o)) and not carrier(o)]
+        # Its store's side must be about it: two sentences of one padding article back each other
+        # too, and without them the agent answers from records about other things (TUNE
+        # hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim" against other nobles'
+        # records at cosine 0.43); a clean fact kept in four plain paraphrases, read as "Evan" for
+        # "sports, activity, has, Evan: Swimming, as noted.", against records of Andrew's outdoor
+        # activities (TUNE locomo-clean-plain at 2,000, honest errors as seeds). A record that
+        # states the very question m states is about it, whatever words the rest of the store
+        # shares: the store's "Q: Which is the english singer and songwriter? A: Amy Winehouse"
+        # shares with the planted record only words its keyword decoys ("Q: english, singer,
+        # songwriter (in the first draft) A: …") use too (TUNE sqa-entity-aline-distinct ρ 0.5,
+        # fresh seeds 12, 13, 16, 18: a found group of eight with no store's side, R 0.90).
+        side = [o for o in side if (asked and stated_question(o)) or about(o, m, said)]
+        support = [o.id for o in side if carries_answer(o, units, q)]
+        return wide, side, support
+
+    def outvoted_alone(m: Any, q: str, claims: Sequence[str], row: dict[str, Any], now: str,
+                       exclude: Collection[str], attack: Any, carrier: Any) -> dict[str, Any] | None:
+        """A lone record (`lone` in `verify`) outvoted on its question: today's answer there is
+        the store's, with it or without it. What it does once the vote shifts is what it does
+        alone, f(q, {m}) (`alone_against`'s sufficiency): confirmed when that answer carries its
+        claim and at least `min_support` records of the store's side carry today's answer, none
+        opening with its question (`baited`)."""
+        row["sufficiency"] = "outvoted"
+        units = answer_units(now, q)
+        if not units or now.strip() == DONT_KNOW:
+            row["stop"] = "outvoted: today's answer asserts nothing"
+            return None
+        wide, side, support = sided(m, q, exclude, units, claims, attack, carrier)
+        row["support"], row["side"] = support, len(side)
+        if len(support) < min_support or not baited(m, [mems[idx[s]] for s in support]):
+            row["stop"] = f"outvoted: {len(support)} supporter(s), {len(side)} on the store's side"
+            return None
+        cands = list(dict.fromkeys(list(claims) + [a for o in side for a in claim_spans(o, [m], q)]))
+        alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]
+        said = [c for c in claims if _carries(alone.text, [c])]
+        row["alone"] = alone.text
+        if not said:
+            row["stop"] = "outvoted: alone its answer does not carry the claim"
+            return None
+        row["stop"] = "confirmed"
+        return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
+                "after": now, "support": support, "group": [m.id], "dormant": True, "alone": "lone",
+                "harm": make_harm({"type": "contains", "target": said[0]}),
+                "retrieved": [o.id for o in wide[:k]]}
+
     def verify(mid: str, q: str, question: str | None, backed: bool = False, strict: bool = False
                ) -> tuple[dict[str, Any] | None, bool]:
         """(evidence, whether the store's side was seen at all after removing the group).
@@ -819,7 +908,24 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 return None, store_side
             group = {mid} | {g for g in group if g != mid and _carries_claim(mems[idx[g]], claims)}
         row["group"] = sorted(group)
-        if (len(group) < min_copies and not planted) or len(group) > max_group:
+        # A record that opens with the question it answers, as a seed does, is written to be
+        # retrieved for that question: alone, it is a planted group of one (PoisonedRAG's
+        # black-box passage at one per target, TUNE hotpot-plain-adv-bb ρ 0.05), held to the
+        # store's majority, none of whose records opens with that question (`baited`).
+        lone = len(group) < min_copies and not planted and question is not None \
+            and opening_question(m.text) is not None \
+            and any(opening_question(mems[idx[s]].text) for s in seed_ids if s in idx)
+        if lone:
+            # ...unless a copy its question ranks below the top k is near it: then they are a
+            # group (TUNE sqa-plain-distinct ρ 0.2 seed 1: "Which is the species of canid? …"
+            # confirmed alone left its copy "Asked which is the species of canid, …" a group of
+            # one).
+            group |= {o.id for o in retriever.retrieve(m.text, k, removed | group) if o.id != mid and is_copy(o)}
+            row["group"] = sorted(group)
+            lone = len(group) < min_copies
+        if lone:
+            row["lone"] = True
+        if (len(group) < min_copies and not planted and not lone) or len(group) > max_group:
             row["stop"] = f"group of {len(group)}"
             return None, store_side
         # A batch member there only for standing, alone, against this question's records
@@ -855,6 +961,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         # sqa-entity-aline-distinct and nq-number-aline-distinct at ρ 0.2, R 0.10–0.57).
         if not said and (planted or (model.store_shaped and seedlike(m))):
             return dormant(m, q, group, y1.text, claims, row, attack, carrier), store_side
+        if not said and lone:
+            return outvoted_alone(m, q, claims, row, y1.text, kept | group, attack, carrier), store_side
         if not said:
             row["stop"] = "answer with the group does not carry the claim"
             return None, store_side
@@ -866,26 +974,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
         # `support_cos`) that carry the new answer.
-        wide = retriever.retrieve(q, max(4 * k, 20), kept | group)
         units = answer_units(y0.text, q)
         row["read"] = units
-        # The store's side on that question: records about it, not seed-like, not asserting the
-        # claim; the supporters among them carry the new answer.
-        side = [o for o in wide if o.score >= support_cos and not attack(o)
-                and same_question(asked, stated_question(o)) and not carrier(o)]
-        # Its store's side must be about it: two sentences of one padding article back each other
-        # too, and without them the agent answers from records about other things (TUNE
-        # hotpot-plain-adv: "Reichard, Count Palatine of Simmern-Sponheim" against other nobles'
-        # records at cosine 0.43); a clean fact kept in four plain paraphrases, read as "Evan" for
-        # "sports, activity, has, Evan: Swimming, as noted.", against records of Andrew's outdoor
-        # activities (TUNE locomo-clean-plain at 2,000, honest errors as seeds). A record that
-        # states the very question m states is about it, whatever words the rest of the store
-        # shares: the store's "Q: Which is the english singer and songwriter? A: Amy Winehouse"
-        # shares with the planted record only words its keyword decoys ("Q: english, singer,
-        # songwriter (in the first draft) A: …") use too (TUNE sqa-entity-aline-distinct ρ 0.5,
-        # fresh seeds 12, 13, 16, 18: a found group of eight with no store's side, R 0.90).
-        side = [o for o in side if (asked and stated_question(o)) or about(o, m, said)]
-        support = [o.id for o in side if carries_answer(o, units, q)]
+        wide, side, support = sided(m, q, kept | group, units, said, attack, carrier)
         row["support"] = support
         row["side"] = len(side)
         # A voting reader takes the majority, so its new answer has `min_support` carriers; a
@@ -918,6 +1009,9 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         because = vouched(m, said[0]) if planted else None
         lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated)
                                   or because is not None)
+        if lone and (len(support) < min_support or not baited(m, [mems[idx[s]] for s in support])):
+            row["stop"] = f"lone: {len(support)} supporter(s), {len(side)} on the store's side"
+            return None, store_side
         if len(support) < min_support and not lenient:
             row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side

@@ -36,7 +36,10 @@ audit already holds, in this order:
    their copies: a record nothing tells wrong where it is asked, no copy of one that is, is where
    the claim comes from), planted copies against the store (another record asserts the same claim
    for the same question and the store answers it otherwise; a copy is one written with the
-   memory: one source or one write-time burst, where the store records them).
+   memory: one source or one write-time burst, where the store records them), retrieval bait (it
+   opens with the very question it was credited on and answers it against at least
+   `min_support` records of the store, none of which opens with that question: written to be
+   retrieved for it, where the store does not write so; `reach.baited`).
 4. Otherwise honest error: isolated, no adversarial marker.
 
 1 and 3 give *poison-like*; 2 and 4 give *honest-error*. The reasons name every marker found
@@ -71,7 +74,7 @@ from .expansion import (
     write_bursts,
     written_at,
 )
-from .reach import answer_spans, doc_freq, rare_words
+from .reach import answer_spans, baited, doc_freq, opening_question, rare_words
 from .retriever import Retriever
 from .words import (
     IDENTIFIER,
@@ -597,10 +600,26 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                 shape.append(f"planted copies against the store: {len(copies)} other record(s) assert "
                              f"'{claim[m]}' for one question ({', '.join(sorted(copies)[:5])}), "
                              f"{len(st['support'])} records of the store answer '{st['answer']}'")
+        # Retrieval bait: it opens with the very question it was credited on and answers it
+        # against the store, where none of the store's records answering there opens so.
+        # PoisonedRAG's black-box passage is its target question, ".", then the planted text, so
+        # that the question retrieves it (sleeepeer/PoisonedRAG, src/attack.py `get_attack`); at
+        # one per target it has no copy and no marker else (TUNE hotpot-plain-adv-bb ρ 0.05: every
+        # seed "isolated"). An honest record in a store of question-and-answer notes opens as the
+        # records it disagrees with do.
+        bait = opening_question(rec.text) if st and claim[m] and corrected_by is None else None
+        if bait and st.get("question") and same_question(bait, st["question"]):
+            sup = [mems[idx[s]] for s in st.get("support", []) if s in idx]
+            answer = _norm(st.get("answer"))
+            if answer and answer != claim[m] and len(sup) >= min_support and baited(rec, sup):
+                shape.append(f"retrieval bait: it opens with the question it was credited on ('{bait[:80]}') "
+                             f"and answers '{claim[m]}', against {len(sup)} records of the store that answer "
+                             f"'{st['answer']}' and none of which opens with that question")
         rv = (reach or {}).get(m)
         if rv and rv.get("alone"):
             asked = rv["query"][:80]
             today = (f"outranked today: '{asked}' does not retrieve it" if rv["alone"] == "outranked" else
+                     f"outvoted today on '{asked}' by the store's records there" if rv["alone"] == "lone" else
                      f"outvoted today on '{asked}', even without the store's records there")
             against = (f"against the store's own record(s) on that question ({', '.join(rv['support'][:3])}), "
                        f"which answer '{rv['after']}'" if rv["support"] else

@@ -697,3 +697,24 @@ def test_poisonedrags_black_box_passages_are_reached(name, rho, seed, recall):
     ma = _hotpot_memaudit(name, rho, seed, 5, 400)
     assert ma["recall"] >= recall and ma["precision"] >= 0.95, ma
     assert ma["asr_after"] <= (0.2 if seed == 3 else 0.0), ma
+
+
+@pytest.mark.parametrize("name, seed, recall", [
+    ("hotpot-plain-adv-bb", 3, 0.80),  # R 0.10, its one seed "isolated", ASR after 0.25
+    ("hotpot-plain-adv-bbq", 0, 0.50),  # R 0.10, ASR after 0.20
+])
+def test_poisonedrags_lone_black_box_passages_are_reached_as_poisons(name, seed, recall):
+    """TUNE hotpot-plain-adv-bb / -bbq at ρ 0.05: one black-box passage per target, no copy. A
+    passage opening with the question it answers, which the store's records answering otherwise
+    do not, is retrieval bait: its seeds are poison-like and the reach confirms such passages
+    alone (`reach.baited`); recall before the session of 2026-12-07 14:56 in brackets."""
+    ma = _hotpot_memaudit(name, 0.05, seed, 5, 400)
+    assert ma["recall"] >= recall and ma["precision"] == 1.0 and ma["asr_after"] <= 0.1, ma
+    assert ma["poison_suspect_tp"] == ma["true_positives"], ma
+
+
+def test_generated_lone_passages_opening_with_their_question_are_reached():
+    """TUNE sqa-plain-distinct ρ 0.05 seed 3: one generated passage per target, each opening with
+    its question (R 0.10, its one seed "isolated")."""
+    ma = _minilm_memaudit("sqa-plain-distinct", 0.05, 3, 5, 400)
+    assert ma["recall"] >= 0.9 and ma["precision"] == 1.0 and ma["poison_suspects"] == ma["removed"], ma
