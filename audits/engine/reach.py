@@ -765,6 +765,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         support = [o.id for o in side if carries_answer(o, units, q)]
         return wide, side, support
 
+    def alone_says(m: Any, q: str, claims: Sequence[str], cands: Sequence[str], row: dict[str, Any],
+                   *, why: str) -> str | None:
+        """Sufficiency: the claim m asserts when it is the only record retrieved for q, f(q, {m})
+        (the reader offered `cands`); None when it asserts none (the row's stop says so)."""
+        alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]
+        row["alone"] = alone.text
+        said = next((c for c in claims if _carries(alone.text, [c])), None)
+        if said is None:
+            row["stop"] = f"{why}: alone its answer does not carry the claim"
+        return said
+
     def outvoted_alone(m: Any, q: str, claims: Sequence[str], row: dict[str, Any], now: str,
                        exclude: Collection[str], attack: Any, carrier: Any) -> dict[str, Any] | None:
         """A lone record (`lone` in `verify`) outvoted on its question: today's answer there is
@@ -783,16 +794,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = f"outvoted: {len(support)} supporter(s), {len(side)} on the store's side"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in side for a in claim_spans(o, [m], q)]))
-        alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]
-        said = [c for c in claims if _carries(alone.text, [c])]
-        row["alone"] = alone.text
-        if not said:
-            row["stop"] = "outvoted: alone its answer does not carry the claim"
+        said = alone_says(m, q, claims, cands, row, why="outvoted")
+        if said is None:
             return None
         row["stop"] = "confirmed"
-        return {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
+        return {"event": f"reach:{m.id}", "query": q, "claim": said, "before": row["alone"],
                 "after": now, "support": support, "group": [m.id], "dormant": True, "alone": "lone",
-                "harm": make_harm({"type": "contains", "target": said[0]}),
+                "harm": make_harm({"type": "contains", "target": said}),
                 "retrieved": [o.id for o in wide[:k]]}
 
     def verify(mid: str, q: str, question: str | None, backed: bool = False, strict: bool = False
@@ -1146,17 +1154,14 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = f"{why}: no record of the store on its question"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in stated for a in claim_spans(o, [m], q)]))
-        alone = replayer.answer_alone_each([(q, RetrievedMemory(m.id, m.text, 1.0, 0, m.metadata), cands)])[0]
-        said = [c for c in claims if _carries(alone.text, [c])]
-        row["alone"] = alone.text
-        if not said:
-            row["stop"] = f"{why}: alone its answer does not carry the claim"
+        said = alone_says(m, q, claims, cands, row, why=why)
+        if said is None:
             return None
         _, now = replayer.replay(q, removed, cands)  # today's answer there, which it stands against
         row["stop"] = "confirmed"
-        ev = {"event": f"reach:{m.id}", "query": q, "claim": said[0], "before": alone.text,
+        ev = {"event": f"reach:{m.id}", "query": q, "claim": said, "before": row["alone"],
               "after": now.text, "support": against, "group": [m.id], "dormant": True, "alone": why,
-              "harm": make_harm({"type": "contains", "target": said[0]}),
+              "harm": make_harm({"type": "contains", "target": said}),
               "retrieved": [o.id for o in wide[:k]]}
         if because == "sitting":
             row["sitting"] = ev["sitting"] = True
