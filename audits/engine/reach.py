@@ -78,9 +78,10 @@ answers what the rest of the store says. The reach:
    answers (`opening_question`), a seed opens with one, and none of the store's records carrying
    the answer without it opens with that question (`baited`: written to be retrieved for it where
    the store does not write so; PoisonedRAG's black-box passage at one per target, TUNE
-   hotpot-plain-adv-bb ρ 0.05): it needs `min_support` supporters, and outvoted today (the
-   answer with it is the store's) it is confirmed by what it answers alone, f(q, {m})
-   (`outvoted_alone`). Words are compared as the same word whatever their case and a possessive
+   hotpot-plain-adv-bb ρ 0.05): it needs `min_support` supporters (or, where the agent
+   without it answers from records about other things, `min_support` records of its store's
+   side agreeing on one answer: `agreed`), and outvoted today (the answer with it is the
+   store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Words are compared as the same word whatever their case and a possessive
    "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
    the seeds with no subject). Its group is then the records naming the target on a question
    about the subject (not a padding line that names the target), its
@@ -765,6 +766,18 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         support = [o.id for o in side if carries_answer(o, units, q)]
         return wide, side, support
 
+    def agreed(side: Sequence[Any], m: Any, q: str) -> list[str]:
+        """The records of `side` carrying the answer most of them agree on, an answer-like span
+        (`claim_spans`) neither m nor the question names, when at least `min_support` do."""
+        count: Counter[str] = Counter()
+        carriers: dict[str, list[str]] = {}
+        for o in side:
+            for sp in dict.fromkeys(w.casefold() for w in claim_spans(o, [m], q)):
+                count[sp] += 1
+                carriers.setdefault(sp, []).append(o.id)
+        best = max(count.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        return carriers[best[0]] if best and best[1] >= min_support else []
+
     def alone_says(m: Any, q: str, claims: Sequence[str], cands: Sequence[str], row: dict[str, Any],
                    *, why: str) -> str | None:
         """Sufficiency: the claim m asserts when it is the only record retrieved for q, f(q, {m})
@@ -1017,6 +1030,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         because = vouched(m, said[0]) if planted else None
         lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated)
                                   or because is not None)
+        if lone and len(support) < min_support:
+            # Its question out-ranks the store's own records there (HotpotQA's long questions: the
+            # reader then answers from records about other things, TUNE hotpot-plain-adv-bb ρ 0.05
+            # fresh seeds 8, 10): the store's side stands against it when `min_support` of its
+            # records agree on one answer that is not its claim.
+            support = agreed(side, me, q) or support
+            row["agreed"] = support
         if lone and (len(support) < min_support or not baited(m, [mems[idx[s]] for s in support])):
             row["stop"] = f"lone: {len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side

@@ -91,12 +91,16 @@ def judge(corpus: Corpus, held: Sequence[int], core: frozenset[str], *, params: 
     _peel(sel, corpus.cosine, ratio=params.outlier_ratio, params=params)
     if dense:
         _peel(sel, _dense_similarity(dense), ratio=params.dense_outlier_ratio, params=params)
-    fig = _figures(sel, corpus, core, core_w=core_w, params=params, dense=dense)
     # Members that all open with one question, verbatim, are written to be retrieved for it
     # (PoisonedRAG's black-box passages: `question + "." + text`): that question is the
     # pattern's question part whatever its length, and only the rest of the core must be
-    # question-sized.
-    asked = _shared_question(sel.reps)
+    # question-sized (3.14); it is no part of the claim either, so the members' length is read
+    # without it (3.15: HotpotQA's long questions made 13 of its 14 groups missed at 3.14
+    # "long articles").
+    head = _shared_question(sel.reps)
+    asked = frozenset(tokenize(head)[0]) if head else frozenset()
+    fig = _figures(sel, corpus, core, core_w=core_w, params=params, dense=dense,
+                   opening=len(head.split()) if head else 0)
     sized = max(params.min_core_tokens, len(core - asked)) if asked and len(core) >= params.min_core_tokens \
         else len(core)
     why_not = _why_not(fig, distinct=len(sel.reps) + readmitted, core_size=sized,
@@ -160,14 +164,14 @@ def _drop_off_length(sel: _Selection, params: Params) -> None:
 _ASKED_FIRST = re.compile(r"^\s*([^\n?]{10,300}\?)")
 
 
-def _shared_question(reps: Sequence[Passage]) -> frozenset[str]:
-    """The content tokens of the question every member opens with, verbatim; empty when they do
-    not all open with the same one."""
+def _shared_question(reps: Sequence[Passage]) -> str:
+    """The question every member opens with, verbatim (case aside); "" when they do not all open
+    with the same one."""
     heads = {(m.group(1).strip().casefold() if (m := _ASKED_FIRST.match(r.text) or TYPED_QUERY.match(r.text)) else None)
              for r in reps}
     if len(heads) != 1 or None in heads:
-        return frozenset()
-    return frozenset(tokenize(next(iter(heads)))[0])
+        return ""
+    return next(iter(heads))
 
 
 def _peel(sel: _Selection, sim: Similarity, *, ratio: float, params: Params) -> None:
@@ -183,7 +187,9 @@ def _peel(sel: _Selection, sim: Similarity, *, ratio: float, params: Params) -> 
 
 
 def _figures(sel: _Selection, corpus: Corpus, core: frozenset[str], *, core_w: float, params: Params,
-             dense: Dense | None) -> _Figures:
+             dense: Dense | None, opening: int = 0) -> _Figures:
+    """`opening`: the words of a question every member opens with (`_shared_question`), left out
+    of their length."""
     reps, members = sel.reps, sel.members
     dense_pairs = _pairwise(reps, _dense_similarity(dense)) if dense else []
     own = 0
@@ -204,7 +210,7 @@ def _figures(sel: _Selection, corpus: Corpus, core: frozenset[str], *, core_w: f
     return _Figures(
         cohesion=corpus.mean_pairwise(reps),
         dense_cohesion=sum(dense_pairs) / len(dense_pairs) if dense_pairs else None,
-        median_words=sorted(r.words for r in reps)[len(reps) // 2] if reps else 0,
+        median_words=sorted(r.words - opening for r in reps)[len(reps) // 2] if reps else 0,
         own_share=own / len(reps) if reps else 1.0,
         first_share=first_own / len(reps) if reps else 1.0,
         # Pronouns inside quotes are titles ("I Can't Help Falling in Love with You"), not speakers.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 CLASSIFIER_NAME = "ingest-classifier"
-CLASSIFIER_VERSION = "3.14"
+CLASSIFIER_VERSION = "3.15"
 
 
 @dataclass(frozen=True)

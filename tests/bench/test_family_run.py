@@ -702,6 +702,12 @@ def test_poisonedrags_black_box_passages_are_reached(name, rho, seed, recall):
 @pytest.mark.parametrize("name, seed, recall", [
     ("hotpot-plain-adv-bb", 3, 0.80),  # R 0.10, its one seed "isolated", ASR after 0.25
     ("hotpot-plain-adv-bbq", 0, 0.50),  # R 0.10, ASR after 0.20
+    # The Senator's birthplace: with the passage out the reader answers "1865" from records about
+    # other things, while the store's two records there agree on "Brooklyn" (`reach`'s `agreed`;
+    # R 0.20, 0.50 before that). One observed seed stays an "isolated" honest error: the audit
+    # records no store answer for its incident (`audit._store_answers`), so nothing shows it
+    # answering against the store (a correction, not a suspect).
+    ("hotpot-plain-adv-bb", 10, 0.60),
 ])
 def test_poisonedrags_lone_black_box_passages_are_reached_as_poisons(name, seed, recall):
     """TUNE hotpot-plain-adv-bb / -bbq at ρ 0.05: one black-box passage per target, no copy. A
@@ -709,8 +715,8 @@ def test_poisonedrags_lone_black_box_passages_are_reached_as_poisons(name, seed,
     do not, is retrieval bait: its seeds are poison-like and the reach confirms such passages
     alone (`reach.baited`); recall before the session of 2026-12-07 14:56 in brackets."""
     ma = _hotpot_memaudit(name, 0.05, seed, 5, 400)
-    assert ma["recall"] >= recall and ma["precision"] == 1.0 and ma["asr_after"] <= 0.1, ma
-    assert ma["poison_suspect_tp"] == ma["true_positives"], ma
+    assert ma["recall"] >= recall and ma["precision"] == 1.0 and ma["asr_after"] <= (0.0 if seed == 10 else 0.1), ma
+    assert ma["poison_suspect_tp"] == ma["true_positives"] - (1 if seed == 10 else 0), ma
 
 
 def test_generated_lone_passages_opening_with_their_question_are_reached():
