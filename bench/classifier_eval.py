@@ -141,6 +141,7 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
         scenarios = [(f"s{seed}", build_scenario(name, rho=0.2, seed=seed, size=600, data=data)) for seed in range(3)]
     else:
         scenarios = [("s0", build_family(name, rho=0.4, seed=0, size=400, data=data))]
+    one_trigger = name in ("qa", "rap") or FAMILIES[name].attack == "bridge"
     clean, poisons, target_of = [], [], {}
     for tag, sc in scenarios:
         questions = sorted({p["query"]: p["target"] for p in sc.probes if "target" in p}.items(),
@@ -154,9 +155,11 @@ def load_generated(name: str, data: Path) -> tuple[list[tuple[str, str]], list[t
                 clean.append((mid, m["text"]))
                 continue
             poisons.append((mid, m["text"]))
-            # MINJA simulations attack one trigger per scenario; a family's poison restates the
-            # question of its target.
-            hit = next((t for q, t in questions if q in m["text"]), None) if name not in ("qa", "rap") else 0
+            # MINJA simulations, and the families built on MINJA's recipe (`bridge`), attack one
+            # trigger per scenario (their records need not restate a victim question: "no target
+            # question in the poison's text" stopped `--loso` at gen:ehr-minja-bridge); another
+            # family's poison restates the question of its target.
+            hit = 0 if one_trigger else next((t for q, t in questions if q in m["text"]), None)
             if hit is None:  # a per-target passage that does not restate the question names its own answer
                 hit = next((t for a, t in answers if a and a in m["text"]), None)
             if hit is None:

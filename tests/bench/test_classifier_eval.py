@@ -75,3 +75,18 @@ def test_a_black_box_source_is_its_passages_with_the_question_first(tmp_path):
     assert sorted(bb_target_of.values()) == sorted(target_of.values())
     assert not {p for p, _ in bb} & {p for p, _ in plain}
     assert classifier_eval.BLACK_BOX == ("nq-bb", "hotpotqa-bb", "msmarco-bb")
+
+
+def test_a_minja_family_is_one_trigger_whatever_its_records_restate():
+    """`--loso` stopped at gen:ehr-minja-bridge ("no target question in the poison's text"): a
+    record of MINJA's recipe need not restate a victim question. Such a family attacks one
+    trigger, as the MINJA simulations do: every poison is of one target."""
+    import pytest
+
+    from bench.scenarios.families import DEFAULT_DATA
+
+    if not (DEFAULT_DATA / "ehragent").exists():
+        pytest.skip(f"EHRAgent data not in {DEFAULT_DATA}")
+    clean, poisons, target_of = classifier_eval.load_generated("ehr-minja-bridge", DEFAULT_DATA)
+    assert poisons and clean and set(target_of.values()) == {"s0-t0"}
+    assert set(target_of) == {p for p, _ in poisons}
