@@ -721,7 +721,9 @@ def analyse(plan: CmisPlan, results: Sequence[ReplayResult], *, events: Sequence
                             if m in set(rr.added)}
                 for m, e in reach_ev.items():
                     claims[m] = e["claim"]
-                    store[m] = {"question": e["query"], "answer": e["after"], "support": e["support"]}
+                    # What the store answers there: what its records agree on, where the agent without
+                    # the record answered from records about other things (`reach.agreed`).
+                    store[m] = {"question": e["query"], "answer": e.get("agreed") or e["after"], "support": e["support"]}
                 store.update(_store_answers(batch, ranked, evmap, residual, retriever,
                                             on_question=asked_on(batch)[1], min_support=p.reach_support))
         for mid, v in judged(batch, claims, reach=reach_ev).items():

@@ -81,8 +81,8 @@ answers what the rest of the store says. The reach:
    hotpot-plain-adv-bb ρ 0.05): it needs `min_support` supporters (or, where the agent
    without it answers from records about other things, `min_support` records of its store's
    side agreeing on one answer: `agreed`), and outvoted today (the answer with it is the
-   store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Words are compared as the same word whatever their case and a possessive
-   "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
+   store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Words are
+   compared as the same word whatever their case and a possessive "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
    the seeds with no subject). Its group is then the records naming the target on a question
    about the subject (not a padding line that names the target), its
    store's side every record about the question not naming the target, whatever its
@@ -766,17 +766,16 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         support = [o.id for o in side if carries_answer(o, units, q)]
         return wide, side, support
 
-    def agreed(side: Sequence[Any], m: Any, q: str) -> list[str]:
-        """The records of `side` carrying the answer most of them agree on, an answer-like span
-        (`claim_spans`) neither m nor the question names, when at least `min_support` do."""
-        count: Counter[str] = Counter()
+    def agreed(side: Sequence[Any], m: Any, q: str) -> tuple[str, list[str]]:
+        """The answer most records of `side` agree on, an answer-like span (`claim_spans`) neither
+        m nor the question names, and the records carrying it, when at least `min_support` do
+        (else "" and none)."""
         carriers: dict[str, list[str]] = {}
         for o in side:
             for sp in dict.fromkeys(w.casefold() for w in claim_spans(o, [m], q)):
-                count[sp] += 1
                 carriers.setdefault(sp, []).append(o.id)
-        best = max(count.items(), key=lambda kv: (kv[1], kv[0]), default=None)
-        return carriers[best[0]] if best and best[1] >= min_support else []
+        best = max(carriers.items(), key=lambda kv: (len(kv[1]), kv[0]), default=None)
+        return best if best and len(best[1]) >= min_support else ("", [])
 
     def alone_says(m: Any, q: str, claims: Sequence[str], cands: Sequence[str], row: dict[str, Any],
                    *, why: str) -> str | None:
@@ -1030,13 +1029,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         because = vouched(m, said[0]) if planted else None
         lenient = not strict and (((support or echo) and len(side) >= min_support) or bool(stated)
                                   or because is not None)
+        agree = ""
         if lone and len(support) < min_support:
-            # Its question out-ranks the store's own records there (HotpotQA's long questions: the
-            # reader then answers from records about other things, TUNE hotpot-plain-adv-bb ρ 0.05
-            # fresh seeds 8, 10): the store's side stands against it when `min_support` of its
-            # records agree on one answer that is not its claim.
-            support = agreed(side, me, q) or support
-            row["agreed"] = support
+            # Records about other things out-rank the store's own records on its question, and the
+            # agent answers from them once it is out (HotpotQA's long questions: "1865" for a
+            # Senator's birthplace, TUNE hotpot-plain-adv-bb ρ 0.05 fresh seed 10): the store's
+            # side stands against it when `min_support` of its records agree on one answer that
+            # is not its claim ("Brooklyn, New York": "New York").
+            agree, on = agreed(side, me, q)
+            if agree:
+                support = on
+                row["agreed"] = agree
         if lone and (len(support) < min_support or not baited(m, [mems[idx[s]] for s in support])):
             row["stop"] = f"lone: {len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
@@ -1051,6 +1054,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
               "retrieved": [o.id for o in r1]}
         if back & set(support):
             ev["restored"] = sorted(back & set(support))
+        if agree:
+            ev["agreed"] = agree
         if not support and stated:
             ev["store_record"] = stated
         elif len(support) < min_support and not stated and because is not None:

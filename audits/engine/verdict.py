@@ -642,6 +642,8 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
                             else "and it states the bridge to that claim itself" if rv.get("bridged")
                             else "and it was written in the confirmed poisons' own sitting (their write-time "
                                  "burst)" if rv.get("sitting")
+                            else f"against {len(rv['support'])} records of the store on that question that agree "
+                                 f"on '{rv['agreed']}'" if rv.get("agreed")
                             else f"which {len(rv['support'])} records carry"))
         if shape:
             reasons += shape

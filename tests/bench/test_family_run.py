@@ -703,7 +703,7 @@ def test_poisonedrags_black_box_passages_are_reached(name, rho, seed, recall):
     ("hotpot-plain-adv-bb", 3, 0.80),  # R 0.10, its one seed "isolated", ASR after 0.25
     ("hotpot-plain-adv-bbq", 0, 0.50),  # R 0.10, ASR after 0.20
     # The Senator's birthplace: with the passage out the reader answers "1865" from records about
-    # other things, while the store's two records there agree on "Brooklyn" (`reach`'s `agreed`;
+    # other things, while the store's two records there agree on "Brooklyn, New York" (`reach`'s `agreed`;
     # R 0.20, 0.50 before that). One observed seed stays an "isolated" honest error: the audit
     # records no store answer for its incident (`audit._store_answers`), so nothing shows it
     # answering against the store (a correction, not a suspect).
