@@ -713,7 +713,7 @@ def test_poisonedrags_lone_black_box_passages_are_reached_as_poisons(name, seed,
     """TUNE hotpot-plain-adv-bb / -bbq at ρ 0.05: one black-box passage per target, no copy. A
     passage opening with the question it answers, which the store's records answering otherwise
     do not, is retrieval bait: its seeds are poison-like and the reach confirms such passages
-    alone (`reach.baited`); recall before the session of 2026-12-07 14:56 in brackets."""
+    alone (`reach.baited`); each case's recall before the session of 2026-12-07 14:56 beside it."""
     ma = _hotpot_memaudit(name, 0.05, seed, 5, 400)
     assert ma["recall"] >= recall and ma["precision"] == 1.0 and ma["asr_after"] <= (0.0 if seed == 10 else 0.1), ma
     assert ma["poison_suspect_tp"] == ma["true_positives"] - (1 if seed == 10 else 0), ma
