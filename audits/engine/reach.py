@@ -82,14 +82,14 @@ answers what the rest of the store says. The reach:
    without it answers from records about other things, `min_support` records of its store's
    side agreeing on one answer: `agreed`), and outvoted today (the answer with it is the
    store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Words are
-   compared as the same word whatever their case and a possessive "'s" ("James's dogs" asks about James: TUNE locomo-minja-bridge, where the possessive left
-   the seeds with no subject). Its group is then the records naming the target on a question
-   about the subject (not a padding line that names the target), its
-   store's side every record about the question not naming the target, whatever its
-   shape, and the store's own record on that very question may be its one supporter — or, when
-   the agent follows no record of the question once the group is out (a vote of records about
-   other things), the record that states that question and answers otherwise is what the
-   planted one stood against. A record states a question in its `metadata.query`, its `Q:`
+   compared as the same word whatever their case and a possessive "'s" ("James's dogs" asks
+   about James: TUNE locomo-minja-bridge, where the possessive left the seeds with no subject).
+   Its group is then the records naming the target on a question about the subject (not a
+   padding line that names the target), its store's side every record about the question not
+   naming the target, whatever its shape, and the store's own record on that very question may
+   be its one supporter — or, when the agent follows no record of the question once the group
+   is out (a vote of records about other things), the record that states that question and
+   answers otherwise is what the planted one stood against. A record states a question in its `metadata.query`, its `Q:`
    line, or a first sentence that asks one after a short label ("Asked before: …?"). The reader
    gets the claims of every retrieved record as candidates (a probe's candidates, synthesised;
    a real model ignores them and answers freely, the test reads its output the same way). A
@@ -777,6 +777,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         best = max(carriers.items(), key=lambda kv: (len(kv[1]), kv[0]), default=None)
         return best if best and len(best[1]) >= min_support else ("", [])
 
+    def lone_against(m: Any, support: Sequence[str]) -> bool:
+        """A lone record stands against its store's side: at least `min_support` records (ids
+        `support`), none of them opening with its question (`baited`)."""
+        return len(support) >= min_support and baited(m, [mems[idx[s]] for s in support])
+
     def alone_says(m: Any, q: str, claims: Sequence[str], cands: Sequence[str], row: dict[str, Any],
                    *, why: str) -> str | None:
         """Sufficiency: the claim m asserts when it is the only record retrieved for q, f(q, {m})
@@ -802,7 +807,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             return None
         wide, side, support = sided(m, q, exclude, units, claims, attack, carrier)
         row["support"], row["side"] = support, len(side)
-        if len(support) < min_support or not baited(m, [mems[idx[s]] for s in support]):
+        if not lone_against(m, support):
             row["stop"] = f"outvoted: {len(support)} supporter(s), {len(side)} on the store's side"
             return None
         cands = list(dict.fromkeys(list(claims) + [a for o in side for a in claim_spans(o, [m], q)]))
@@ -1040,7 +1045,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if agree:
                 support = on
                 row["agreed"] = agree
-        if lone and (len(support) < min_support or not baited(m, [mems[idx[s]] for s in support])):
+        if lone and not lone_against(m, support):
             row["stop"] = f"lone: {len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
         if len(support) < min_support and not lenient:
