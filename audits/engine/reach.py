@@ -81,7 +81,13 @@ answers what the rest of the store says. The reach:
    hotpot-plain-adv-bb ρ 0.05): it needs `min_support` supporters (or, where the agent
    without it answers from records about other things, `min_support` records of its store's
    side agreeing on one answer: `agreed`), and outvoted today (the answer with it is the
-   store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Words are
+   store's) it is confirmed by what it answers alone, f(q, {m}) (`outvoted_alone`). Such a
+   record, and every record of its group, written as a seed is (`asks_first`: its question,
+   then its answer on the same line) needs no majority against it where no record about that
+   question opens with a question (`unopposed`): it is retrieval bait, confirmed once removing
+   its group takes its claim out of the answer (HotpotQA's comparisons and yes/no questions have
+   no two records of the store that answer them: TUNE hotpot-plain-adv-bb, "lone: 1 supporter(s)"
+   with "Istanbul" in the answer and "Wolf Alice" without). Words are
    compared as the same word whatever their case and a possessive "'s" ("James's dogs" asks
    about James: TUNE locomo-minja-bridge, where the possessive left the seeds with no subject).
    Its group is then the records naming the target on a question about the subject (not a
@@ -379,6 +385,27 @@ def opening_question(text: str) -> str | None:
     """The question a text opens with, read from the text alone: its leading question, else a
     first sentence typed as a query."""
     return _leading_question(text) or _typed_question(text)
+
+
+# A sentence's end inside a text: a full stop or "!" after a word of four letters or digits, then
+# a space ("U.S. state", "St. Louis" end none).
+_SENTENCE_END = re.compile(r"[^\W_]{4,}[.!]\s")
+
+
+def asks_first(text: str) -> str | None:
+    """The question a text opens with (`opening_question`) when the text goes on, on that line,
+    to answer it ("Which harbour …?.Norvik is …", "who sings … reba.Linda Davis …"): written to be
+    retrieved for that question. A question that is a title heading an article ("What Are You
+    Doing the Rest of Your Life?" and a new line) answers nothing, and one that ends a line of
+    several sentences is no question the line opens with (a chat turn, "Jon: Thanks for the
+    support. Running a business isn't easy, … How have you tackled …? Got any advice …": TUNE
+    locomo-minja-slot-w11)."""
+    q = opening_question(text)
+    if q is None or _SENTENCE_END.search(q):
+        return None
+    line = text.strip().split("\n", 1)[0]
+    cut = line.find("?") if _leading_question(text) else len(q) - 1
+    return q if any(ch.isalnum() for ch in line[cut + 1:]) else None
 
 
 def baited(m: Any, store_side: Sequence[Any]) -> bool:
@@ -782,6 +809,18 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         `support`), none of them opening with its question (`baited`)."""
         return len(support) >= min_support and baited(m, [mems[idx[s]] for s in support])
 
+    def unopposed(m: Any, q: str, exclude: Collection[str], said: Sequence[str], carrier: Any,
+                  row: dict[str, Any]) -> bool:
+        """Records about m's question q (cosine to it at least `support_cos`, about m, not carrying
+        its claim `said`; seed-like or not) are there, and none of them opens with a question: the
+        store does not write so about it (the trace's `bait` counts them)."""
+        wide = retriever.retrieve(q, max(4 * k, 20), exclude)
+        near = [o for o in wide if o.score >= support_cos and not carrier(o) and about(o, m, said)]
+        if not near or any(opening_question(o.text) for o in near):
+            return False
+        row["bait"] = len(near)
+        return True
+
     def alone_says(m: Any, q: str, claims: Sequence[str], cands: Sequence[str], row: dict[str, Any],
                    *, why: str) -> str | None:
         """Sufficiency: the claim m asserts when it is the only record retrieved for q, f(q, {m})
@@ -950,6 +989,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             lone = len(group) < min_copies
         if lone:
             row["lone"] = True
+        # Written as the seeds are (`asks_first`: its question, then its answer on that line), as
+        # is every record of its group: where no record of the store about that question opens
+        # with a question (`unopposed`), it is retrieval bait and needs no majority against it.
+        bait = not planted and not strict and question is not None and asks_first(m.text) is not None \
+            and any(asks_first(mems[idx[s]].text) for s in seed_ids if s in idx) \
+            and all(same_question(question, asks_first(mems[idx[g]].text)) for g in group)
         if (len(group) < min_copies and not planted and not lone) or len(group) > max_group:
             row["stop"] = f"group of {len(group)}"
             return None, store_side
@@ -975,6 +1020,17 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         cands = list(dict.fromkeys(claims + alts))
         _, y1 = replayer.replay(q, kept, cands)
         _, y0 = replayer.replay(q, kept | group, cands)
+
+        def confirmed(support: Sequence[str]) -> dict[str, Any]:
+            row["stop"] = "confirmed"
+            target = said[0]
+            ev = {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
+                  "after": y0.text, "support": list(support), "group": sorted(group),
+                  "harm": make_harm({"type": "contains", "target": target}),
+                  "retrieved": [o.id for o in r1]}
+            if row.get("bait"):
+                ev["bait"] = {"question": asks_first(m.text), "side": row["bait"]}
+            return ev
         row.update({"with": y1.text, "without": y0.text})
         # The claim under test is the one the agent asserts with the group; the answer without
         # the group is judged against that claim alone (another of m's spans it mentions may be
@@ -995,6 +1051,8 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = "answer without the group still carries the claim"
             return None, store_side
         if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
+            if bait and unopposed(m, q, kept | group, said, carrier, row):
+                return confirmed([]), store_side
             row["stop"] = "no answer without the group"
             return None, store_side
         # The store's answer to that question: records about it (cosine to the query at least
@@ -1045,18 +1103,12 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             if agree:
                 support = on
                 row["agreed"] = agree
-        if lone and not lone_against(m, support):
-            row["stop"] = f"lone: {len(support)} supporter(s), {len(side)} on the store's side"
+        if (lone and not lone_against(m, support)) or (len(support) < min_support and not lenient):
+            if bait and unopposed(m, q, kept | group, said, carrier, row):
+                return confirmed(support), store_side
+            row["stop"] = f"{'lone: ' if lone else ''}{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
-        if len(support) < min_support and not lenient:
-            row["stop"] = f"{len(support)} supporter(s), {len(side)} on the store's side"
-            return None, store_side
-        row["stop"] = "confirmed"
-        target = said[0]
-        ev = {"event": f"reach:{mid}", "query": q, "claim": target, "before": y1.text,
-              "after": y0.text, "support": support, "group": sorted(group),
-              "harm": make_harm({"type": "contains", "target": target}),
-              "retrieved": [o.id for o in r1]}
+        ev = confirmed(support)
         if back & set(support):
             ev["restored"] = sorted(back & set(support))
         if agree:

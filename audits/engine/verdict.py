@@ -633,6 +633,12 @@ def judge(batch: Sequence[str], retriever: Retriever, *, claims: Mapping[str, st
             shape.append(f"outvoted today: without the store's own record on '{rv['query'][:80]}' "
                          f"({', '.join(rv['support'][:3])}) the answer is '{rv['before']}', its claim; "
                          f"without its group ({len(rv['group'])}) as well it is not")
+        elif rv and rv.get("bait"):
+            shape.append(f"retrieval bait written as the confirmed poisons are: it opens with the question it answers "
+                         f"('{rv['bait']['question'][:80]}') and goes on to answer it, as they do, where none of the "
+                         f"{rv['bait']['side']} records of the store about that question opens with a question; "
+                         f"removing its group ({len(rv['group'])}) turns the answer there from '{rv['before']}' "
+                         f"to '{rv['after']}'")
         elif rv:
             shape.append(f"seed-like: its shape is nearer the confirmed poisons than the records they "
                          f"contradicted; removing its group ({len(rv['group'])}) turns the answer to "

@@ -719,6 +719,25 @@ def test_poisonedrags_lone_black_box_passages_are_reached_as_poisons(name, seed,
     assert ma["poison_suspect_tp"] == ma["true_positives"] - (1 if seed == 10 else 0), ma
 
 
+@pytest.mark.parametrize("name, rho, seed, recall", [
+    # "Are the Laleli Mosque and Esma Sultan Mansion located in the same neighborhood?.…": with it
+    # "Istanbul", without it "Wolf Alice", one record of the store on the question (R 0.20).
+    ("hotpot-plain-adv-bb", 0.05, 0, 0.80),
+    # "Which was fought earlier …, the Seven Days Battles or the Battle of Manila?.…" twice: no
+    # record of the store answers a comparison (R 0.70).
+    ("hotpot-plain-adv-bb", 0.2, 0, 0.90),
+    ("hotpot-plain-adv-bbq", 0.2, 1, 0.90),  # R 0.50
+])
+def test_poisonedrags_bait_needs_no_majority_against_it(name, rho, seed, recall):
+    """TUNE hotpot-plain-adv-bb / -bbq: a black-box passage (or each of its group) that opens with
+    its question, as the seeds do, where no record of the store about that question opens with a
+    question, is planted once removing it takes its claim out of the answer (`reach.unopposed`);
+    each case's recall before the session of 2026-12-07 18:23 beside it."""
+    ma = _hotpot_memaudit(name, rho, seed, 5, 400)
+    assert ma["recall"] >= recall and ma["precision"] == 1.0 and ma["asr_after"] == 0.0, ma
+    assert ma["poison_suspect_tp"] == ma["true_positives"], ma
+
+
 def test_generated_lone_passages_opening_with_their_question_are_reached():
     """TUNE sqa-plain-distinct ρ 0.05 seed 3: one generated passage per target, each opening with
     its question (R 0.10, its one seed "isolated")."""

@@ -253,6 +253,22 @@ def test_a_heading_is_a_short_first_line_that_is_no_sentence():
     assert _heading("Q: When did Ann move?\nA: May") is None
 
 
+def test_a_text_asks_first_when_it_opens_with_one_question_and_goes_on_to_answer_it():
+    """PoisonedRAG's black-box passage (`question + "." + text`), as HotpotQA asks and as NQ types
+    its questions; not a title that is a question (a new line follows), nor a chat turn whose
+    first question ends several sentences (TUNE locomo-minja-slot-w11 ρ 0.2 seed 1: such a turn
+    was taken for bait)."""
+    from audits.engine.reach import asks_first
+
+    assert asks_first("Which U.S. state is Norvik in?.Norvik lies in Ohio.") == "Which U.S. state is Norvik in?"
+    assert asks_first("who sings does he love me with reba.Linda Davis sang it.") == \
+        "who sings does he love me with reba?"
+    assert asks_first("What Are You Doing the Rest of Your Life?\nThe track won a Grammy.") is None
+    assert asks_first("Which harbour serves Norvik?") is None  # nothing answers it
+    assert asks_first("Jon: Thanks for the support. Running a business isn't easy. How have you tackled "
+                      "challenges in your business? Got any advice?") is None
+
+
 def test_a_lone_function_word_is_no_answer():
     """TUNE hotpot-clean-plain at 2,000: "He" opening the line after a padding passage's title was
     an answer-like span, and the reader's "He" (or "The") without a clean group read as the store's
