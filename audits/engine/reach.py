@@ -408,6 +408,15 @@ def asks_first(text: str) -> str | None:
     return q if any(ch.isalnum() for ch in line[cut + 1:]) else None
 
 
+def restates(question: str, claim: str) -> bool:
+    """A claim that says half or more of its question's words again restates it, it does not answer
+    it (a chat turn's whole line read as its answer, "Wow, traveling is amazing, isn't it? I'm
+    learning German now …" for "Tim: Wow, traveling is amazing, isn't it?": TUNE
+    locomo-minja-slot-w7 ρ 0.2 seed 2)."""
+    asked = tokens(question)
+    return bool(asked) and 2 * len(asked & tokens(claim)) >= len(asked)
+
+
 def baited(m: Any, store_side: Sequence[Any]) -> bool:
     """m opens with a question (`opening_question`) that none of `store_side` (the store's records
     answering that question otherwise) opens with: written to be retrieved for it, where the store
@@ -813,10 +822,11 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                   row: dict[str, Any]) -> bool:
         """Records about m's question q (cosine to it at least `support_cos`, about m, not carrying
         its claim `said`; seed-like or not) are there, and none of them opens with a question: the
-        store does not write so about it (the trace's `bait` counts them)."""
+        store does not write so about it (the trace's `bait` counts them). A claim that restates
+        the question answers nothing (`restates`)."""
         wide = retriever.retrieve(q, max(4 * k, 20), exclude)
         near = [o for o in wide if o.score >= support_cos and not carrier(o) and about(o, m, said)]
-        if not near or any(opening_question(o.text) for o in near):
+        if not near or any(opening_question(o.text) for o in near) or restates(q, said[0]):
             return False
         row["bait"] = len(near)
         return True

@@ -269,6 +269,20 @@ def test_a_text_asks_first_when_it_opens_with_one_question_and_goes_on_to_answer
                       "challenges in your business? Got any advice?") is None
 
 
+def test_a_claim_saying_its_question_again_restates_it():
+    """A chat turn opening with a tag question, its whole line read as its claim (TUNE
+    locomo-minja-slot-w7 ρ 0.2 seed 2: taken for bait, one false positive), restates its question;
+    a planted answer does not, even where it shares a word with it."""
+    from audits.engine.reach import restates
+
+    assert restates("Tim: Wow, traveling is amazing, isn't it?",
+                    "Wow, traveling is amazing, isn't it? I'm learning German now - tough but fun.")
+    assert not restates("Are the Laleli Mosque and Esma Sultan Mansion located in the same neighborhood?",
+                        "Istanbul")
+    assert not restates("The 1974 Texas Tech Raiders football team represented what public research "
+                        "university in Lubbock, Texas?", "The University of Texas")
+
+
 def test_a_lone_function_word_is_no_answer():
     """TUNE hotpot-clean-plain at 2,000: "He" opening the line after a padding passage's title was
     an answer-like span, and the reader's "He" (or "The") without a clean group read as the store's
