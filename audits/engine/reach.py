@@ -818,13 +818,13 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
         `support`), none of them opening with its question (`baited`)."""
         return len(support) >= min_support and baited(m, [mems[idx[s]] for s in support])
 
-    def unopposed(m: Any, q: str, exclude: Collection[str], said: Sequence[str], carrier: Any,
+    def unopposed(m: Any, q: str, wide: Sequence[RetrievedMemory], said: Sequence[str], carrier: Any,
                   row: dict[str, Any]) -> bool:
-        """Records about m's question q (cosine to it at least `support_cos`, about m, not carrying
-        its claim `said`; seed-like or not) are there, and none of them opens with a question: the
-        store does not write so about it (the trace's `bait` counts them). A claim that restates
-        the question answers nothing (`restates`)."""
-        wide = retriever.retrieve(q, max(4 * k, 20), exclude)
+        """Records about m's question q among `wide` (its wide retrieval with m's group out, as
+        `sided` reads it: cosine to q at least `support_cos`, about m, not carrying its claim `said`;
+        seed-like or not) are there, and none of them opens with a question: the store does not
+        write so about it (the trace's `bait` counts them). A claim that restates the question
+        answers nothing (`restates`)."""
         near = [o for o in wide if o.score >= support_cos and not carrier(o) and about(o, m, said)]
         if not near or any(opening_question(o.text) for o in near) or restates(q, said[0]):
             return False
@@ -1061,7 +1061,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
             row["stop"] = "answer without the group still carries the claim"
             return None, store_side
         if not y0.text.strip() or y0.text.strip() == DONT_KNOW:
-            if bait and unopposed(m, q, kept | group, said, carrier, row):
+            if bait and unopposed(m, q, retriever.retrieve(q, max(4 * k, 20), kept | group), said, carrier, row):
                 return confirmed([]), store_side
             row["stop"] = "no answer without the group"
             return None, store_side
@@ -1114,7 +1114,7 @@ def reach(batch: Sequence[str], seeds: Sequence[str], anti: Sequence[str], retri
                 support = on
                 row["agreed"] = agree
         if (lone and not lone_against(m, support)) or (len(support) < min_support and not lenient):
-            if bait and unopposed(m, q, kept | group, said, carrier, row):
+            if bait and unopposed(m, q, wide, said, carrier, row):
                 return confirmed(support), store_side
             row["stop"] = f"{'lone: ' if lone else ''}{len(support)} supporter(s), {len(side)} on the store's side"
             return None, store_side
